@@ -1,0 +1,113 @@
+// Caching, counting allocator (see allocator.h).
+#include "core/allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iomanip>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace mindspeed {
+
+const char* memory_category_name(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::kParameters: return "params";
+    case MemoryCategory::kGradients: return "grads";
+    case MemoryCategory::kOptimizerState: return "optimizer";
+    case MemoryCategory::kActivations: return "activations";
+    case MemoryCategory::kCommunication: return "comm";
+    case MemoryCategory::kWorkspace: return "workspace";
+    case MemoryCategory::kCount: break;
+  }
+  return "?";
+}
+
+std::string format_memory_stats(const MemoryStats& stats) {
+  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1);
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    out << memory_category_name(static_cast<MemoryCategory>(c)) << " " << mib(stats.current[c])
+        << "/" << mib(stats.peak[c]) << " | ";
+  }
+  out << "total " << mib(stats.total_current) << "/" << mib(stats.total_peak)
+      << " MiB (current/peak)";
+  return out.str();
+}
+
+Allocator::~Allocator() {
+  release_cached();
+  // Blocks still live belong to objects that outlive the allocator: a bug, but freeing
+  // them here would turn it into a use-after-free, so they are left to the OS.
+}
+
+void* Allocator::allocate(int64_t bytes, MemoryCategory category) {
+  MS_CHECK(bytes >= 0, "negative allocation size ", bytes);
+  MS_CHECK(category != MemoryCategory::kCount, "invalid memory category");
+  const int64_t rounded = std::max<int64_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* ptr = nullptr;
+  int64_t block_bytes = rounded;
+  // Reuse the smallest cached block that fits and wastes at most a quarter of it.
+  auto it = free_.lower_bound(rounded);
+  if (it != free_.end() && it->first <= rounded + rounded / 4) {
+    ptr = it->second;
+    block_bytes = it->first;
+    stats_.cached -= block_bytes;
+    free_.erase(it);
+  } else {
+    ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+    if (ptr == nullptr && !free_.empty()) {
+      // Out of memory with blocks cached: give them back and try once more.
+      for (auto& [size, block] : free_) std::free(block);
+      free_.clear();
+      stats_.cached = 0;
+      ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+    }
+    MS_CHECK(ptr != nullptr, "out of memory allocating ", rounded, " bytes for ",
+             memory_category_name(category), " (in use: ", stats_.total_current, " bytes)");
+    ++stats_.system_allocations;
+  }
+  live_.emplace(ptr, Block{block_bytes, category});
+  const int c = static_cast<int>(category);
+  stats_.current[c] += block_bytes;
+  stats_.peak[c] = std::max(stats_.peak[c], stats_.current[c]);
+  stats_.total_current += block_bytes;
+  stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+  return ptr;
+}
+
+void Allocator::deallocate(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(ptr);
+  MS_CHECK(it != live_.end(), "deallocate of a pointer this allocator does not own");
+  const Block block = it->second;
+  live_.erase(it);
+  const int c = static_cast<int>(block.category);
+  stats_.current[c] -= block.bytes;
+  stats_.total_current -= block.bytes;
+  free_.emplace(block.bytes, ptr);
+  stats_.cached += block.bytes;
+}
+
+MemoryStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Allocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak = stats_.current;
+  stats_.total_peak = stats_.total_current;
+}
+
+void Allocator::release_cached() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [size, block] : free_) std::free(block);
+  free_.clear();
+  stats_.cached = 0;
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,75 @@
+// Allocator: every byte the engine uses comes from here, counted by category with the
+// current and peak value per category and in total (DESIGN.md "Numerics and memory").
+// Freed blocks stay cached and are reused by the next request of a similar size, so a
+// training step that repeats the same shapes never returns memory to the OS and never
+// re-faults its pages (the cost glibc's malloc puts on PyTorch's CPU activations).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace mindspeed {
+
+enum class MemoryCategory : uint8_t {
+  kParameters,
+  kGradients,
+  kOptimizerState,
+  kActivations,
+  kCommunication,
+  kWorkspace,
+  kCount,
+};
+constexpr int kNumMemoryCategories = static_cast<int>(MemoryCategory::kCount);
+const char* memory_category_name(MemoryCategory category);
+
+struct MemoryStats {
+  std::array<int64_t, kNumMemoryCategories> current{};  ///< bytes in use now, per category
+  std::array<int64_t, kNumMemoryCategories> peak{};     ///< max of current, per category
+  int64_t total_current = 0;  ///< bytes in use now, all categories
+  int64_t total_peak = 0;     ///< max of total_current (not the sum of the peaks)
+  int64_t cached = 0;         ///< bytes held in the cache, free for reuse
+  int64_t system_allocations = 0;  ///< calls that went to the system allocator
+
+  int64_t current_of(MemoryCategory c) const { return current[static_cast<int>(c)]; }
+  int64_t peak_of(MemoryCategory c) const { return peak[static_cast<int>(c)]; }
+};
+
+/// "params 474.7 MiB | grads ... | peak total ..." for logs.
+std::string format_memory_stats(const MemoryStats& stats);
+
+class Allocator {
+ public:
+  static constexpr int64_t kAlignment = 64;
+
+  Allocator() = default;
+  ~Allocator();
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  /// Returns `bytes` (rounded up to kAlignment) of uninitialised, 64-byte aligned memory.
+  void* allocate(int64_t bytes, MemoryCategory category);
+  /// Returns a block from allocate() to the cache. nullptr is ignored.
+  void deallocate(void* ptr);
+
+  MemoryStats stats() const;
+  /// Sets every peak to the current value (e.g. after set-up, to measure a step).
+  void reset_peaks();
+  /// Returns every cached block to the system.
+  void release_cached();
+
+ private:
+  struct Block {
+    int64_t bytes;
+    MemoryCategory category;
+  };
+  mutable std::mutex mutex_;
+  std::unordered_map<void*, Block> live_;
+  std::multimap<int64_t, void*> free_;  // size -> block
+  MemoryStats stats_;
+};
+
+}  // namespace mindspeed

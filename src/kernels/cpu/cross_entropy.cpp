@@ -1,0 +1,54 @@
+// Fast fused softmax + cross-entropy + gradient (llm.c's fused classifier, Liger's fused
+// linear cross-entropy inner step): per row one max pass, one pass computing exp(x - max)
+// in place while summing, one pass scaling to (softmax - onehot) * grad_scale. One exp per
+// element; rows in parallel. PyTorch's CPU log_softmax backward is single-threaded here.
+#include <cmath>
+
+#include "kernels/cpu/vec.h"
+#include "kernels/kernels.h"
+
+namespace mindspeed::cpu {
+
+void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets,
+                           const float* grad_scale, int64_t N, int64_t V, bool compute_grad) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    float* row = logits + n * V;
+    Vec8 vmax = Vec8::set1(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= V; j += 8) vmax = Vec8::max(vmax, Vec8::load(row + j));
+    float maxv = vmax.reduce_max();
+    for (; j < V; ++j) maxv = row[j] > maxv ? row[j] : maxv;
+    const int64_t target = targets[n];
+    const float target_logit = row[target];
+    const Vec8 vm = Vec8::set1(maxv);
+    Vec8 vsum = Vec8::zero();
+    float sum = 0.0f;
+    j = 0;
+    if (compute_grad) {
+      for (; j + 8 <= V; j += 8) {
+        const Vec8 e = Vec8::exp(Vec8::load(row + j) - vm);
+        e.store(row + j);
+        vsum = vsum + e;
+      }
+      for (; j < V; ++j) {
+        row[j] = exp_scalar(row[j] - maxv);
+        sum += row[j];
+      }
+    } else {
+      for (; j + 8 <= V; j += 8) vsum = vsum + Vec8::exp(Vec8::load(row + j) - vm);
+      for (; j < V; ++j) sum += exp_scalar(row[j] - maxv);
+    }
+    sum += vsum.reduce_add();
+    losses[n] = std::log(sum) + maxv - target_logit;
+    if (!compute_grad) continue;
+    const float scale = grad_scale ? grad_scale[n] : 1.0f;
+    const Vec8 vs = Vec8::set1(scale / sum);
+    j = 0;
+    for (; j + 8 <= V; j += 8) (Vec8::load(row + j) * vs).store(row + j);
+    for (; j < V; ++j) row[j] *= scale / sum;
+    row[target] -= scale;
+  }
+}
+
+}  // namespace mindspeed::cpu

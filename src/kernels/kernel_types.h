@@ -1,0 +1,47 @@
+// Argument structs shared by the reference (ref/) and fast (cpu/) kernels.
+//
+// Dimension letters, used in every kernel header's shape comments:
+//   N  rows (tokens of a micro-batch, s*b flattened sequence-major), C channels (hidden),
+//   T  sequence length, B micro-batch size, NQ query heads, NKV key/value heads (query groups),
+//   D  head dim (kv_channels), G = NQ/NKV query heads per group, V vocab columns on this rank,
+//   F  ffn hidden size on this rank.
+// Accumulation rule (llm.c's, stated per kernel too): parameter gradients always accumulate
+// (+=) so micro-batches add up in the gradient buffer; activation gradients overwrite (=),
+// except where the kernel's input is the residual stream, where they accumulate (+=).
+#pragma once
+
+#include <cstdint>
+
+#include "core/rng.h"
+
+namespace mindspeed {
+
+enum class GeluApproximation { kErf, kTanh };
+
+/// Dropout site: drop probability and the Philox stream. Element `i` of the kernel's range
+/// uses the stream's element `index_offset + i`, so a sharded activation passes the global
+/// index of its first element and gets the same mask as the unsharded one.
+struct DropoutSpec {
+  float p = 0.0f;
+  RngStream rng;
+  uint64_t index_offset = 0;
+  bool active() const { return p > 0.0f; }
+};
+
+/// Self-attention problem on this rank. q: [B, NQ, T, D]; k, v: [B, NKV, T, D];
+/// out: [T, B, NQ*D] (Megatron's [s, b, h] layout, ready for linear_proj).
+struct AttentionDims {
+  int64_t B = 0, T = 0, NQ = 0, NKV = 0, D = 0;
+  float scale = 0.0f;         ///< softmax scale, 1/sqrt(D) by default
+  int64_t head_offset = 0;    ///< global index of local query head 0 (tensor parallel)
+  int64_t num_heads_total = 0;  ///< query heads of the whole model (dropout indexing)
+};
+
+/// Which keys a query may see. Always causal; with `doc_start` (EOD reset) a query at
+/// position t of sample b also needs key j >= doc_start[b*T + t] (no attention across a
+/// document boundary, the TND/varlen rule of flash attention).
+struct AttentionMask {
+  const int32_t* doc_start = nullptr;  ///< [B, T] or null
+};
+
+}  // namespace mindspeed

@@ -1,0 +1,87 @@
+// KernelTable: the set of compute kernels a run uses, chosen once at start-up by
+// --optimization-level (MindSpeed §0.1): level 0 runs the reference kernels (ref/, the
+// specification), levels 1 and 2 the fast ones (cpu/: fused, vectorised, OpenMP). Nothing
+// registers itself; select_kernels() fills the table explicitly (style_anchors §9.7).
+// Model code calls kernels only through a table, never a backend header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/kernel_types.h"
+
+namespace mindspeed {
+
+namespace ref {
+#include "kernels/kernel_signatures.inc"
+}  // namespace ref
+
+namespace cpu {
+#include "kernels/kernel_signatures.inc"
+/// Blocked online-softmax attention (FlashAttention-2 algorithm, Dao 2023): never
+/// materialises T x T; saves only the log-sum-exp per query row. Fast path only; its
+/// specification is ref::core_attention_*.
+void flash_attention_forward(float* out /*[T,B,NQ*D] =*/, float* lse /*[B,NQ,T] =*/,
+                             const float* q, const float* k, const float* v,
+                             const AttentionMask& mask, const AttentionDims& dims,
+                             const DropoutSpec& dropout, float* workspace);
+void flash_attention_backward(float* dq /*[B,NQ,T,D] =*/, float* dk /*[B,NKV,T,D] =*/,
+                              float* dv /*[B,NKV,T,D] =*/, const float* dout /*[T,B,NQ*D]*/,
+                              const float* out /*[T,B,NQ*D]*/, const float* lse /*[B,NQ,T]*/,
+                              const float* q, const float* k, const float* v,
+                              const AttentionMask& mask, const AttentionDims& dims,
+                              const DropoutSpec& dropout, float* workspace);
+enum class AttentionKernel { kCore, kFlash };
+/// Floats of workspace the attention kernel needs (for every OpenMP thread).
+int64_t attention_workspace_floats(const AttentionDims& dims, AttentionKernel kernel,
+                                   bool backward);
+/// True when this machine can run the cpu/ kernels (built for AVX2+FMA on x86-64).
+bool cpu_kernels_supported();
+}  // namespace cpu
+
+struct KernelTable {
+  const char* name = "";
+  decltype(&ref::embedding_forward) embedding_forward = nullptr;
+  decltype(&ref::embedding_backward) embedding_backward = nullptr;
+  decltype(&ref::layer_norm_forward) layer_norm_forward = nullptr;
+  decltype(&ref::layer_norm_backward) layer_norm_backward = nullptr;
+  decltype(&ref::rms_norm_forward) rms_norm_forward = nullptr;
+  decltype(&ref::rms_norm_backward) rms_norm_backward = nullptr;
+  decltype(&ref::gelu_forward) gelu_forward = nullptr;
+  decltype(&ref::gelu_backward) gelu_backward = nullptr;
+  decltype(&ref::swiglu_forward) swiglu_forward = nullptr;
+  decltype(&ref::swiglu_backward) swiglu_backward = nullptr;
+  decltype(&ref::bias_dropout_add_forward) bias_dropout_add_forward = nullptr;
+  decltype(&ref::bias_dropout_add_backward) bias_dropout_add_backward = nullptr;
+  decltype(&ref::dropout_forward) dropout_forward = nullptr;
+  decltype(&ref::dropout_backward) dropout_backward = nullptr;
+  decltype(&ref::qkv_split_rope_forward) qkv_split_rope_forward = nullptr;
+  decltype(&ref::qkv_split_rope_backward) qkv_split_rope_backward = nullptr;
+  decltype(&ref::core_attention_forward) core_attention_forward = nullptr;
+  decltype(&ref::core_attention_backward) core_attention_backward = nullptr;
+  /// Null when flash attention is not selected (the model then uses core attention).
+  decltype(&cpu::flash_attention_forward) flash_attention_forward = nullptr;
+  decltype(&cpu::flash_attention_backward) flash_attention_backward = nullptr;
+  decltype(&ref::softmax_cross_entropy) softmax_cross_entropy = nullptr;
+  decltype(&ref::adamw_step) adamw_step = nullptr;
+  decltype(&ref::sum_of_squares) sum_of_squares = nullptr;
+};
+
+/// What selects each kernel. `fast` is --optimization-level >= 1; the per-op flags are
+/// MindSpeed's (--use-fused-rmsnorm, --use-fused-swiglu, --use-fused-rotary-pos-emb) and pick
+/// the fused op even at level 0; flash attention is a level-2 feature (--use-flash-attn).
+struct KernelOptions {
+  bool fast = true;
+  bool fused_rms_norm = false;
+  bool fused_swiglu = false;
+  bool fused_rotary = false;
+  bool flash_attention = false;
+};
+
+/// Fills the table. On a machine that cannot run the cpu/ kernels every op falls back to
+/// its reference kernel, with a warning.
+KernelTable select_kernels(const KernelOptions& options);
+/// All reference kernels (tests compare against these).
+inline KernelTable reference_kernels() { return select_kernels(KernelOptions{.fast = false}); }
+
+}  // namespace mindspeed
