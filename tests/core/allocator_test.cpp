@@ -1,0 +1,73 @@
+// Allocator: per-category accounting, peaks, reuse of cached blocks, alignment.
+#include "core/allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace mindspeed {
+namespace {
+
+TEST(Allocator, CountsBytesPerCategoryAndKeepsPeaks) {
+  Allocator alloc;
+  void* a = alloc.allocate(1000, MemoryCategory::kParameters);   // rounds to 1024
+  void* b = alloc.allocate(64, MemoryCategory::kActivations);
+  MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.current_of(MemoryCategory::kParameters), 1024);
+  EXPECT_EQ(s.current_of(MemoryCategory::kActivations), 64);
+  EXPECT_EQ(s.total_current, 1088);
+  alloc.deallocate(b);
+  s = alloc.stats();
+  EXPECT_EQ(s.current_of(MemoryCategory::kActivations), 0);
+  EXPECT_EQ(s.peak_of(MemoryCategory::kActivations), 64);
+  EXPECT_EQ(s.total_peak, 1088);
+  EXPECT_EQ(s.cached, 64);
+  alloc.reset_peaks();
+  EXPECT_EQ(alloc.stats().total_peak, 1024);
+  alloc.deallocate(a);
+}
+
+TEST(Allocator, ReusesCachedBlocksWithoutSystemCalls) {
+  Allocator alloc;
+  for (int step = 0; step < 5; ++step) {
+    void* x = alloc.allocate(1 << 20, MemoryCategory::kActivations);
+    void* y = alloc.allocate(3 << 20, MemoryCategory::kWorkspace);
+    alloc.deallocate(x);
+    alloc.deallocate(y);
+  }
+  EXPECT_EQ(alloc.stats().system_allocations, 2);
+}
+
+TEST(Allocator, ReturnsAlignedMemory) {
+  Allocator alloc;
+  for (int64_t size : {1, 7, 64, 100, 4097}) {
+    void* p = alloc.allocate(size, MemoryCategory::kWorkspace);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % Allocator::kAlignment, 0u);
+    alloc.deallocate(p);
+  }
+}
+
+TEST(Allocator, TensorReleasesOnDestructionAndMove) {
+  Allocator alloc;
+  {
+    Tensor t(alloc, Shape{4, 8}, DType::kFloat32, MemoryCategory::kGradients);
+    EXPECT_EQ(alloc.stats().current_of(MemoryCategory::kGradients), 128);
+    Tensor u = std::move(t);
+    EXPECT_TRUE(t.empty());
+    EXPECT_EQ(alloc.stats().current_of(MemoryCategory::kGradients), 128);
+  }
+  EXPECT_EQ(alloc.stats().current_of(MemoryCategory::kGradients), 0);
+  Tensor z = Tensor::zeros(alloc, Shape{3}, DType::kFloat32, MemoryCategory::kWorkspace);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(z.f32()[i], 0.0f);
+}
+
+TEST(AllocatorDeathTest, DeallocatingAForeignPointerIsFatal) {
+  Allocator alloc;
+  int x = 0;
+  EXPECT_DEATH(alloc.deallocate(&x), "does not own");
+}
+
+}  // namespace
+}  // namespace mindspeed

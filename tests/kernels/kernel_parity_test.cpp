@@ -1,0 +1,213 @@
+// Every fast (cpu/) kernel against its reference (ref/) over shapes with odd sizes and
+// vector tails. Tolerances are per op (ggml's max_nmse_err idea): exact where the fast
+// kernel does the same arithmetic, a few ulps where it reassociates or uses the
+// polynomial exp/erfc.
+#include <gtest/gtest.h>
+
+#include <tuple>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+namespace mindspeed {
+namespace {
+
+using testing::all_close;
+using testing::random_vector;
+
+class RowKernelTest : public ::testing::TestWithParam<std::tuple<int, int>> {
+ protected:
+  int64_t N() const { return std::get<0>(GetParam()); }
+  int64_t C() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(RowKernelTest, LayerNorm) {
+  const int64_t N = this->N(), C = this->C();
+  const auto x = random_vector(N * C, 1, 2.0f, 0.5f), w = random_vector(C, 2), b = random_vector(C, 3);
+  const auto dy = random_vector(N * C, 4);
+  std::vector<float> y1(N * C), y2(N * C), m1(N), m2(N), r1(N), r2(N);
+  ref::layer_norm_forward(y1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+  cpu::layer_norm_forward(y2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+  EXPECT_TRUE(all_close(y2, y1, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(m2, m1, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(r2, r1, 1e-5, 1e-6));
+  std::vector<float> dx1(N * C, 0.5f), dx2(N * C, 0.5f), dw1(C, 0.1f), dw2(C, 0.1f), db1(C), db2(C);
+  ref::layer_norm_backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(),
+                           m1.data(), r1.data(), N, C);
+  cpu::layer_norm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(),
+                           m1.data(), r1.data(), N, C);
+  EXPECT_TRUE(all_close(dx2, dx1, 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(dw2, dw1, 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(db2, db1, 1e-5, 1e-5));
+}
+
+TEST_P(RowKernelTest, RmsNorm) {
+  const int64_t N = this->N(), C = this->C();
+  const auto x = random_vector(N * C, 5), w = random_vector(C, 6), dy = random_vector(N * C, 7);
+  std::vector<float> y1(N * C), y2(N * C), r1(N), r2(N);
+  ref::rms_norm_forward(y1.data(), r1.data(), x.data(), w.data(), N, C, 1e-6f);
+  cpu::rms_norm_forward(y2.data(), r2.data(), x.data(), w.data(), N, C, 1e-6f);
+  EXPECT_TRUE(all_close(y2, y1, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(r2, r1, 1e-5, 1e-6));
+  std::vector<float> dx1(N * C), dx2(N * C), dw1(C), dw2(C);
+  ref::rms_norm_backward(dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), N, C);
+  cpu::rms_norm_backward(dx2.data(), dw2.data(), dy.data(), x.data(), w.data(), r1.data(), N, C);
+  EXPECT_TRUE(all_close(dx2, dx1, 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(dw2, dw1, 1e-4, 1e-5));
+}
+
+TEST_P(RowKernelTest, Embedding) {
+  const int64_t N = this->N(), C = this->C(), V = 11;
+  std::vector<int32_t> ids(N);
+  for (int64_t n = 0; n < N; ++n) ids[n] = static_cast<int32_t>((n * 7) % 15);  // some off-shard
+  const auto wte = random_vector(V * C, 8), dy = random_vector(N * C, 9);
+  std::vector<float> y1(N * C), y2(N * C);
+  ref::embedding_forward(y1.data(), ids.data(), wte.data(), 2, V, N, C);
+  cpu::embedding_forward(y2.data(), ids.data(), wte.data(), 2, V, N, C);
+  EXPECT_EQ(y1, y2);
+  std::vector<float> d1(V * C, 1.0f), d2(V * C, 1.0f);
+  ref::embedding_backward(d1.data(), dy.data(), ids.data(), 2, V, N, C);
+  cpu::embedding_backward(d2.data(), dy.data(), ids.data(), 2, V, N, C);
+  EXPECT_EQ(d1, d2);  // same order of additions per element
+}
+
+TEST_P(RowKernelTest, GeluBothForms) {
+  const int64_t n = this->N() * this->C();
+  auto x = random_vector(n, 10, 3.0f);
+  if (n > 2) x[0] = -12.0f, x[1] = 9.0f;
+  const auto dy = random_vector(n, 11);
+  for (auto approx : {GeluApproximation::kErf, GeluApproximation::kTanh}) {
+    std::vector<float> y1(n), y2(n), d1(n), d2(n);
+    ref::gelu_forward(y1.data(), x.data(), n, approx);
+    cpu::gelu_forward(y2.data(), x.data(), n, approx);
+    EXPECT_TRUE(all_close(y2, y1, 2e-6, 1e-7));
+    ref::gelu_backward(d1.data(), dy.data(), x.data(), n, approx);
+    cpu::gelu_backward(d2.data(), dy.data(), x.data(), n, approx);
+    EXPECT_TRUE(all_close(d2, d1, 2e-6, 1e-7));
+  }
+}
+
+TEST_P(RowKernelTest, SwiGlu) {
+  const int64_t N = this->N(), F = this->C();
+  const auto x = random_vector(N * 2 * F, 12, 2.0f), dy = random_vector(N * F, 13);
+  std::vector<float> y1(N * F), y2(N * F), d1(N * 2 * F), d2(N * 2 * F);
+  ref::swiglu_forward(y1.data(), x.data(), N, F);
+  cpu::swiglu_forward(y2.data(), x.data(), N, F);
+  EXPECT_TRUE(all_close(y2, y1, 2e-6, 1e-7));
+  ref::swiglu_backward(d1.data(), dy.data(), x.data(), N, F);
+  cpu::swiglu_backward(d2.data(), dy.data(), x.data(), N, F);
+  EXPECT_TRUE(all_close(d2, d1, 2e-6, 1e-7));
+}
+
+TEST_P(RowKernelTest, BiasDropoutAddSameMaskAsReference) {
+  const int64_t N = this->N(), C = this->C();
+  const auto x = random_vector(N * C, 14), b = random_vector(C, 15), r = random_vector(N * C, 16);
+  for (float p : {0.0f, 0.3f}) {
+    DropoutSpec spec{p, RngStream{7, 99}, 1000};
+    std::vector<float> y1(N * C), y2(N * C);
+    ref::bias_dropout_add_forward(y1.data(), x.data(), b.data(), r.data(), N, C, spec);
+    cpu::bias_dropout_add_forward(y2.data(), x.data(), b.data(), r.data(), N, C, spec);
+    EXPECT_TRUE(all_close(y2, y1, 1e-6, 1e-7));
+    std::vector<float> d1(N * C), d2(N * C), db1(C), db2(C);
+    ref::bias_dropout_add_backward(d1.data(), db1.data(), r.data(), N, C, spec);
+    cpu::bias_dropout_add_backward(d2.data(), db2.data(), r.data(), N, C, spec);
+    EXPECT_EQ(d1, d2);
+    EXPECT_TRUE(all_close(db2, db1, 1e-5, 1e-6));
+    std::vector<float> o1(N * C), o2(N * C);
+    ref::dropout_forward(o1.data(), x.data(), N * C, spec);
+    cpu::dropout_forward(o2.data(), x.data(), N * C, spec);
+    EXPECT_EQ(o1, o2);
+  }
+}
+
+TEST_P(RowKernelTest, SoftmaxCrossEntropy) {
+  const int64_t N = this->N(), V = this->C() + 40;
+  auto logits = random_vector(N * V, 17, 3.0f);
+  std::vector<int32_t> targets(N);
+  std::vector<float> scale(N);
+  for (int64_t n = 0; n < N; ++n) {
+    targets[n] = static_cast<int32_t>((n * 13) % V);
+    scale[n] = n % 3 == 0 ? 0.0f : 0.25f;
+  }
+  for (bool grad : {false, true}) {
+    auto g1 = logits, g2 = logits;
+    std::vector<float> l1(N), l2(N);
+    ref::softmax_cross_entropy(g1.data(), l1.data(), targets.data(), scale.data(), N, V, grad);
+    cpu::softmax_cross_entropy(g2.data(), l2.data(), targets.data(), scale.data(), N, V, grad);
+    EXPECT_TRUE(all_close(l2, l1, 1e-5, 1e-6));
+    EXPECT_TRUE(all_close(g2, g1, 1e-5, 1e-7));
+  }
+}
+
+TEST_P(RowKernelTest, AdamWAndSumOfSquares) {
+  const int64_t n = this->N() * this->C();
+  const auto g = random_vector(n, 18, 0.1f);
+  auto p1 = random_vector(n, 19), m1 = random_vector(n, 20, 0.01f), v1 = random_vector(n, 21, 0.01f);
+  for (float& x : v1) x = x * x;
+  auto p2 = p1, m2 = m1, v2 = v1;
+  for (int64_t step = 1; step <= 3; ++step) {
+    ref::adamw_step(p1.data(), m1.data(), v1.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+    cpu::adamw_step(p2.data(), m2.data(), v2.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+  }
+  EXPECT_TRUE(all_close(p2, p1, 1e-6, 1e-7));
+  EXPECT_TRUE(all_close(m2, m1, 1e-6, 1e-9));
+  EXPECT_TRUE(all_close(v2, v1, 1e-6, 1e-12));
+  EXPECT_NEAR(cpu::sum_of_squares(g.data(), n), ref::sum_of_squares(g.data(), n),
+              1e-6 * ref::sum_of_squares(g.data(), n) + 1e-12);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RowKernelTest,
+                         ::testing::Combine(::testing::Values(1, 7, 64),
+                                            ::testing::Values(1, 13, 64, 77)));
+
+class RopeTest : public ::testing::TestWithParam<std::tuple<int, int, bool, bool>> {};
+
+TEST_P(RopeTest, QkvSplitRopeMatchesReference) {
+  const auto [nq, nkv, with_rope, with_pos] = GetParam();
+  const int64_t T = 9, B = 2, D = 20, P = 32;
+  const int64_t G = nq / nkv, row = nkv * (G + 2) * D;
+  const auto qkv = random_vector(T * B * row, 22);
+  const auto cos = random_vector(P * D / 2, 23), sin = random_vector(P * D / 2, 24);
+  std::vector<int32_t> pos(B * T);
+  for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>((i * 5) % P);
+  const float* c = with_rope ? cos.data() : nullptr;
+  const float* s = with_rope ? sin.data() : nullptr;
+  const int32_t* p = with_pos ? pos.data() : nullptr;
+  std::vector<float> q1(B * nq * T * D), k1(B * nkv * T * D), v1(B * nkv * T * D);
+  auto q2 = q1, k2 = k1, v2 = v1;
+  ref::qkv_split_rope_forward(q1.data(), k1.data(), v1.data(), qkv.data(), p, c, s, T, B, nq, nkv, D);
+  cpu::qkv_split_rope_forward(q2.data(), k2.data(), v2.data(), qkv.data(), p, c, s, T, B, nq, nkv, D);
+  EXPECT_TRUE(all_close(q2, q1, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(k2, k1, 1e-6, 1e-6));
+  EXPECT_EQ(v1, v2);
+  std::vector<float> d1(T * B * row), d2(T * B * row);
+  ref::qkv_split_rope_backward(d1.data(), q1.data(), k1.data(), v1.data(), p, c, s, T, B, nq, nkv, D);
+  cpu::qkv_split_rope_backward(d2.data(), q1.data(), k1.data(), v1.data(), p, c, s, T, B, nq, nkv, D);
+  EXPECT_TRUE(all_close(d2, d1, 1e-6, 1e-6));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, RopeTest,
+                         ::testing::Values(std::make_tuple(4, 4, true, false),
+                                           std::make_tuple(4, 2, true, true),
+                                           std::make_tuple(6, 1, true, true),
+                                           std::make_tuple(3, 3, false, false)));
+
+TEST(Rope, RotationWithUnitCosIsIdentityAndInverseRestores) {
+  // cos = 1, sin = 0 must leave q/k untouched; backward of forward restores the input for
+  // a proper rotation table (cos^2 + sin^2 = 1).
+  const int64_t T = 5, B = 1, NQ = 2, NKV = 2, D = 8, P = 8;
+  const auto qkv = random_vector(T * B * NKV * 3 * D, 25);
+  std::vector<float> cos(P * D / 2), sin(P * D / 2);
+  for (int64_t i = 0; i < P * D / 2; ++i) {
+    cos[i] = std::cos(0.1f * static_cast<float>(i));
+    sin[i] = std::sin(0.1f * static_cast<float>(i));
+  }
+  std::vector<float> q(B * NQ * T * D), k(B * NKV * T * D), v(B * NKV * T * D), back(qkv.size());
+  ref::qkv_split_rope_forward(q.data(), k.data(), v.data(), qkv.data(), nullptr, cos.data(), sin.data(), T, B, NQ, NKV, D);
+  ref::qkv_split_rope_backward(back.data(), q.data(), k.data(), v.data(), nullptr, cos.data(), sin.data(), T, B, NQ, NKV, D);
+  EXPECT_TRUE(all_close(back, qkv, 1e-5, 1e-6));
+}
+
+}  // namespace
+}  // namespace mindspeed
