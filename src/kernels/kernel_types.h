@@ -18,14 +18,31 @@ namespace mindspeed {
 
 enum class GeluApproximation { kErf, kTanh };
 
-/// Dropout site: drop probability and the Philox stream. Element `i` of the kernel's range
-/// uses the stream's element `index_offset + i`, so a sharded activation passes the global
-/// index of its first element and gets the same mask as the unsharded one.
+/// Dropout site: drop probability and the Philox stream. Each element draws the stream's
+/// uniform at a *global* index, so a sharded or re-batched activation gets the same mask as
+/// the whole one (any TP/SP/DP layout, and recompute, reproduce it bit for bit):
+///  * flat kernels: element i uses index_offset + i;
+///  * row kernels on Megatron's [s, b, C] activations (sbh_batch > 0): row n = t*B + b is
+///    position t_offset + t of global sample first_sample + b, so element (n, c) uses
+///    index_offset + ((first_sample + b) * seq_total + t_offset + t) * C + c;
+///  * attention probabilities [b, head, t, j]: index_offset +
+///    (((first_sample + b) * heads_total + head) * T + t) * T + j.
 struct DropoutSpec {
   float p = 0.0f;
   RngStream rng;
   uint64_t index_offset = 0;
+  int64_t sbh_batch = 0;     ///< B of the [s, b, C] layout; 0 = flat indexing
+  int64_t first_sample = 0;  ///< global index of sample b = 0
+  int64_t seq_total = 0;     ///< positions in a whole sample
+  int64_t t_offset = 0;      ///< position of row block t = 0 (sequence parallel shard)
   bool active() const { return p > 0.0f; }
+  /// Global index of element (n, c) of an [N, C] row kernel.
+  uint64_t row_index(int64_t n, int64_t c, int64_t C) const {
+    if (sbh_batch == 0) return index_offset + static_cast<uint64_t>(n * C + c);
+    const int64_t t = n / sbh_batch, b = n % sbh_batch;
+    return index_offset +
+           static_cast<uint64_t>(((first_sample + b) * seq_total + t_offset + t) * C + c);
+  }
 };
 
 /// Self-attention problem on this rank. q: [B, NQ, T, D]; k, v: [B, NKV, T, D];

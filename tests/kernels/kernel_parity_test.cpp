@@ -103,8 +103,14 @@ TEST_P(RowKernelTest, SwiGlu) {
 TEST_P(RowKernelTest, BiasDropoutAddSameMaskAsReference) {
   const int64_t N = this->N(), C = this->C();
   const auto x = random_vector(N * C, 14), b = random_vector(C, 15), r = random_vector(N * C, 16);
-  for (float p : {0.0f, 0.3f}) {
+  for (float p : {0.0f, 0.3f, 0.5f}) {
     DropoutSpec spec{p, RngStream{7, 99}, 1000};
+    if (p == 0.5f) {  // [s, b, C] mapping with global sample and position indices
+      spec.sbh_batch = N % 2 == 0 ? 2 : 1;
+      spec.first_sample = 5;
+      spec.seq_total = N / spec.sbh_batch + 3;
+      spec.t_offset = 3;
+    }
     std::vector<float> y1(N * C), y2(N * C);
     ref::bias_dropout_add_forward(y1.data(), x.data(), b.data(), r.data(), N, C, spec);
     cpu::bias_dropout_add_forward(y2.data(), x.data(), b.data(), r.data(), N, C, spec);
@@ -155,6 +161,23 @@ TEST_P(RowKernelTest, AdamWAndSumOfSquares) {
   EXPECT_TRUE(all_close(v2, v1, 1e-6, 1e-12));
   EXPECT_NEAR(cpu::sum_of_squares(g.data(), n), ref::sum_of_squares(g.data(), n),
               1e-6 * ref::sum_of_squares(g.data(), n) + 1e-12);
+}
+
+TEST(Dropout, SequenceShardsReproduceTheWholeMask) {
+  // [s=6, b=2, C=5]: the two halves of the sequence (as sequence parallelism splits it),
+  // run with their t_offset, give exactly the rows of the whole.
+  const int64_t T = 6, B = 2, C = 5, N = T * B;
+  const auto x = random_vector(N * C, 30), r = random_vector(N * C, 31);
+  DropoutSpec whole{0.4f, RngStream{1, 2}, 0, B, 7, T, 0};
+  std::vector<float> y(N * C), half(N * C / 2);
+  cpu::bias_dropout_add_forward(y.data(), x.data(), nullptr, r.data(), N, C, whole);
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    DropoutSpec part = whole;
+    part.t_offset = shard * T / 2;
+    const int64_t off = shard * N * C / 2;
+    ref::bias_dropout_add_forward(half.data(), x.data() + off, nullptr, r.data() + off, N / 2, C, part);
+    for (int64_t i = 0; i < N * C / 2; ++i) EXPECT_EQ(half[i], y[off + i]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RowKernelTest,

@@ -34,7 +34,9 @@ inline int64_t first_key(const AttentionMask& mask, int64_t b, int64_t t, int64_
 inline uint64_t dropout_row_index(const AttentionDims& d, const DropoutSpec& dropout, int64_t b,
                                   int64_t h, int64_t t, int64_t j0) {
   return dropout.index_offset +
-         static_cast<uint64_t>(((b * d.num_heads_total + d.head_offset + h) * d.T + t) * d.T + j0);
+         static_cast<uint64_t>(
+             (((dropout.first_sample + b) * d.num_heads_total + d.head_offset + h) * d.T + t) * d.T +
+             j0);
 }
 
 // factor[c] = keep(c) / (1 - p) for c in [0, len) starting at Philox element `index`.

@@ -5,12 +5,12 @@
 
 namespace mindspeed::cpu {
 namespace {
-// Writes the keep factors (0 or 1/(1-p)) of elements [i0, i0 + len) into `factor`.
-void keep_factors(float* factor, int64_t i0, int64_t len, const DropoutSpec& d) {
+// Writes the keep factors (0 or 1/(1-p)) of stream elements [first, first + len).
+void keep_factors(float* factor, uint64_t first, int64_t len, const DropoutSpec& d) {
   const float scale = 1.0f / (1.0f - d.p);
   int64_t i = 0;
   while (i < len) {
-    const uint64_t global = d.index_offset + static_cast<uint64_t>(i0 + i);
+    const uint64_t global = first + static_cast<uint64_t>(i);
     const auto words = d.rng.block(global / 4);
     for (uint64_t lane = global % 4; lane < 4 && i < len; ++lane, ++i)
       factor[i] = uint_to_uniform(words[lane]) >= d.p ? scale : 0.0f;
@@ -31,7 +31,7 @@ void dropout_forward(float* out, const float* inp, int64_t n, const DropoutSpec&
   for (int64_t t0 = 0; t0 < n; t0 += kTile) {
     const int64_t len = t0 + kTile < n ? kTile : n - t0;
     float factor[kTile];
-    keep_factors(factor, t0, len, dropout);
+    keep_factors(factor, dropout.index_offset + static_cast<uint64_t>(t0), len, dropout);
     for (int64_t i = 0; i < len; ++i) out[t0 + i] = inp[t0 + i] * factor[i];
   }
 }
@@ -60,7 +60,7 @@ void bias_dropout_add_forward(float* out, const float* inp, const float* bias,
     for (int64_t c0 = 0; c0 < C; c0 += kTile) {
       const int64_t len = c0 + kTile < C ? kTile : C - c0;
       float factor[kTile];
-      keep_factors(factor, n * C + c0, len, dropout);
+      keep_factors(factor, dropout.row_index(n, c0, C), len, dropout);
       for (int64_t i = 0; i < len; ++i) {
         const int64_t c = c0 + i;
         o[c] = r[c] + (x[c] + (bias ? bias[c] : 0.0f)) * factor[i];
@@ -71,7 +71,19 @@ void bias_dropout_add_forward(float* out, const float* inp, const float* bias,
 
 void bias_dropout_add_backward(float* dinp, float* dbias, const float* dout, int64_t N,
                                int64_t C, const DropoutSpec& dropout) {
-  dropout_forward(dinp, dout, N * C, dropout);
+  if (dropout.active()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t c0 = 0; c0 < C; c0 += kTile) {
+        const int64_t len = c0 + kTile < C ? kTile : C - c0;
+        float factor[kTile];
+        keep_factors(factor, dropout.row_index(n, c0, C), len, dropout);
+        for (int64_t i = 0; i < len; ++i) dinp[n * C + c0 + i] = dout[n * C + c0 + i] * factor[i];
+      }
+    }
+  } else {
+    dropout_forward(dinp, dout, N * C, dropout);
+  }
   if (dbias == nullptr) return;
   constexpr int64_t kSlice = 64;
 #pragma omp parallel for schedule(static)

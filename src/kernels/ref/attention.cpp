@@ -13,10 +13,11 @@ namespace {
 inline int64_t first_visible_key(const AttentionMask& mask, int64_t b, int64_t t, int64_t T) {
   return mask.doc_start ? mask.doc_start[b * T + t] : 0;
 }
-// Global Philox index of probs[b, head, t, j] (independent of tensor-parallel splitting).
-inline uint64_t dropout_index(const AttentionDims& d, int64_t b, int64_t h, int64_t t,
-                              int64_t j) {
-  return static_cast<uint64_t>(((b * d.num_heads_total + d.head_offset + h) * d.T + t) * d.T + j);
+// Global Philox index of probs[b, head, t, j] (independent of the parallel layout).
+inline uint64_t dropout_index(const AttentionDims& d, const DropoutSpec& dropout, int64_t b,
+                              int64_t h, int64_t t, int64_t j) {
+  return static_cast<uint64_t>(
+      (((dropout.first_sample + b) * d.num_heads_total + d.head_offset + h) * d.T + t) * d.T + j);
 }
 inline float keep_scale(const DropoutSpec& dropout, uint64_t index) {
   if (!dropout.active()) return 1.0f;
@@ -56,7 +57,7 @@ void core_attention_forward(float* out, float* probs, const float* q, const floa
         for (int64_t x = 0; x < D; ++x) {
           double acc = 0.0;
           for (int64_t j = lo; j <= t; ++j)
-            acc += static_cast<double>(prow[j]) * keep_scale(dropout, dropout_index(d, b, h, t, j)) *
+            acc += static_cast<double>(prow[j]) * keep_scale(dropout, dropout_index(d, dropout, b, h, t, j)) *
                    vh[j * D + x];
           o[x] = static_cast<float>(acc);
         }
@@ -94,7 +95,7 @@ void core_attention_backward(float* dq, float* dk, float* dv, const float* dout,
               dp[j] = 0.0;
               continue;
             }
-            const double keep = keep_scale(dropout, dropout_index(d, b, h, t, j));
+            const double keep = keep_scale(dropout, dropout_index(d, dropout, b, h, t, j));
             double s = 0.0;
             for (int64_t x = 0; x < D; ++x) s += static_cast<double>(go[x]) * vh[j * D + x];
             dp[j] = s * keep;

@@ -4,10 +4,12 @@
 
 namespace mindspeed::ref {
 namespace {
-inline float dropout_factor(const DropoutSpec& d, int64_t i) {
+inline float factor_at(const DropoutSpec& d, uint64_t index) {
   if (!d.active()) return 1.0f;
-  const float u = d.rng.uniform(d.index_offset + static_cast<uint64_t>(i));
-  return u >= d.p ? 1.0f / (1.0f - d.p) : 0.0f;
+  return d.rng.uniform(index) >= d.p ? 1.0f / (1.0f - d.p) : 0.0f;
+}
+inline float dropout_factor(const DropoutSpec& d, int64_t i) {
+  return factor_at(d, d.index_offset + static_cast<uint64_t>(i));
 }
 }  // namespace
 
@@ -26,7 +28,7 @@ void bias_dropout_add_forward(float* out, const float* inp, const float* bias,
     for (int64_t c = 0; c < C; ++c) {
       const int64_t i = n * C + c;
       const float x = inp[i] + (bias ? bias[c] : 0.0f);
-      out[i] = residual[i] + x * dropout_factor(dropout, i);
+      out[i] = residual[i] + x * factor_at(dropout, dropout.row_index(n, c, C));
     }
   }
 }
@@ -36,7 +38,7 @@ void bias_dropout_add_backward(float* dinp, float* dbias, const float* dout, int
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t c = 0; c < C; ++c) {
       const int64_t i = n * C + c;
-      dinp[i] = dout[i] * dropout_factor(dropout, i);
+      dinp[i] = dout[i] * factor_at(dropout, dropout.row_index(n, c, C));
       if (dbias) dbias[c] += dinp[i];
     }
   }

@@ -1,0 +1,245 @@
+// Safetensors reader and writer (safetensors.h).
+#include "checkpointing/safetensors.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/dtype.h"
+
+namespace mindspeed {
+namespace {
+
+int64_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16") return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL") return 1;
+  return 0;
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400u) == 0) {
+        mant <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+}  // namespace
+
+int64_t SafetensorsEntry::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return not_found("cannot open safetensors file '", path, "'");
+  const int64_t file_size = static_cast<int64_t>(in.tellg());
+  in.seekg(0);
+  if (file_size < 8) {
+    return data_loss("safetensors file '", path, "' is ", file_size,
+                     " bytes: too short for the 8-byte header length (truncated?)");
+  }
+  uint64_t header_len = 0;
+  in.read(reinterpret_cast<char*>(&header_len), 8);
+  if (header_len > static_cast<uint64_t>(file_size - 8)) {
+    return data_loss("safetensors file '", path, "': header length ", header_len,
+                     " exceeds the file size ", file_size, " (truncated or not a safetensors file)");
+  }
+  std::string header(header_len, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  nlohmann::json json = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return data_loss("safetensors file '", path, "': the header is not a JSON object");
+  }
+  SafetensorsFile file;
+  file.path_ = path;
+  const int64_t data_size = file_size - 8 - static_cast<int64_t>(header_len);
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it.value().is_object()) return data_loss(path, ": __metadata__ is not an object");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+        if (!m.value().is_string()) return data_loss(path, ": __metadata__ value '", m.key(), "' is not a string");
+        file.metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const auto& v = it.value();
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets") ||
+        !v["dtype"].is_string() || !v["shape"].is_array() || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2) {
+      return data_loss(path, ": tensor '", it.key(), "' needs dtype, shape and data_offsets [begin, end]");
+    }
+    SafetensorsEntry e;
+    e.name = it.key();
+    e.dtype = v["dtype"].get<std::string>();
+    for (const auto& d : v["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) return data_loss(path, ": tensor '", e.name, "' has a bad shape");
+      e.shape.push_back(d.get<int64_t>());
+    }
+    if (!v["data_offsets"][0].is_number_integer() || !v["data_offsets"][1].is_number_integer()) {
+      return data_loss(path, ": tensor '", e.name, "' has non-integer data_offsets");
+    }
+    e.begin = v["data_offsets"][0].get<int64_t>();
+    e.end = v["data_offsets"][1].get<int64_t>();
+    const int64_t width = dtype_bytes(e.dtype);
+    if (width == 0) return data_loss(path, ": tensor '", e.name, "' has unknown dtype '", e.dtype, "'");
+    if (e.begin < 0 || e.end < e.begin || e.end > data_size) {
+      return data_loss(path, ": tensor '", e.name, "' data_offsets [", e.begin, ", ", e.end,
+                       "] fall outside the ", data_size, "-byte data section (truncated file?)");
+    }
+    if (e.end - e.begin != e.numel() * width) {
+      return data_loss(path, ": tensor '", e.name, "' has ", e.end - e.begin, " bytes but shape and ",
+                       e.dtype, " need ", e.numel() * width);
+    }
+    file.entries_.push_back(std::move(e));
+  }
+  // Tensors must not overlap (the format also requires no holes; we only need no overlap).
+  std::vector<const SafetensorsEntry*> sorted;
+  for (const auto& e : file.entries_) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i]->begin < sorted[i - 1]->end) {
+      return data_loss(path, ": tensors '", sorted[i - 1]->name, "' and '", sorted[i]->name, "' overlap");
+    }
+  }
+  file.data_.resize(static_cast<size_t>(data_size));
+  in.read(file.data_.data(), data_size);
+  if (!in) return data_loss("safetensors file '", path, "': read failed");
+  return file;
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+StatusOr<std::vector<float>> SafetensorsFile::read_f32(const std::string& name,
+                                                       const std::vector<int64_t>& expected_shape) const {
+  const SafetensorsEntry* e = find(name);
+  if (e == nullptr) return not_found(path_, ": no tensor named '", name, "'");
+  if (!expected_shape.empty() && e->shape != expected_shape) {
+    std::ostringstream want, got;
+    for (int64_t d : expected_shape) want << d << ",";
+    for (int64_t d : e->shape) got << d << ",";
+    return invalid_argument(path_, ": tensor '", name, "' has shape [", got.str(), "] but the model needs [",
+                            want.str(), "] (does config.json match the model flags?)");
+  }
+  std::vector<float> out(static_cast<size_t>(e->numel()));
+  const char* src = data_.data() + e->begin;
+  if (e->dtype == "F32") {
+    std::memcpy(out.data(), src, out.size() * 4);
+  } else if (e->dtype == "BF16") {
+    for (size_t i = 0; i < out.size(); ++i) {
+      bf16 v;
+      std::memcpy(&v.bits, src + 2 * i, 2);
+      out[i] = bf16_to_float(v);
+    }
+  } else if (e->dtype == "F16") {
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      out[i] = half_to_float(h);
+    }
+  } else {
+    return invalid_argument(path_, ": tensor '", name, "' is ", e->dtype, ", expected F32, BF16 or F16");
+  }
+  return out;
+}
+
+StatusOr<std::vector<int32_t>> SafetensorsFile::read_i32(const std::string& name) const {
+  const SafetensorsEntry* e = find(name);
+  if (e == nullptr) return not_found(path_, ": no tensor named '", name, "'");
+  std::vector<int32_t> out(static_cast<size_t>(e->numel()));
+  const char* src = data_.data() + e->begin;
+  if (e->dtype == "I32") {
+    std::memcpy(out.data(), src, out.size() * 4);
+  } else if (e->dtype == "I64") {
+    for (size_t i = 0; i < out.size(); ++i) {
+      int64_t v;
+      std::memcpy(&v, src + 8 * i, 8);
+      out[i] = static_cast<int32_t>(v);
+    }
+  } else {
+    return invalid_argument(path_, ": tensor '", name, "' is ", e->dtype, ", expected I32 or I64");
+  }
+  return out;
+}
+
+Status write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return failed_precondition("cannot create '", tmp, "' (does the directory exist and is it writable?)");
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return failed_precondition("writing '", tmp, "' failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return failed_precondition("cannot rename '", tmp, "' to '", path, "'");
+  }
+  return ok_status();
+}
+
+Status write_safetensors(const std::string& path,
+                         const std::vector<SafetensorsTensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string data;
+  for (const auto& t : tensors) {
+    const bool is_f32 = !t.f32.empty() || t.i32.empty();
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    const int64_t count = is_f32 ? static_cast<int64_t>(t.f32.size()) : static_cast<int64_t>(t.i32.size());
+    if (count != numel) return invalid_argument("tensor '", t.name, "': ", count, " values for its shape");
+    const int64_t begin = static_cast<int64_t>(data.size());
+    if (is_f32) {
+      data.append(reinterpret_cast<const char*>(t.f32.data()), t.f32.size() * 4);
+    } else {
+      data.append(reinterpret_cast<const char*>(t.i32.data()), t.i32.size() * 4);
+    }
+    header[t.name] = {{"dtype", is_f32 ? "F32" : "I32"},
+                      {"shape", t.shape},
+                      {"data_offsets", {begin, static_cast<int64_t>(data.size())}}};
+  }
+  std::string json = header.dump();
+  while (json.size() % 8 != 0) json.push_back(' ');  // the format pads the header with spaces
+  const uint64_t len = json.size();
+  std::string bytes(reinterpret_cast<const char*>(&len), 8);
+  bytes += json;
+  bytes += data;
+  return write_file_atomically(path, bytes);
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,64 @@
+// The safetensors file format (Hugging Face): an 8-byte little-endian header length N, N
+// bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+// {str: str}}, then the data section. The reader checks every offset and size against the
+// file and the dtype/shape (a damaged file is an error naming the file and the tensor,
+// never a crash); the writer is atomic (temporary file, then rename).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace mindspeed {
+
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;            ///< "F32", "BF16", "F16", "I32", "I64", ...
+  std::vector<int64_t> shape;
+  int64_t begin = 0, end = 0;   ///< byte range inside the data section
+  int64_t numel() const;
+};
+
+class SafetensorsFile {
+ public:
+  /// Reads and validates the whole file.
+  static StatusOr<SafetensorsFile> open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::vector<SafetensorsEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const SafetensorsEntry* find(const std::string& name) const;
+  /// The tensor as fp32 (F32, BF16 and F16 are converted). NotFound if absent;
+  /// InvalidArgument if `expected_shape` is given and differs.
+  StatusOr<std::vector<float>> read_f32(const std::string& name,
+                                        const std::vector<int64_t>& expected_shape = {}) const;
+  /// An integer tensor (I32 or I64) as int32.
+  StatusOr<std::vector<int32_t>> read_i32(const std::string& name) const;
+
+ private:
+  std::string path_;
+  std::vector<SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+  std::vector<char> data_;  // the data section
+};
+
+/// A tensor to write: fp32 values or int32 values (exactly one non-empty).
+struct SafetensorsTensorToWrite {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> f32;
+  std::vector<int32_t> i32;
+};
+
+Status write_safetensors(const std::string& path,
+                         const std::vector<SafetensorsTensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata = {});
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
+/// a crash never leaves a partial file under the final name.
+Status write_file_atomically(const std::string& path, const std::string& bytes);
+
+}  // namespace mindspeed

@@ -1,0 +1,28 @@
+// DataConfig: where the tokens come from (Megatron's data and tokenizer flags).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mindspeed {
+
+struct DataConfig {
+  bool mock_data = false;                    ///< --mock-data
+  std::vector<std::string> data_path;        ///< --data-path [w1] p1 [w2 p2 ...]
+  std::vector<std::string> train_data_path;  ///< --train-data-path
+  std::vector<std::string> valid_data_path;  ///< --valid-data-path
+  std::vector<std::string> test_data_path;   ///< --test-data-path
+  std::string split;                         ///< --split; empty = Megatron's default
+  std::string data_cache_path;               ///< --data-cache-path
+  std::string tokenizer_type;                ///< --tokenizer-type
+  std::string vocab_file;                    ///< --vocab-file
+  std::string merge_file;                    ///< --merge-file
+  std::string tokenizer_model;               ///< --tokenizer-model
+  int64_t vocab_size = 0;                    ///< --vocab-size (NullTokenizer)
+  bool reset_position_ids = false;           ///< --reset-position-ids
+  bool reset_attention_mask = false;         ///< --reset-attention-mask
+  bool eod_mask_loss = false;                ///< --eod-mask-loss
+};
+
+}  // namespace mindspeed

@@ -1,0 +1,55 @@
+// ModelConfig: the shape and kind of the GPT/LLaMA model (the model part of Megatron's
+// TransformerConfig, split out as Megatron's distributed/optimizer configs are). Field names
+// and defaults follow Megatron's flags (--num-layers -> num_layers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mindspeed {
+
+enum class Normalization { kLayerNorm, kRMSNorm };
+enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };
+
+struct ModelConfig {
+  int64_t num_layers = 0;            ///< --num-layers (required)
+  int64_t hidden_size = 0;           ///< --hidden-size (required)
+  int64_t ffn_hidden_size = 0;       ///< --ffn-hidden-size; 0 = 4h, or int(8h/3/64)*64 with SwiGLU
+  int64_t num_attention_heads = 0;   ///< --num-attention-heads (required)
+  int64_t kv_channels = 0;           ///< --kv-channels; 0 = hidden / heads
+  bool group_query_attention = false;  ///< --group-query-attention
+  int64_t num_query_groups = 1;      ///< --num-query-groups (used with GQA; else = heads)
+  int64_t seq_length = 0;            ///< --seq-length (tokens per sample)
+  int64_t max_position_embeddings = 0;  ///< --max-position-embeddings (required)
+  Normalization normalization = Normalization::kLayerNorm;  ///< --normalization
+  float norm_epsilon = 1e-5f;        ///< --norm-epsilon
+  bool swiglu = false;               ///< --swiglu (gated SiLU MLP)
+  bool openai_gelu = false;          ///< --openai-gelu: tanh GELU (GPT-2); default exact erf GELU
+  PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
+  float rotary_base = 10000.0f;      ///< --rotary-base
+  bool untie_embeddings_and_output_weights = false;  ///< --untie-embeddings-and-output-weights
+  bool add_bias_linear = true;       ///< false with --disable-bias-linear
+  bool add_qkv_bias = false;         ///< --add-qkv-bias (QKV bias even with --disable-bias-linear)
+  float attention_dropout = 0.1f;    ///< --attention-dropout
+  float hidden_dropout = 0.1f;       ///< --hidden-dropout
+  float init_method_std = 0.02f;     ///< --init-method-std
+  int64_t make_vocab_size_divisible_by = 128;  ///< --make-vocab-size-divisible-by
+  /// Tokenizer vocabulary (before padding) and the padded size the model uses: a multiple of
+  /// make_vocab_size_divisible_by * tensor-parallel size (Megatron's _vocab_size_with_padding).
+  int64_t vocab_size = 0;
+  int64_t padded_vocab_size = 0;
+
+  int64_t head_dim() const { return kv_channels; }
+  int64_t query_groups() const { return group_query_attention ? num_query_groups : num_attention_heads; }
+  bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }
+  /// Rows of the fused QKV projection: (heads + 2 * groups) * head_dim.
+  int64_t qkv_size() const { return (num_attention_heads + 2 * query_groups()) * kv_channels; }
+};
+
+/// Megatron's _vocab_size_with_padding.
+inline int64_t padded_vocab(int64_t vocab_size, int64_t divisible_by, int64_t tensor_parallel) {
+  const int64_t multiple = divisible_by * tensor_parallel;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,26 @@
+// ParallelConfig: how the model and the batch are split over ranks (Megatron's
+// ModelParallelConfig and DistributedDataParallelConfig fields that are flags).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mindspeed {
+
+struct ParallelConfig {
+  int tensor_model_parallel_size = 1;    ///< --tensor-model-parallel-size
+  int pipeline_model_parallel_size = 1;  ///< --pipeline-model-parallel-size
+  int context_parallel_size = 1;         ///< --context-parallel-size
+  int expert_model_parallel_size = 1;    ///< --expert-model-parallel-size
+  bool sequence_parallel = false;        ///< --sequence-parallel (turned off when tp == 1, as Megatron)
+  bool use_distributed_optimizer = false;  ///< --use-distributed-optimizer
+  bool overlap_grad_reduce = false;      ///< --overlap-grad-reduce
+  bool overlap_param_gather = false;     ///< --overlap-param-gather
+  int64_t ddp_bucket_size = 0;           ///< --ddp-bucket-size (elements); 0 = Megatron's default
+  bool gradient_accumulation_fusion = true;  ///< false with --no-gradient-accumulation-fusion
+  bool use_tp_pp_dp_mapping = false;     ///< --use-tp-pp-dp-mapping (order tp-cp-ep-pp-dp)
+  /// Dry run: print every process group for this world size and exit (no training).
+  int dry_run_world_size = 0;            ///< --dry-run-world-size (mindspeed-cpp)
+};
+
+}  // namespace mindspeed

@@ -1,0 +1,29 @@
+// TrainingConfig: batch sizes, iterations, logging, evaluation, kernels and precision.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mindspeed {
+
+struct TrainingConfig {
+  int64_t micro_batch_size = 1;   ///< --micro-batch-size
+  int64_t global_batch_size = 0;  ///< --global-batch-size; 0 = micro * data-parallel size
+  int64_t train_iters = 0;        ///< --train-iters (required)
+  int64_t seed = 1234;            ///< --seed
+  int64_t log_interval = 100;     ///< --log-interval
+  int64_t eval_interval = 1000;   ///< --eval-interval
+  int64_t eval_iters = 100;       ///< --eval-iters
+  int optimization_level = 2;     ///< --optimization-level (MindSpeed: 0 reference, 1 fused, 2 + algorithms)
+  bool use_flash_attn = false;    ///< --use-flash-attn (level-2 feature)
+  bool use_fused_rmsnorm = false;     ///< --use-fused-rmsnorm
+  bool use_fused_swiglu = false;      ///< --use-fused-swiglu
+  bool use_fused_rotary_pos_emb = false;  ///< --use-fused-rotary-pos-emb
+  bool bf16 = false;              ///< --bf16
+  bool deterministic_mode = false;  ///< --deterministic-mode / --npu-deterministic
+  double peak_tflops = 0.0;       ///< --peak-tflops (mindspeed-cpp): per-rank peak for MFU; 0 = not shown
+  std::string load;               ///< --load: a Hugging Face directory (config.json + model.safetensors)
+  int num_threads = 0;            ///< --num-threads (mindspeed-cpp): OpenMP threads per rank; 0 = cores / ranks on the node
+};
+
+}  // namespace mindspeed

@@ -1,0 +1,75 @@
+// ParamAndGradBuffer (param_and_grad_buffer.h).
+#include "distributed/param_and_grad_buffer.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "core/check.h"
+
+namespace mindspeed {
+namespace {
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+}  // namespace
+
+ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc,
+                                       const BufferOptions& options) {
+  MS_CHECK(options.param_dtype == DType::kFloat32 || options.param_dtype == DType::kBFloat16,
+           "parameter dtype must be fp32 or bf16");
+  const int64_t bucket_align =
+      options.pad_for_distributed_optimizer
+          ? std::lcm<int64_t>(options.data_parallel_size, 128)
+          : 1;
+  // Lay out in reverse declaration order.
+  const auto& all = registry.params();
+  int64_t offset = 0;
+  Bucket current;
+  auto close_bucket = [&]() {
+    if (current.params.empty()) return;
+    offset = round_up(offset, bucket_align);
+    current.numel = offset - current.offset;
+    buckets_.push_back(std::move(current));
+    current = Bucket{};
+    current.offset = offset;
+  };
+  for (size_t i = all.size(); i-- > 0;) {
+    Parameter* p = all[i].get();
+    if (p->spec.shared_embedding) close_bucket();
+    if (options.pad_for_distributed_optimizer) offset = round_up(offset, 64);
+    p->buffer_offset = offset;
+    offset += p->local_shape.numel();
+    current.params.push_back(p);
+    order_.push_back(p);
+    if (p->spec.shared_embedding ||
+        (options.bucket_size > 0 && offset - current.offset >= options.bucket_size)) {
+      close_bucket();
+    }
+  }
+  close_bucket();
+  numel_ = offset;
+  params_ = Tensor::zeros(alloc, Shape{numel_}, options.param_dtype, MemoryCategory::kParameters);
+  grads_ = Tensor::zeros(alloc, Shape{numel_}, DType::kFloat32, MemoryCategory::kGradients);
+  for (Parameter* p : order_) {
+    p->data = TensorView{static_cast<char*>(params_.data()) + p->buffer_offset * dtype_size(options.param_dtype),
+                         options.param_dtype, p->local_shape};
+    p->main_grad = TensorView{grads_.f32() + p->buffer_offset, DType::kFloat32, p->local_shape};
+  }
+}
+
+void ParamAndGradBuffer::zero_grad() {
+  float* g = grads_.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < numel_; ++i) g[i] = 0.0f;
+}
+
+void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, int tp_rank,
+                           int tp_size) {
+  for (const auto& p : registry.params()) {
+    MS_CHECK(p->data.dtype == DType::kFloat32, "initialize_parameters expects fp32 storage for ",
+             p->spec.name);
+    std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()));
+    init_full_tensor(full.data(), p->spec, seed);
+    slice_for_rank(p->w(), full.data(), p->spec, tp_rank, tp_size);
+  }
+}
+
+}  // namespace mindspeed

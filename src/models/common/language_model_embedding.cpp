@@ -1,0 +1,89 @@
+// LanguageModelEmbedding (language_model_embedding.h).
+#include "models/common/language_model_embedding.h"
+
+#include "core/check.h"
+
+namespace mindspeed {
+
+LanguageModelEmbedding::LanguageModelEmbedding(ParameterRegistry& registry,
+                                               const ModelConfig& config, int tp_size, int tp_rank)
+    : hidden_(config.hidden_size),
+      vocab_local_(config.padded_vocab_size / tp_size),
+      vocab_start_(tp_rank * (config.padded_vocab_size / tp_size)),
+      max_positions_(config.max_position_embeddings),
+      dropout_p_(config.hidden_dropout) {
+  word_ = registry.add({.name = "embedding.word_embeddings.weight",
+                        .global_shape = Shape{config.padded_vocab_size, hidden_},
+                        .split = TensorParallelSplit::kRows,
+                        .init = InitMethod::kNormal,
+                        .init_std = config.init_method_std,
+                        .shared_embedding = !config.untie_embeddings_and_output_weights},
+                       tp_size);
+  if (config.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
+    position_ = registry.add({.name = "embedding.position_embeddings.weight",
+                              .global_shape = Shape{max_positions_, hidden_},
+                              .init = InitMethod::kNormal,
+                              .init_std = config.init_method_std},
+                             tp_size);
+  }
+}
+
+DropoutSpec LanguageModelEmbedding::dropout(const ForwardContext& ctx, const MicroBatch& mb) const {
+  DropoutSpec spec;
+  if (!ctx.training) return spec;
+  spec.p = dropout_p_;
+  spec.rng = ctx.dropout_stream(-1, DropoutSite::kEmbedding);
+  spec.sbh_batch = mb.B;
+  spec.first_sample = mb.first_sample;
+  spec.seq_total = mb.T;
+  return spec;
+}
+
+void LanguageModelEmbedding::forward(const ForwardContext& ctx, const MicroBatch& mb,
+                                     Saved& saved) const {
+  Allocator& a = *ctx.alloc;
+  const int64_t B = mb.B, T = mb.T, N = B * T;
+  saved.ids = Tensor(a, Shape{N}, DType::kInt32, MemoryCategory::kActivations);
+  saved.positions = Tensor(a, Shape{N}, DType::kInt32, MemoryCategory::kActivations);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      saved.ids.i32()[t * B + b] = mb.tokens[b * T + t];
+      const int32_t pos = mb.position_ids[b * T + t];
+      MS_CHECK(pos >= 0 && pos < max_positions_, "position id ", pos,
+               " outside --max-position-embeddings (", max_positions_, ")");
+      saved.positions.i32()[t * B + b] = pos;
+    }
+  }
+  saved.output = Tensor(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
+  float* out = saved.output.f32();
+  ctx.k().embedding_forward(out, saved.ids.i32(), word_->w(), vocab_start_, vocab_local_, N, hidden_);
+  ctx.ps->tp().all_reduce(out, N * hidden_);
+  if (position_ != nullptr) {
+    Tensor pos(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    ctx.k().embedding_forward(pos.f32(), saved.positions.i32(), position_->w(), 0, max_positions_,
+                              N, hidden_);
+    const float* p = pos.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N * hidden_; ++i) out[i] += p[i];
+  }
+  const DropoutSpec drop = dropout(ctx, mb);
+  if (drop.active()) {
+    Tensor zeros = Tensor::zeros(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    // bias_dropout_add with a zero residual applies the [s, b, h]-indexed mask in place.
+    ctx.k().bias_dropout_add_forward(out, out, nullptr, zeros.f32(), N, hidden_, drop);
+  }
+}
+
+void LanguageModelEmbedding::backward(const ForwardContext& ctx, const MicroBatch& mb,
+                                      const Saved& saved, float* dout) const {
+  const int64_t N = mb.B * mb.T;
+  const DropoutSpec drop = dropout(ctx, mb);
+  if (drop.active()) ctx.k().bias_dropout_add_backward(dout, nullptr, dout, N, hidden_, drop);
+  ctx.k().embedding_backward(word_->g(), dout, saved.ids.i32(), vocab_start_, vocab_local_, N, hidden_);
+  if (position_ != nullptr) {
+    ctx.k().embedding_backward(position_->g(), dout, saved.positions.i32(), 0, max_positions_, N,
+                               hidden_);
+  }
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,41 @@
+// Port of megatron/core/models/common/embeddings/language_model_embedding.py:
+// word embeddings (VocabParallelEmbedding: rows [vocab_start, vocab_start + Vp/tp) on each
+// tensor-parallel rank, lookups off the shard give 0 and the partial rows are all-reduced),
+// learned absolute position embeddings when configured, then embedding dropout
+// (= --hidden-dropout). Output [s, b, h] flattened to [N, h].
+#pragma once
+
+#include "config/model_config.h"
+#include "core/tensor.h"
+#include "transformer/forward_context.h"
+#include "transformer/parameter.h"
+
+namespace mindspeed {
+
+class LanguageModelEmbedding {
+ public:
+  struct Saved {
+    Tensor ids;        ///< [N] token ids in [s, b] order
+    Tensor positions;  ///< [N] position ids in [s, b] order
+    Tensor output;     ///< [N, h]
+  };
+
+  LanguageModelEmbedding(ParameterRegistry& registry, const ModelConfig& config, int tp_size,
+                         int tp_rank);
+  void forward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const;
+  /// dout [N, h]: gradient of the output (overwritten as scratch).
+  void backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,
+                float* dout) const;
+  Parameter* word_embeddings() const { return word_; }
+  int64_t vocab_start() const { return vocab_start_; }
+  int64_t vocab_local() const { return vocab_local_; }
+
+ private:
+  DropoutSpec dropout(const ForwardContext& ctx, const MicroBatch& mb) const;
+  int64_t hidden_, vocab_local_, vocab_start_, max_positions_;
+  float dropout_p_;
+  Parameter* word_;
+  Parameter* position_ = nullptr;
+};
+
+}  // namespace mindspeed

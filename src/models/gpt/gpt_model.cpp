@@ -1,0 +1,151 @@
+// GPTModel (gpt_model.h).
+#include "models/gpt/gpt_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/blas/gemm.h"
+#include "tensor_parallel/cross_entropy.h"
+
+namespace mindspeed {
+
+GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps)
+    : config_(config), tp_size_(ps.sizes.tensor), tp_rank_(ps.tp_rank) {
+  if (config.position_embedding_type == PositionEmbeddingType::kRope) {
+    // Rotary tables in fp32 exactly as Megatron's RotaryEmbedding and Hugging Face compute
+    // them: inv_freq = 1 / base^(2i/D), angle = position * inv_freq.
+    const int64_t half = config.kv_channels / 2;
+    rope_cos_.resize(config.max_position_embeddings * half);
+    rope_sin_.resize(config.max_position_embeddings * half);
+    for (int64_t i = 0; i < half; ++i) {
+      const float exponent = static_cast<float>(2 * i) / static_cast<float>(config.kv_channels);
+      const float inv_freq = 1.0f / std::pow(config.rotary_base, exponent);
+      for (int64_t p = 0; p < config.max_position_embeddings; ++p) {
+        const float angle = static_cast<float>(p) * inv_freq;
+        rope_cos_[p * half + i] = std::cos(angle);
+        rope_sin_[p * half + i] = std::sin(angle);
+      }
+    }
+  }
+  const float* cos = rope_cos_.empty() ? nullptr : rope_cos_.data();
+  const float* sin = rope_sin_.empty() ? nullptr : rope_sin_.data();
+  embedding_ = std::make_unique<LanguageModelEmbedding>(registry_, config, tp_size_, tp_rank_);
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    layers_.push_back(
+        std::make_unique<TransformerLayer>(registry_, config, l, tp_size_, tp_rank_, cos, sin));
+  }
+  final_layernorm_ = std::make_unique<Norm>(registry_, "decoder.final_layernorm", config,
+                                            /*sequence_parallel=*/false, tp_size_);
+  if (config.untie_embeddings_and_output_weights) {
+    output_layer_ = registry_.add({.name = "output_layer.weight",
+                                   .global_shape = Shape{config.padded_vocab_size, config.hidden_size},
+                                   .split = TensorParallelSplit::kRows,
+                                   .init = InitMethod::kNormal,
+                                   .init_std = config.init_method_std},
+                                  tp_size_);
+  }
+}
+
+const Parameter* GPTModel::output_weight() const {
+  return output_layer_ != nullptr ? output_layer_ : embedding_->word_embeddings();
+}
+
+int64_t GPTModel::loss_chunk_rows(int64_t N) const {
+  // About 32 MiB of logits per chunk, at least 64 rows (GEMM efficiency).
+  const int64_t v = config_.padded_vocab_size / tp_size_;
+  const int64_t rows = std::max<int64_t>(64, (int64_t{32} << 20) / (4 * v));
+  return std::min(N, rows);
+}
+
+void GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const {
+  const int64_t N = mb.B * mb.T;
+  embedding_->forward(ctx, mb, saved.embedding);
+  saved.layers.resize(layers_.size());
+  const float* hidden = saved.embedding.output.f32();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l]->forward(ctx, mb, hidden, saved.layers[l]);
+    hidden = saved.layers[l].output.f32();
+  }
+  final_layernorm_->forward(ctx, hidden, N, saved.final_layernorm);
+}
+
+GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch& mb,
+                                     float loss_scale, Saved& saved) const {
+  Allocator& a = *ctx.alloc;
+  const int64_t B = mb.B, T = mb.T, N = B * T, H = config_.hidden_size;
+  run_decoder(ctx, mb, saved);
+
+  // Labels, loss mask and per-token gradient scale in [s, b] row order.
+  saved.labels = Tensor(a, Shape{N}, DType::kInt32, MemoryCategory::kActivations);
+  std::vector<float> mask(N), grad_scale(N);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      saved.labels.i32()[t * B + b] = mb.labels[b * T + t];
+      mask[t * B + b] = mb.loss_mask[b * T + t];
+      grad_scale[t * B + b] = mb.loss_mask[b * T + t] * loss_scale;
+    }
+  }
+
+  const Parameter* w_out = output_weight();
+  const int64_t V = config_.padded_vocab_size / tp_size_;
+  const int64_t vocab_start = tp_rank_ * V;
+  const float* x = saved.final_layernorm.out.f32();
+  if (ctx.training) {
+    saved.final_norm_grad = Tensor(a, Shape{N, H}, DType::kFloat32, MemoryCategory::kActivations);
+  }
+  const int64_t chunk = loss_chunk_rows(N);
+  Tensor logits(a, Shape{chunk, V}, DType::kFloat32, MemoryCategory::kWorkspace);
+  std::vector<float> losses(N);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t rows = std::min(chunk, N - r0);
+    linear_forward(logits.f32(), x + r0 * H, w_out->w(), nullptr, rows, H, V);
+    vocab_parallel_cross_entropy(ctx, logits.f32(), losses.data() + r0, saved.labels.i32() + r0,
+                                 grad_scale.data() + r0, rows, V, vocab_start, ctx.training);
+    if (ctx.training) {
+      float* dx = saved.final_norm_grad.f32() + r0 * H;
+      linear_backward_input(dx, logits.f32(), w_out->w(), rows, H, V, /*accumulate=*/false);
+      ctx.ps->tp().all_reduce(dx, rows * H);
+      linear_backward_weight(w_out->g(), nullptr, logits.f32(), x + r0 * H, rows, H, V);
+    }
+  }
+  LossSums sums;
+  for (int64_t n = 0; n < N; ++n) {
+    sums.loss_sum += static_cast<double>(losses[n]) * mask[n];
+    sums.num_tokens += mask[n];
+  }
+  return sums;
+}
+
+void GPTModel::backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const {
+  const int64_t N = mb.B * mb.T, H = config_.hidden_size;
+  Tensor dresid = Tensor::zeros(*ctx.alloc, Shape{N, H}, DType::kFloat32, MemoryCategory::kWorkspace);
+  const float* last = layers_.empty() ? saved.embedding.output.f32() : saved.layers.back().output.f32();
+  final_layernorm_->backward(ctx, saved.final_layernorm, last, saved.final_norm_grad.f32(),
+                             dresid.f32(), N);
+  saved.final_norm_grad.reset();
+  saved.final_layernorm = {};
+  for (size_t l = layers_.size(); l-- > 0;) {
+    layers_[l]->backward(ctx, mb, saved.layers[l], dresid.f32());
+    saved.layers[l] = {};  // free this layer's activations as soon as they are used
+  }
+  embedding_->backward(ctx, mb, saved.embedding, dresid.f32());
+  saved.embedding = {};
+}
+
+void GPTModel::compute_logits(const ForwardContext& ctx, const MicroBatch& mb,
+                              float* logits) const {
+  Saved saved;
+  ForwardContext eval = ctx;
+  eval.training = false;
+  run_decoder(eval, mb, saved);
+  const int64_t B = mb.B, T = mb.T, H = config_.hidden_size;
+  const int64_t V = config_.padded_vocab_size / tp_size_;
+  const float* x = saved.final_layernorm.out.f32();
+  Tensor sb(*ctx.alloc, Shape{B * T, V}, DType::kFloat32, MemoryCategory::kWorkspace);
+  linear_forward(sb.f32(), x, output_weight()->w(), nullptr, B * T, H, V);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b)
+      std::copy(sb.f32() + (t * B + b) * V, sb.f32() + (t * B + b + 1) * V, logits + (b * T + t) * V);
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,46 @@
+// Hugging Face checkpoints (a directory with config.json and model.safetensors) for GPT-2
+// (GPT2LMHeadModel) and LLaMA (LlamaForCausalLM): their parameter names and layouts mapped
+// to this model's Megatron-core names and layouts, both ways.
+//  * GPT-2 Conv1D weights are [in, out] and are transposed; c_attn's [Q; K; V] columns are
+//    regrouped into Megatron's per-head [q, k, v] rows.
+//  * LLaMA q_proj/k_proj/v_proj are regrouped into Megatron's per-group [q.., k, v] rows;
+//    gate_proj and up_proj become linear_fc1 = [gate; up].
+//  * Word embeddings and the output layer are padded with zero rows to the padded vocab.
+// The Hugging Face LLaMA q/k weights are already permuted for the rotate-half rotary form,
+// which is the form the kernels use, so no further permutation is needed.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "core/status.h"
+#include "models/gpt/gpt_model.h"
+
+namespace mindspeed {
+
+enum class HfArchitecture { kGpt2, kLlama };
+
+struct HfModelInfo {
+  HfArchitecture architecture = HfArchitecture::kGpt2;
+  ModelConfig config;  ///< the architecture fields from config.json
+};
+
+/// Parses DIR/config.json.
+StatusOr<HfModelInfo> read_hf_config(const std::string& dir);
+/// Every field the model flags set that config.json contradicts, as one error naming the
+/// flags and both values.
+Status check_hf_config_matches(const ModelConfig& flags, const HfModelInfo& hf);
+/// Loads DIR/model.safetensors into `model` (this rank's shards).
+Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const ParallelState& ps);
+
+/// Full (unsharded) tensors of the model, by Megatron name.
+using FullTensors = std::map<std::string, std::vector<float>>;
+/// Converts Megatron-named full tensors into Hugging Face names and layouts (padding rows of
+/// the vocabulary are dropped).
+StatusOr<std::map<std::string, std::vector<float>>> export_hf_tensors(const ModelConfig& config,
+                                                                      HfArchitecture arch,
+                                                                      const FullTensors& tensors);
+
+}  // namespace mindspeed

@@ -1,0 +1,108 @@
+// Optimizer (optimizer.h).
+#include "optimizer/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace mindspeed {
+
+Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
+                     const ParallelState& ps, Allocator& alloc, const KernelTable& kernels,
+                     bool distributed)
+    : config_(config), buffer_(buffer), ps_(ps), kernels_(kernels), distributed_(distributed) {
+  const int dp = ps.dp_cp().size(), dp_rank = ps.dp_cp().rank();
+  // The owned ranges: the whole buffer, or this rank's 1/dp of every bucket.
+  std::vector<std::pair<int64_t, int64_t>> owned;
+  for (const Bucket& b : buffer.buckets()) {
+    if (!distributed) {
+      owned.emplace_back(b.offset, b.offset + b.numel);
+      continue;
+    }
+    MS_CHECK(b.numel % dp == 0, "bucket of ", b.numel, " elements does not split over ", dp, " ranks");
+    const int64_t shard = b.numel / dp;
+    owned.emplace_back(b.offset + dp_rank * shard, b.offset + (dp_rank + 1) * shard);
+  }
+  // Intersect with every parameter: one segment per (owned range, parameter) overlap.
+  for (const auto& [lo, hi] : owned) {
+    for (Parameter* p : buffer.params()) {
+      const int64_t p_lo = p->buffer_offset, p_hi = p->buffer_offset + p->local_shape.numel();
+      const int64_t s_lo = std::max(lo, p_lo), s_hi = std::min(hi, p_hi);
+      if (s_lo >= s_hi) continue;
+      Segment seg;
+      seg.begin = s_lo;
+      seg.end = s_hi;
+      seg.shard_offset = shard_numel_ + (s_lo - lo);
+      seg.weight_decay = p->spec.weight_decay;
+      // Megatron's clip_grads rule: skip shared duplicates; replicated (non tensor-parallel)
+      // params count once, on tensor-parallel rank 0.
+      seg.in_grad_norm = (p->is_tensor_parallel() || ps.tp_rank == 0);
+      segments_.push_back(seg);
+    }
+    shard_numel_ += hi - lo;
+  }
+  std::sort(segments_.begin(), segments_.end(),
+            [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+  exp_avg_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
+  exp_avg_sq_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
+  if (buffer.param_dtype() == DType::kBFloat16) {
+    // bf16 params: fp32 main copies of the owned elements. fp32 params are their own main
+    // copy (Megatron's FP32Optimizer / the distributed optimizer's view of an fp32 param).
+    main_params_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
+    const bf16* src = static_cast<const bf16*>(buffer.param_data());
+    for (const Segment& s : segments_)
+      for (int64_t i = s.begin; i < s.end; ++i)
+        main_params_.f32()[s.shard_offset + (i - s.begin)] = bf16_to_float(src[i]);
+  }
+}
+
+double Optimizer::grad_norm() const {
+  const float* g = buffer_.grad_data();
+  double local = 0.0;
+  for (const Segment& s : segments_) {
+    if (s.in_grad_norm) local += kernels_.sum_of_squares(g + s.begin, s.end - s.begin);
+  }
+  // Non-distributed: every DP rank holds the same full gradient; sum over the model-parallel
+  // group. Distributed: each rank holds its own shard; sum over all ranks.
+  ProcessGroup& group = distributed_ ? ps_.world() : ps_.mp();
+  return std::sqrt(group.all_reduce_scalar(local, ReduceOp::kSum));
+}
+
+Optimizer::StepResult Optimizer::step(double lr) {
+  StepResult result;
+  result.grad_norm = grad_norm();
+  float scale = 1.0f;
+  if (config_.clip_grad > 0.0f) {
+    const double coeff = config_.clip_grad / (result.grad_norm + 1e-6);
+    if (coeff < 1.0) scale = static_cast<float>(coeff);
+  }
+  result.clip_coeff = scale;
+  ++step_;
+  float* grads = buffer_.grad_data();
+  const bool bf16_params = buffer_.param_dtype() == DType::kBFloat16;
+  for (const Segment& s : segments_) {
+    const int64_t n = s.end - s.begin;
+    float* param = bf16_params ? main_params_.f32() + s.shard_offset
+                               : static_cast<float*>(buffer_.param_data()) + s.begin;
+    kernels_.adamw_step(param, exp_avg_.f32() + s.shard_offset, exp_avg_sq_.f32() + s.shard_offset,
+                        grads + s.begin, n, static_cast<float>(lr), config_.adam_beta1,
+                        config_.adam_beta2, config_.adam_eps,
+                        s.weight_decay ? config_.weight_decay : 0.0f, step_, scale);
+  }
+  if (bf16_params) copy_main_to_model_params();
+  return result;
+}
+
+void Optimizer::copy_main_to_model_params() {
+  if (main_params_.empty()) return;
+  bf16* dst = static_cast<bf16*>(buffer_.param_data());
+  const float* src = main_params_.f32();
+  for (const Segment& s : segments_) {
+    const int64_t n = s.end - s.begin;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dst[s.begin + i] = float_to_bf16(src[s.shard_offset + i]);
+  }
+}
+
+}  // namespace mindspeed

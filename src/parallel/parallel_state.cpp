@@ -1,0 +1,19 @@
+// The single-process ParallelState (the MPI one is built in initialize.cpp).
+#include "parallel/parallel_state.h"
+
+namespace mindspeed {
+
+std::unique_ptr<ParallelState> ParallelState::single_process() {
+  auto ps = std::make_unique<ParallelState>();
+  ps->world_ = make_single_process_group("world");
+  ps->tp_ = make_single_process_group("tp");
+  ps->pp_ = make_single_process_group("pp");
+  ps->cp_ = make_single_process_group("cp");
+  ps->dp_ = make_single_process_group("dp");
+  ps->dp_cp_ = make_single_process_group("dp-cp");
+  ps->mp_ = make_single_process_group("mp");
+  ps->embedding_ = make_single_process_group("embedding");
+  return ps;
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,46 @@
+// ParallelState: this rank's coordinates and process groups (port of
+// megatron/core/parallel_state.py, passed explicitly like the newer ProcessGroupCollection
+// rather than kept in module globals). It is the only process-wide state of a run.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "parallel/process_group.h"
+
+namespace mindspeed {
+
+struct ParallelSizes {
+  int tensor = 1;    ///< --tensor-model-parallel-size
+  int pipeline = 1;  ///< --pipeline-model-parallel-size
+  int context = 1;   ///< --context-parallel-size
+  int expert = 1;    ///< --expert-model-parallel-size
+  int data = 1;      ///< world / (tensor * pipeline * context)
+};
+
+class ParallelState {
+ public:
+  int world_size = 1;
+  int world_rank = 0;
+  ParallelSizes sizes;
+  int tp_rank = 0, pp_rank = 0, cp_rank = 0, dp_rank = 0, ep_rank = 0;
+
+  ProcessGroup& world() const { return *world_; }
+  ProcessGroup& tp() const { return *tp_; }
+  ProcessGroup& pp() const { return *pp_; }
+  ProcessGroup& cp() const { return *cp_; }
+  ProcessGroup& dp() const { return *dp_; }        ///< data parallel, without context parallel
+  ProcessGroup& dp_cp() const { return *dp_cp_; }  ///< the DDP / distributed-optimizer group
+  ProcessGroup& mp() const { return *mp_; }        ///< model parallel: tp x pp
+  ProcessGroup& embedding() const { return *embedding_; }  ///< first and last pipeline stage
+
+  bool is_pipeline_first_stage() const { return pp_rank == 0; }
+  bool is_pipeline_last_stage() const { return pp_rank == sizes.pipeline - 1; }
+
+  /// One process: every group has one member.
+  static std::unique_ptr<ParallelState> single_process();
+
+  std::unique_ptr<ProcessGroup> world_, tp_, pp_, cp_, dp_, dp_cp_, mp_, embedding_;
+};
+
+}  // namespace mindspeed

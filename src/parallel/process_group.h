@@ -1,0 +1,67 @@
+// ProcessGroup: the collectives the parallel algorithms use, between them and MPI (NCCL can
+// serve a CUDA backend later behind the same interface). Every operation has a blocking
+// form and an asynchronous one returning a Work handle; asynchronous operations progress
+// while the caller computes (the MPI implementation drives them from a progress thread).
+// Buffers are fp32 unless the signature says bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mindspeed {
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+/// Handle of an asynchronous collective; wait() blocks until it completed.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool is_completed() = 0;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Global ranks of the members, in group-rank order.
+  virtual const std::vector<int>& global_ranks() const = 0;
+  /// "tp", "dp-cp", ...: for messages.
+  virtual const std::string& name() const = 0;
+
+  /// In place over data[0, n).
+  virtual std::unique_ptr<Work> all_reduce_async(float* data, int64_t n, ReduceOp op) = 0;
+  /// out[r*n + i] = in_of_rank_r[i]; out holds size()*n.
+  virtual std::unique_ptr<Work> all_gather_async(float* out, const float* in, int64_t n) = 0;
+  /// out[i] = reduce over ranks of in_of_rank_r[rank()*n + i]; in holds size()*n.
+  virtual std::unique_ptr<Work> reduce_scatter_async(float* out, const float* in, int64_t n,
+                                                     ReduceOp op) = 0;
+  virtual std::unique_ptr<Work> broadcast_async(void* data, int64_t bytes, int root) = 0;
+  /// Variable-size all-to-all of fp32 rows: send_counts[r] floats go to rank r.
+  virtual std::unique_ptr<Work> all_to_all_async(float* out, const std::vector<int64_t>& recv_counts,
+                                                 const float* in,
+                                                 const std::vector<int64_t>& send_counts) = 0;
+  virtual std::unique_ptr<Work> send_async(const float* data, int64_t n, int dst, int tag) = 0;
+  virtual std::unique_ptr<Work> recv_async(float* data, int64_t n, int src, int tag) = 0;
+  virtual void barrier() = 0;
+  /// Sum of `value` over the group in double (loss and norm bookkeeping).
+  virtual double all_reduce_scalar(double value, ReduceOp op) = 0;
+
+  void all_reduce(float* data, int64_t n, ReduceOp op = ReduceOp::kSum) {
+    all_reduce_async(data, n, op)->wait();
+  }
+  void all_gather(float* out, const float* in, int64_t n) { all_gather_async(out, in, n)->wait(); }
+  void reduce_scatter(float* out, const float* in, int64_t n, ReduceOp op = ReduceOp::kSum) {
+    reduce_scatter_async(out, in, n, op)->wait();
+  }
+  void broadcast(void* data, int64_t bytes, int root) { broadcast_async(data, bytes, root)->wait(); }
+};
+
+/// The group of one process: every collective is a copy or nothing. Used for the groups of
+/// size 1 and by single-process tests, without MPI.
+std::unique_ptr<ProcessGroup> make_single_process_group(std::string name, int global_rank = 0);
+
+}  // namespace mindspeed

@@ -1,0 +1,70 @@
+// Port of megatron/core/tensor_parallel/layers.py: ColumnParallelLinear and
+// RowParallelLinear. Weights are [out, in] and a layer computes y = x W^T (+ b).
+//  * Column: W split on dim 0 (out). Forward: identity on x, local GEMM. Backward: the input
+//    gradient is all-reduced over the tensor-parallel group (the pair of Megatron's
+//    copy_to_tensor_model_parallel_region).
+//  * Row: W split on dim 1 (in), x already split on its last dim. Forward: local GEMM, then
+//    all-reduce of y over tp (reduce_from_tensor_model_parallel_region). Backward: no
+//    communication. Its bias is replicated and added after the reduction by the caller
+//    (bias_dropout_add), as Megatron's skip_bias_add does.
+// Weight gradients accumulate straight into the fp32 gradient buffer (beta = 1 GEMM, the
+// gradient-accumulation fusion of --no-gradient-accumulation-fusion's opposite).
+// Activations are [N, C] with N = s*b rows ([s, b, h] flattened).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "transformer/forward_context.h"
+#include "transformer/parameter.h"
+
+namespace mindspeed {
+
+struct LinearOptions {
+  bool bias = true;
+  float init_std = 0.02f;
+  bool glu = false;  ///< fc1 of SwiGLU: the output is [gate; up] and each half is split by tp
+};
+
+class ColumnParallelLinear {
+ public:
+  ColumnParallelLinear(ParameterRegistry& registry, const std::string& prefix, int64_t in,
+                       int64_t out, const LinearOptions& options, int tp_size);
+  /// y [N, out/tp] = x [N, in] W^T + b.
+  void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const;
+  /// dW += dy^T x, db += colsum(dy); if dx: dx [N, in] = dy W, all-reduced over tp.
+  void backward(const ForwardContext& ctx, const float* x, const float* dy, float* dx,
+                int64_t N) const;
+  int64_t in() const { return in_; }
+  int64_t out_local() const { return out_local_; }
+  Parameter* weight() const { return weight_; }
+  Parameter* bias() const { return bias_; }
+
+ private:
+  int64_t in_, out_local_;
+  Parameter* weight_;
+  Parameter* bias_ = nullptr;
+};
+
+class RowParallelLinear {
+ public:
+  RowParallelLinear(ParameterRegistry& registry, const std::string& prefix, int64_t in,
+                    int64_t out, const LinearOptions& options, int tp_size);
+  /// y [N, out] = all-reduce_tp(x [N, in/tp] W^T); the bias is not added (see above).
+  void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const;
+  /// dW += dy^T x; dx [N, in/tp] = dy W. dy is the gradient of the reduced output.
+  void backward(const ForwardContext& ctx, const float* x, const float* dy, float* dx,
+                int64_t N) const;
+  int64_t in_local() const { return in_local_; }
+  int64_t out() const { return out_; }
+  Parameter* weight() const { return weight_; }
+  /// The replicated bias (null without bias), for the caller's bias_dropout_add.
+  Parameter* bias() const { return bias_; }
+
+ private:
+  int64_t in_local_, out_;
+  Parameter* weight_;
+  Parameter* bias_ = nullptr;
+};
+
+}  // namespace mindspeed

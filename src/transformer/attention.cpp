@@ -1,0 +1,120 @@
+// SelfAttention (attention.h).
+#include "transformer/attention.h"
+
+#include <cmath>
+
+namespace mindspeed {
+
+SelfAttention::SelfAttention(ParameterRegistry& registry, const std::string& prefix,
+                             const ModelConfig& config, int64_t layer_index, int tp_size,
+                             int tp_rank, const float* rope_cos, const float* rope_sin)
+    : linear_qkv_(registry, prefix + ".linear_qkv", config.hidden_size, config.qkv_size(),
+                  LinearOptions{.bias = config.qkv_bias(), .init_std = config.init_method_std},
+                  tp_size),
+      linear_proj_(registry, prefix + ".linear_proj", config.num_attention_heads * config.kv_channels,
+                   config.hidden_size,
+                   LinearOptions{.bias = config.add_bias_linear,
+                                 .init_std = config.init_method_std /
+                                             std::sqrt(2.0f * static_cast<float>(config.num_layers))},
+                   tp_size),
+      layer_index_(layer_index),
+      heads_local_(config.num_attention_heads / tp_size),
+      groups_local_(config.query_groups() / tp_size),
+      head_dim_(config.kv_channels),
+      heads_total_(config.num_attention_heads),
+      head_offset_(tp_rank * (config.num_attention_heads / tp_size)),
+      attention_dropout_(config.attention_dropout),
+      rope_cos_(rope_cos),
+      rope_sin_(rope_sin) {}
+
+AttentionDims SelfAttention::dims(const MicroBatch& mb) const {
+  AttentionDims d;
+  d.B = mb.B;
+  d.T = mb.T;
+  d.NQ = heads_local_;
+  d.NKV = groups_local_;
+  d.D = head_dim_;
+  d.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  d.head_offset = head_offset_;
+  d.num_heads_total = heads_total_;
+  return d;
+}
+
+DropoutSpec SelfAttention::dropout(const ForwardContext& ctx, const MicroBatch& mb) const {
+  DropoutSpec spec;
+  if (!ctx.training) return spec;
+  spec.p = attention_dropout_;
+  spec.rng = ctx.dropout_stream(layer_index_, DropoutSite::kAttentionProbs);
+  spec.first_sample = mb.first_sample;
+  return spec;
+}
+
+void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x,
+                            float* out, Saved& saved) const {
+  Allocator& a = *ctx.alloc;
+  const AttentionDims d = dims(mb);
+  const int64_t N = d.T * d.B;
+  const AttentionMask mask{mb.doc_start.empty() ? nullptr : mb.doc_start.data()};
+  {
+    Tensor qkv(a, Shape{N, linear_qkv_.out_local()}, DType::kFloat32, MemoryCategory::kWorkspace);
+    linear_qkv_.forward(ctx, x, qkv.f32(), N);
+    saved.q = Tensor(a, Shape{d.B, d.NQ, d.T, d.D}, DType::kFloat32, MemoryCategory::kActivations);
+    saved.k = Tensor(a, Shape{d.B, d.NKV, d.T, d.D}, DType::kFloat32, MemoryCategory::kActivations);
+    saved.v = Tensor(a, Shape{d.B, d.NKV, d.T, d.D}, DType::kFloat32, MemoryCategory::kActivations);
+    ctx.k().qkv_split_rope_forward(saved.q.f32(), saved.k.f32(), saved.v.f32(), qkv.f32(),
+                                   mb.position_ids.data(), rope_cos_, rope_sin_, d.T, d.B, d.NQ,
+                                   d.NKV, d.D);
+  }
+  saved.context = Tensor(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kActivations);
+  const DropoutSpec drop = dropout(ctx, mb);
+  if (use_flash(ctx)) {
+    saved.lse = Tensor(a, Shape{d.B, d.NQ, d.T}, DType::kFloat32, MemoryCategory::kActivations);
+    Tensor ws(a, Shape{cpu::attention_workspace_floats(d, cpu::AttentionKernel::kFlash, false)},
+              DType::kFloat32, MemoryCategory::kWorkspace);
+    ctx.k().flash_attention_forward(saved.context.f32(), saved.lse.f32(), saved.q.f32(),
+                                    saved.k.f32(), saved.v.f32(), mask, d, drop, ws.f32());
+  } else {
+    saved.probs = Tensor(a, Shape{d.B, d.NQ, d.T, d.T}, DType::kFloat32, MemoryCategory::kActivations);
+    Tensor ws(a, Shape{cpu::attention_workspace_floats(d, cpu::AttentionKernel::kCore, false)},
+              DType::kFloat32, MemoryCategory::kWorkspace);
+    ctx.k().core_attention_forward(saved.context.f32(), saved.probs.f32(), saved.q.f32(),
+                                   saved.k.f32(), saved.v.f32(), mask, d, drop, ws.f32());
+  }
+  linear_proj_.forward(ctx, saved.context.f32(), out, N);
+}
+
+void SelfAttention::backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,
+                             const float* x, const float* dout, float* dx) const {
+  Allocator& a = *ctx.alloc;
+  const AttentionDims d = dims(mb);
+  const int64_t N = d.T * d.B;
+  const AttentionMask mask{mb.doc_start.empty() ? nullptr : mb.doc_start.data()};
+  Tensor dqkv(a, Shape{N, linear_qkv_.out_local()}, DType::kFloat32, MemoryCategory::kWorkspace);
+  {
+    Tensor dcontext(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kWorkspace);
+    linear_proj_.backward(ctx, saved.context.f32(), dout, dcontext.f32(), N);
+    Tensor dq(a, saved.q.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor dk(a, saved.k.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor dv(a, saved.v.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
+    const DropoutSpec drop = dropout(ctx, mb);
+    if (use_flash(ctx)) {
+      Tensor ws(a, Shape{cpu::attention_workspace_floats(d, cpu::AttentionKernel::kFlash, true)},
+                DType::kFloat32, MemoryCategory::kWorkspace);
+      ctx.k().flash_attention_backward(dq.f32(), dk.f32(), dv.f32(), dcontext.f32(),
+                                       saved.context.f32(), saved.lse.f32(), saved.q.f32(),
+                                       saved.k.f32(), saved.v.f32(), mask, d, drop, ws.f32());
+    } else {
+      Tensor ws(a, Shape{cpu::attention_workspace_floats(d, cpu::AttentionKernel::kCore, true)},
+                DType::kFloat32, MemoryCategory::kWorkspace);
+      ctx.k().core_attention_backward(dq.f32(), dk.f32(), dv.f32(), dcontext.f32(),
+                                      saved.probs.f32(), saved.q.f32(), saved.k.f32(),
+                                      saved.v.f32(), d, drop, ws.f32());
+    }
+    ctx.k().qkv_split_rope_backward(dqkv.f32(), dq.f32(), dk.f32(), dv.f32(),
+                                    mb.position_ids.data(), rope_cos_, rope_sin_, d.T, d.B, d.NQ,
+                                    d.NKV, d.D);
+  }
+  linear_qkv_.backward(ctx, x, dqkv.f32(), dx, N);
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,52 @@
+// Port of megatron/core/transformer/attention.py SelfAttention with the local spec:
+// linear_qkv (column parallel, Megatron's grouped [groups, heads/group + 2, head_dim] row
+// layout) -> split + rotary embedding -> core attention (unfused DotProductAttention, or
+// flash attention with --use-flash-attn at optimization level 2) -> linear_proj (row
+// parallel). Heads and query groups are split over tensor parallelism.
+#pragma once
+
+#include <string>
+
+#include "config/model_config.h"
+#include "core/tensor.h"
+#include "tensor_parallel/layers.h"
+#include "transformer/forward_context.h"
+
+namespace mindspeed {
+
+class SelfAttention {
+ public:
+  struct Saved {
+    Tensor q, k, v;  ///< [B, heads/tp, T, D], [B, groups/tp, T, D] x2 (after rotary)
+    Tensor probs;    ///< [B, heads/tp, T, T] (core attention)
+    Tensor lse;      ///< [B, heads/tp, T] (flash attention)
+    Tensor context;  ///< [N, heads/tp * D]: attention output, input of linear_proj
+  };
+
+  /// rope_cos/rope_sin: [max_positions, D/2] tables, or null without rotary embedding.
+  SelfAttention(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
+                int64_t layer_index, int tp_size, int tp_rank, const float* rope_cos,
+                const float* rope_sin);
+  /// out [N, h] = linear_proj(attention(linear_qkv(x))), reduced over tp, without proj bias.
+  void forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x, float* out,
+               Saved& saved) const;
+  /// dx [N, h] = gradient for the input x given dout [N, h]; weight gradients +=.
+  void backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,
+                const float* x, const float* dout, float* dx) const;
+  Parameter* proj_bias() const { return linear_proj_.bias(); }
+
+ private:
+  AttentionDims dims(const MicroBatch& mb) const;
+  DropoutSpec dropout(const ForwardContext& ctx, const MicroBatch& mb) const;
+  bool use_flash(const ForwardContext& ctx) const { return ctx.k().flash_attention_forward != nullptr; }
+
+  ColumnParallelLinear linear_qkv_;
+  RowParallelLinear linear_proj_;
+  int64_t layer_index_;
+  int64_t heads_local_, groups_local_, head_dim_, heads_total_, head_offset_;
+  float attention_dropout_;
+  const float* rope_cos_;
+  const float* rope_sin_;
+};
+
+}  // namespace mindspeed

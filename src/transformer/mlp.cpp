@@ -1,0 +1,54 @@
+// MLP (mlp.h).
+#include "transformer/mlp.h"
+
+#include <cmath>
+
+namespace mindspeed {
+
+MLP::MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
+         int tp_size)
+    : swiglu_(config.swiglu),
+      gelu_(config.openai_gelu ? GeluApproximation::kTanh : GeluApproximation::kErf),
+      ffn_local_(config.ffn_hidden_size / tp_size),
+      linear_fc1_(registry, prefix + ".linear_fc1", config.hidden_size,
+                  config.ffn_hidden_size * (config.swiglu ? 2 : 1),
+                  LinearOptions{.bias = config.add_bias_linear,
+                                .init_std = config.init_method_std,
+                                .glu = config.swiglu},
+                  tp_size),
+      linear_fc2_(registry, prefix + ".linear_fc2", config.ffn_hidden_size, config.hidden_size,
+                  LinearOptions{.bias = config.add_bias_linear,
+                                .init_std = config.init_method_std /
+                                            std::sqrt(2.0f * static_cast<float>(config.num_layers))},
+                  tp_size) {}
+
+void MLP::forward(const ForwardContext& ctx, const float* x, int64_t N, float* out,
+                  Saved& saved) const {
+  Allocator& a = *ctx.alloc;
+  saved.fc1_out = Tensor(a, Shape{N, linear_fc1_.out_local()}, DType::kFloat32, MemoryCategory::kActivations);
+  linear_fc1_.forward(ctx, x, saved.fc1_out.f32(), N);
+  saved.act_out = Tensor(a, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kActivations);
+  if (swiglu_) {
+    ctx.k().swiglu_forward(saved.act_out.f32(), saved.fc1_out.f32(), N, ffn_local_);
+  } else {
+    ctx.k().gelu_forward(saved.act_out.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
+  }
+  linear_fc2_.forward(ctx, saved.act_out.f32(), out, N);
+}
+
+void MLP::backward(const ForwardContext& ctx, const Saved& saved, const float* x,
+                   const float* dout, float* dx, int64_t N) const {
+  Allocator& a = *ctx.alloc;
+  Tensor dact(a, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kWorkspace);
+  linear_fc2_.backward(ctx, saved.act_out.f32(), dout, dact.f32(), N);
+  Tensor dfc1(a, saved.fc1_out.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
+  if (swiglu_) {
+    ctx.k().swiglu_backward(dfc1.f32(), dact.f32(), saved.fc1_out.f32(), N, ffn_local_);
+  } else {
+    ctx.k().gelu_backward(dfc1.f32(), dact.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
+  }
+  dact.reset();
+  linear_fc1_.backward(ctx, x, dfc1.f32(), dx, N);
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""Writes the PyTorch golden fixtures the C++ golden tests compare against.
+
+Run with Debian's interpreter (it has python3-torch): /usr/bin/python3 generate_fixtures.py
+The outputs are committed, so CI needs no PyTorch.
+
+For a tiny GPT-2-style model (LayerNorm, learned positions, tanh GELU, biases, tied
+embeddings) and a tiny LLaMA-style model (RMSNorm, rotary, SwiGLU, GQA, untied, no biases),
+written out with Hugging Face parameter names and layouts (so the same C++ loader imports
+real checkpoints), this script writes, per model directory:
+  config.json         the Hugging Face config
+  model.safetensors   the weights (fp32)
+  expected.safetensors
+      tokens/labels/loss_mask [B, T] of one micro-batch, logits [B, T, Vp] (Megatron pads the
+      vocabulary to Vp and the padded logits take part in the softmax), loss [1] (mean over
+      unmasked tokens), grad.<hf name> for every parameter, and for a 5-step AdamW run
+      (global batch = 2 micro-batches, Megatron's per-micro-batch token averaging, learning
+      rate warmup then cosine decay with Megatron's OptimizerParamScheduler, weight decay on
+      matrices only, global-norm clipping) train_tokens/train_labels/train_loss_mask
+      [steps, micro, B, T], train_losses [steps] and train_grad_norms [steps].
+  training.json       the optimizer settings used for the 5 steps.
+Every value is computed in fp32 on the CPU, deterministically.
+"""
+import json
+import math
+import os
+import struct
+
+import torch
+
+torch.use_deterministic_algorithms(True)
+torch.set_num_threads(1)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+VOCAB, PADDED_VOCAB, B, T, STEPS, MICRO = 100, 128, 2, 16, 5, 2
+TRAINING = dict(lr=1e-3, min_lr=1e-4, lr_warmup_iters=2, lr_decay_iters=5, lr_decay_style="cosine",
+                weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8, clip_grad=0.3,
+                train_iters=STEPS, micro_batch_size=B, global_batch_size=B * MICRO, seq_length=T)
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous()
+        if t.dtype == torch.float32:
+            dtype, data = "F32", t.numpy().astype("<f4").tobytes()
+        elif t.dtype == torch.int32:
+            dtype, data = "I32", t.numpy().astype("<i4").tobytes()
+        else:
+            raise ValueError(f"{name}: unsupported dtype {t.dtype}")
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * ((8 - len(raw) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for blob in blobs:
+            f.write(blob)
+
+
+def megatron_lr(cfg, num_steps):
+    """megatron/core/optimizer_param_scheduler.py get_lr (steps counted in iterations)."""
+    warm, decay = cfg["lr_warmup_iters"], cfg["lr_decay_iters"]
+    if warm > 0 and num_steps <= warm:
+        return cfg["lr"] * num_steps / warm
+    if num_steps > decay:
+        return cfg["min_lr"]
+    ratio = (num_steps - warm) / (decay - warm)
+    coeff = 0.5 * (math.cos(math.pi * ratio) + 1.0)
+    return cfg["min_lr"] + coeff * (cfg["lr"] - cfg["min_lr"])
+
+
+VOCAB_PARAMS = ("transformer.wte.weight", "model.embed_tokens.weight", "lm_head.weight")
+
+
+def padded(weight):
+    """[V, h] -> [Vp, h] with zero rows, as the C++ loader pads. The padded rows are trained
+    parameters from then on, as in Megatron (their logits take part in the softmax)."""
+    return torch.cat([weight, torch.zeros(PADDED_VOCAB - weight.shape[0], weight.shape[1])], 0)
+
+
+def hf_view(name, tensor):
+    """The Hugging Face tensor: vocabulary matrices without the padding rows."""
+    return tensor[:VOCAB] if name in VOCAB_PARAMS else tensor
+
+
+def causal_attention(q, k, v):
+    """q [B, nq, T, D], k/v [B, nkv, T, D] -> [B, T, nq*D]."""
+    groups = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(groups, dim=1)
+    v = v.repeat_interleave(groups, dim=1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    return out.transpose(1, 2).reshape(q.shape[0], T, -1)
+
+
+class Gpt2:
+    cfg = dict(model_type="gpt2", vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+               activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=True)
+
+    def init(self, g):
+        c, h = self.cfg, self.cfg["n_embd"]
+        p = {"transformer.wte.weight": torch.randn(VOCAB, h, generator=g) * 0.2,
+             "transformer.wpe.weight": torch.randn(c["n_positions"], h, generator=g) * 0.1}
+        for i in range(c["n_layer"]):
+            pre = f"transformer.h.{i}."
+            for ln in ("ln_1", "ln_2"):
+                p[pre + ln + ".weight"] = 1 + 0.1 * torch.randn(h, generator=g)
+                p[pre + ln + ".bias"] = 0.1 * torch.randn(h, generator=g)
+            for name, shape in (("attn.c_attn", (h, 3 * h)), ("attn.c_proj", (h, h)),
+                                ("mlp.c_fc", (h, 4 * h)), ("mlp.c_proj", (4 * h, h))):
+                p[pre + name + ".weight"] = torch.randn(*shape, generator=g) * 0.2
+                p[pre + name + ".bias"] = 0.1 * torch.randn(shape[1], generator=g)
+        p["transformer.ln_f.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
+        p["transformer.ln_f.bias"] = 0.1 * torch.randn(h, generator=g)
+        return p
+
+    def logits(self, p, tokens):
+        c, h = self.cfg, self.cfg["n_embd"]
+        nh, d = c["n_head"], h // c["n_head"]
+        eps = c["layer_norm_epsilon"]
+        x = p["transformer.wte.weight"][tokens] + p["transformer.wpe.weight"][torch.arange(T)]
+        for i in range(c["n_layer"]):
+            pre = f"transformer.h.{i}."
+            y = torch.nn.functional.layer_norm(x, (h,), p[pre + "ln_1.weight"], p[pre + "ln_1.bias"], eps)
+            qkv = y @ p[pre + "attn.c_attn.weight"] + p[pre + "attn.c_attn.bias"]
+            q, k, v = (t.view(B, T, nh, d).transpose(1, 2) for t in qkv.split(h, dim=-1))
+            a = causal_attention(q, k, v)
+            x = x + a @ p[pre + "attn.c_proj.weight"] + p[pre + "attn.c_proj.bias"]
+            y = torch.nn.functional.layer_norm(x, (h,), p[pre + "ln_2.weight"], p[pre + "ln_2.bias"], eps)
+            m = torch.nn.functional.gelu(y @ p[pre + "mlp.c_fc.weight"] + p[pre + "mlp.c_fc.bias"],
+                                         approximate="tanh")
+            x = x + m @ p[pre + "mlp.c_proj.weight"] + p[pre + "mlp.c_proj.bias"]
+        x = torch.nn.functional.layer_norm(x, (h,), p["transformer.ln_f.weight"], p["transformer.ln_f.bias"], eps)
+        return x @ p["transformer.wte.weight"].t()
+
+    def decays(self, name):
+        return name.endswith(".weight") and "ln_" not in name
+
+
+class Llama:
+    cfg = dict(model_type="llama", vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+               max_position_embeddings=32, rms_norm_eps=1e-6, rope_theta=10000.0,
+               hidden_act="silu", tie_word_embeddings=False)
+
+    def init(self, g):
+        c, h, f = self.cfg, self.cfg["hidden_size"], self.cfg["intermediate_size"]
+        d = h // c["num_attention_heads"]
+        kv = c["num_key_value_heads"] * d
+        p = {"model.embed_tokens.weight": torch.randn(VOCAB, h, generator=g) * 0.2}
+        for i in range(c["num_hidden_layers"]):
+            pre = f"model.layers.{i}."
+            p[pre + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
+            p[pre + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
+            for name, shape in (("self_attn.q_proj", (h, h)), ("self_attn.k_proj", (kv, h)),
+                                ("self_attn.v_proj", (kv, h)), ("self_attn.o_proj", (h, h)),
+                                ("mlp.gate_proj", (f, h)), ("mlp.up_proj", (f, h)), ("mlp.down_proj", (h, f))):
+                p[pre + name + ".weight"] = torch.randn(*shape, generator=g) * 0.2
+        p["model.norm.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
+        p["lm_head.weight"] = torch.randn(VOCAB, h, generator=g) * 0.2
+        return p
+
+    @staticmethod
+    def rms(x, w, eps):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def logits(self, p, tokens):
+        c, h = self.cfg, self.cfg["hidden_size"]
+        nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
+        d, eps = h // nh, c["rms_norm_eps"]
+        inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2).float() / d))
+        freqs = torch.outer(torch.arange(T).float(), inv_freq)
+        emb = torch.cat([freqs, freqs], -1)
+        cos, sin = emb.cos(), emb.sin()
+
+        def rope(t):
+            t1, t2 = t[..., : d // 2], t[..., d // 2:]
+            return t * cos + torch.cat([-t2, t1], -1) * sin
+
+        x = p["model.embed_tokens.weight"][tokens]
+        for i in range(c["num_hidden_layers"]):
+            pre = f"model.layers.{i}."
+            y = self.rms(x, p[pre + "input_layernorm.weight"], eps)
+            q = (y @ p[pre + "self_attn.q_proj.weight"].t()).view(B, T, nh, d).transpose(1, 2)
+            k = (y @ p[pre + "self_attn.k_proj.weight"].t()).view(B, T, nkv, d).transpose(1, 2)
+            v = (y @ p[pre + "self_attn.v_proj.weight"].t()).view(B, T, nkv, d).transpose(1, 2)
+            a = causal_attention(rope(q), rope(k), v)
+            x = x + a @ p[pre + "self_attn.o_proj.weight"].t()
+            y = self.rms(x, p[pre + "post_attention_layernorm.weight"], eps)
+            gate = y @ p[pre + "mlp.gate_proj.weight"].t()
+            up = y @ p[pre + "mlp.up_proj.weight"].t()
+            x = x + (torch.nn.functional.silu(gate) * up) @ p[pre + "mlp.down_proj.weight"].t()
+        x = self.rms(x, p["model.norm.weight"], eps)
+        return x @ p["lm_head.weight"].t()
+
+    def decays(self, name):
+        return "norm" not in name
+
+
+def make_batch(g):
+    tokens = torch.randint(0, VOCAB, (B, T + 1), generator=g)
+    mask = (torch.rand(B, T, generator=g) > 0.2).float()
+    return tokens[:, :T].int(), tokens[:, 1:].int(), mask
+
+
+def token_losses(model, p, tokens, labels):
+    logits = model.logits(p, tokens.long())
+    losses = torch.nn.functional.cross_entropy(logits.reshape(-1, PADDED_VOCAB), labels.long().reshape(-1),
+                                               reduction="none").view(B, T)
+    return logits, losses
+
+
+def generate(model, name, seed):
+    out_dir = os.path.join(HERE, name)
+    os.makedirs(out_dir, exist_ok=True)
+    g = torch.Generator().manual_seed(seed)
+    params = {k: (padded(v) if k in VOCAB_PARAMS else v).clone().requires_grad_(True)
+              for k, v in model.init(g).items()}
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(model.cfg, f, indent=2)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), {k: hf_view(k, v) for k, v in params.items()})
+
+    expected = {}
+    tokens, labels, mask = make_batch(g)
+    logits, losses = token_losses(model, params, tokens, labels)
+    loss = (losses * mask).sum() / mask.sum()
+    loss.backward()
+    expected.update(tokens=tokens, labels=labels, loss_mask=mask, logits=logits.detach(),
+                    loss=loss.detach().view(1))
+    for k, v in params.items():
+        expected["grad." + k] = hf_view(k, v.grad.detach().clone())
+        v.grad = None
+
+    # Five AdamW steps, two micro-batches each, Megatron's loss and schedule.
+    cfg = TRAINING
+    decay = [v for k, v in params.items() if model.decays(k)]
+    no_decay = [v for k, v in params.items() if not model.decays(k)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=0.0, betas=(cfg["adam_beta1"], cfg["adam_beta2"]), eps=cfg["adam_eps"],
+                            foreach=False)
+    train = {"train_tokens": [], "train_labels": [], "train_loss_mask": []}
+    step_losses, norms = [], []
+    for step in range(STEPS):
+        loss_sum, tokens_sum = 0.0, 0.0
+        for _ in range(MICRO):
+            tokens, labels, mask = make_batch(g)
+            train["train_tokens"].append(tokens)
+            train["train_labels"].append(labels)
+            train["train_loss_mask"].append(mask)
+            _, losses = token_losses(model, params, tokens, labels)
+            objective = (losses * mask).sum() / mask.sum() / MICRO
+            objective.backward()
+            loss_sum += float((losses * mask).sum())
+            tokens_sum += float(mask.sum())
+        step_losses.append(loss_sum / tokens_sum)
+        norm = torch.sqrt(sum((v.grad.double() ** 2).sum() for v in params.values()))
+        norms.append(float(norm))
+        coeff = cfg["clip_grad"] / (float(norm) + 1e-6)
+        if coeff < 1.0:
+            for v in params.values():
+                v.grad.mul_(coeff)
+        for group in opt.param_groups:
+            group["lr"] = megatron_lr(cfg, step)  # iteration step+1 uses lr after `step` steps
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+    for k, v in train.items():
+        expected[k] = torch.stack(v).view(STEPS, MICRO, B, T)
+    expected["train_losses"] = torch.tensor(step_losses, dtype=torch.float32)
+    expected["train_grad_norms"] = torch.tensor(norms, dtype=torch.float32)
+    write_safetensors(os.path.join(out_dir, "expected.safetensors"), expected)
+    with open(os.path.join(out_dir, "training.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    print(f"{name}: loss {float(loss):.6f}, train losses {[round(x, 6) for x in step_losses]}")
+
+
+if __name__ == "__main__":
+    generate(Gpt2(), "gpt2_tiny", 1)
+    generate(Llama(), "llama_tiny", 2)

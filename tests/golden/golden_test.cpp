@@ -1,0 +1,198 @@
+// The model against PyTorch golden fixtures (tests/golden/generate_fixtures.py): tiny
+// GPT-2-style and LLaMA-style (GQA) models loaded through the Hugging Face checkpoint path;
+// logits, loss and every parameter gradient of one micro-batch, then the losses and grad
+// norms of 5 AdamW steps with warmup, cosine decay, weight decay and clipping, within 1e-5
+// relative, with the reference kernels, the fast kernels and flash attention.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "checkpointing/safetensors.h"
+#include "distributed/param_and_grad_buffer.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/hf_checkpoint.h"
+#include "optimizer/lr_scheduler.h"
+#include "optimizer/optimizer.h"
+#include "training/train_step.h"
+
+namespace mindspeed {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+// max |a - b| / max |b|: the relative error of the tensor as a whole.
+double normwise_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, ref = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / std::max(ref, 1e-30);
+}
+
+enum class Kernels { kReference, kFast, kFlash };
+
+class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kernels>> {
+ protected:
+  void SetUp() override {
+    dir_ = std::string(MS_SOURCE_DIR) + "/tests/golden/" + std::get<0>(GetParam());
+    auto info = read_hf_config(dir_);
+    ASSERT_TRUE(info.ok()) << info.status().to_string();
+    info_ = *info;
+    config_ = info_.config;
+    config_.padded_vocab_size = padded_vocab(config_.vocab_size, 128, 1);
+    config_.attention_dropout = config_.hidden_dropout = 0.0f;
+    auto expected = SafetensorsFile::open(dir_ + "/expected.safetensors");
+    ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+    expected_ = std::make_unique<SafetensorsFile>(std::move(*expected));
+    const Kernels k = std::get<1>(GetParam());
+    kernels_ = select_kernels(KernelOptions{.fast = k != Kernels::kReference,
+                                            .flash_attention = k == Kernels::kFlash});
+    ps_ = ParallelState::single_process();
+  }
+
+  struct Instance {
+    std::unique_ptr<GPTModel> model;
+    std::unique_ptr<ParamAndGradBuffer> buffer;
+  };
+  Instance load() {
+    Instance in;
+    in.model = std::make_unique<GPTModel>(config_, *ps_);
+    in.buffer = std::make_unique<ParamAndGradBuffer>(in.model->registry(), alloc_, BufferOptions{});
+    Status s = load_hf_checkpoint(dir_, *in.model, *ps_);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return in;
+  }
+  ForwardContext context() {
+    ForwardContext ctx;
+    ctx.kernels = &kernels_;
+    ctx.alloc = &alloc_;
+    ctx.ps = ps_.get();
+    return ctx;
+  }
+  MicroBatch batch(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
+                   const std::vector<float>& mask, int64_t offset, int64_t B, int64_t T) {
+    MicroBatch mb;
+    mb.B = B;
+    mb.T = T;
+    mb.tokens.assign(tokens.begin() + offset, tokens.begin() + offset + B * T);
+    mb.labels.assign(labels.begin() + offset, labels.begin() + offset + B * T);
+    mb.loss_mask.assign(mask.begin() + offset, mask.begin() + offset + B * T);
+    mb.position_ids.resize(B * T);
+    for (int64_t i = 0; i < B * T; ++i) mb.position_ids[i] = static_cast<int32_t>(i % T);
+    return mb;
+  }
+  std::vector<float> f32(const std::string& name) {
+    auto v = expected_->read_f32(name);
+    EXPECT_TRUE(v.ok()) << v.status().to_string();
+    return v.ok() ? *v : std::vector<float>{};
+  }
+  std::vector<int32_t> i32(const std::string& name) {
+    auto v = expected_->read_i32(name);
+    EXPECT_TRUE(v.ok()) << v.status().to_string();
+    return v.ok() ? *v : std::vector<int32_t>{};
+  }
+
+  std::string dir_;
+  HfModelInfo info_;
+  ModelConfig config_;
+  std::unique_ptr<SafetensorsFile> expected_;
+  KernelTable kernels_;
+  Allocator alloc_;
+  std::unique_ptr<ParallelState> ps_;
+};
+
+TEST_P(GoldenTest, LogitsLossAndGradientsMatchPyTorch) {
+  Instance in = load();
+  const auto& shape = expected_->find("tokens")->shape;
+  const int64_t B = shape[0], T = shape[1];
+  config_.seq_length = T;
+  const MicroBatch mb = batch(i32("tokens"), i32("labels"), f32("loss_mask"), 0, B, T);
+  ForwardContext ctx = context();
+
+  std::vector<float> logits(B * T * config_.padded_vocab_size);
+  in.model->compute_logits(ctx, mb, logits.data());
+  EXPECT_LE(normwise_error(logits, f32("logits")), kTolerance);
+
+  double tokens = 0.0;
+  for (float m : mb.loss_mask) tokens += m;
+  GPTModel::Saved saved;
+  in.buffer->zero_grad();
+  const auto sums = in.model->forward(ctx, mb, static_cast<float>(1.0 / tokens), saved);
+  in.model->backward(ctx, mb, saved);
+  const double loss = sums.loss_sum / sums.num_tokens;
+  EXPECT_NEAR(loss, f32("loss")[0], kTolerance * std::fabs(f32("loss")[0]));
+
+  FullTensors grads;
+  for (const auto& p : in.model->registry().params()) {
+    const float* g = p->g();
+    grads[p->spec.name].assign(g, g + p->local_shape.numel());
+  }
+  auto hf = export_hf_tensors(config_, info_.architecture, grads);
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  int checked = 0;
+  for (const auto& [name, grad] : *hf) {
+    const std::vector<float> want = f32("grad." + name);
+    ASSERT_EQ(want.size(), grad.size()) << name;
+    EXPECT_LE(normwise_error(grad, want), kTolerance) << "gradient of " << name;
+    ++checked;
+  }
+  int fixture_grads = 0;
+  for (const auto& e : expected_->entries()) fixture_grads += e.name.starts_with("grad.") ? 1 : 0;
+  EXPECT_EQ(checked, fixture_grads) << "every parameter gradient of the fixture is compared";
+}
+
+TEST_P(GoldenTest, FiveAdamWStepsMatchPyTorch) {
+  std::ifstream in_json(dir_ + "/training.json");
+  const nlohmann::json t = nlohmann::json::parse(in_json);
+  OptimizerConfig oc;
+  oc.lr = t["lr"];
+  oc.min_lr = t["min_lr"];
+  oc.lr_warmup_iters = t["lr_warmup_iters"];
+  oc.lr_decay_iters = t["lr_decay_iters"];
+  oc.lr_decay_style = LrDecayStyle::kCosine;
+  oc.weight_decay = t["weight_decay"];
+  oc.adam_beta1 = t["adam_beta1"];
+  oc.adam_beta2 = t["adam_beta2"];
+  oc.adam_eps = t["adam_eps"];
+  oc.clip_grad = t["clip_grad"];
+  const int64_t steps = t["train_iters"];
+
+  Instance in = load();
+  Optimizer optimizer(oc, *in.buffer, *ps_, alloc_, kernels_, /*distributed=*/false);
+  LrScheduler scheduler(oc, steps);
+  const auto& shape = expected_->find("train_tokens")->shape;  // [steps, micro, B, T]
+  const int64_t micro = shape[1], B = shape[2], T = shape[3];
+  const auto tokens = i32("train_tokens"), labels = i32("train_labels");
+  const auto mask = f32("train_loss_mask");
+  const auto want_losses = f32("train_losses"), want_norms = f32("train_grad_norms");
+  ForwardContext ctx = context();
+  for (int64_t step = 0; step < steps; ++step) {
+    std::vector<MicroBatch> mbs;
+    for (int64_t m = 0; m < micro; ++m) mbs.push_back(batch(tokens, labels, mask, (step * micro + m) * B * T, B, T));
+    ctx.iteration = step + 1;
+    const TrainStepResult r = train_step(*in.model, *in.buffer, optimizer, nullptr, ctx, mbs, scheduler.lr(step));
+    const double loss = r.loss_sum / r.num_tokens;
+    EXPECT_NEAR(loss, want_losses[step], kTolerance * want_losses[step]) << "step " << step + 1;
+    EXPECT_NEAR(r.optimizer.grad_norm, want_norms[step], kTolerance * want_norms[step]) << "step " << step + 1;
+  }
+}
+
+std::string name_of(const ::testing::TestParamInfo<GoldenTest::ParamType>& info) {
+  const char* k[] = {"reference", "fast", "flash"};
+  return std::get<0>(info.param) + "_" + k[static_cast<int>(std::get<1>(info.param))];
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
+                         ::testing::Combine(::testing::Values("gpt2_tiny", "llama_tiny"),
+                                            ::testing::Values(Kernels::kReference, Kernels::kFast,
+                                                              Kernels::kFlash)),
+                         name_of);
+
+}  // namespace
+}  // namespace mindspeed
