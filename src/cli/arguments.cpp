@@ -1,0 +1,256 @@
+// Command-line parsing (arguments.h).
+#include "cli/arguments.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+
+#include "cli/known_flags.h"
+
+namespace mindspeed {
+namespace {
+
+// Edit distance for "did you mean" suggestions.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Registers the implemented flags. Options take their Megatron default from the config
+// struct's initialiser; a repeated flag keeps its last value, as argparse does.
+class FlagRegistry {
+ public:
+  explicit FlagRegistry(CLI::App& app) : app_(app) {}
+
+  template <typename T>
+  CLI::Option* value(const std::string& name, T& target, const std::string& help) {
+    names_.push_back(name);
+    return app_.add_option(name, target, help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  CLI::Option* flag(const std::string& name, bool& target, const std::string& help) {
+    names_.push_back(name);
+    return app_.add_flag(name, target, help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  CLI::Option* list(const std::string& name, std::vector<std::string>& target, const std::string& help) {
+    names_.push_back(name);
+    return app_.add_option(name, target, help)->expected(1, -1);
+  }
+  /// A flag that sets `target` to false (Megatron's store_false flags, e.g. --disable-bias-linear).
+  CLI::Option* clear_flag(const std::string& name, bool& target, const std::string& help) {
+    names_.push_back(name);
+    return app_.add_flag_callback(name, [&target]() { target = false; }, help);
+  }
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  CLI::App& app_;
+  std::vector<std::string> names_;
+};
+
+struct Choices {
+  std::string normalization = "LayerNorm";
+  std::string position_embedding_type = "learned_absolute";
+  std::string lr_decay_style = "linear";
+  std::string optimizer = "adam";
+  std::string transformer_impl = "transformer_engine";
+  bool use_rotary_position_embeddings = false;
+  bool npu_deterministic = false;
+  bool use_mcore_models = false;
+  bool log_throughput = false;
+  bool attention_softmax_in_fp32 = false;
+  bool accumulate_allreduce_grads_in_fp32 = false;
+};
+
+void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
+  ModelConfig& m = c.model;
+  r.value("--num-layers", m.num_layers, "Number of transformer layers");
+  r.value("--hidden-size", m.hidden_size, "Transformer hidden size");
+  r.value("--ffn-hidden-size", m.ffn_hidden_size, "MLP hidden size (default 4h, or 8h/3 rounded to 64 with --swiglu)");
+  r.value("--num-attention-heads", m.num_attention_heads, "Number of attention heads");
+  r.value("--kv-channels", m.kv_channels, "Head dimension (default hidden / heads)");
+  r.flag("--group-query-attention", m.group_query_attention, "Use grouped-query attention");
+  r.value("--num-query-groups", m.num_query_groups, "Key/value heads with --group-query-attention");
+  r.value("--seq-length", m.seq_length, "Tokens per sample");
+  r.value("--max-position-embeddings", m.max_position_embeddings, "Maximum positions (learned table size)");
+  r.value("--normalization", ch.normalization, "LayerNorm or RMSNorm")
+      ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
+  r.value("--norm-epsilon", m.norm_epsilon, "Epsilon of LayerNorm/RMSNorm");
+  r.flag("--swiglu", m.swiglu, "SwiGLU MLP (LLaMA)");
+  r.flag("--openai-gelu", m.openai_gelu, "tanh approximation of GELU (GPT-2)");
+  r.value("--position-embedding-type", ch.position_embedding_type, "learned_absolute, rope or none")
+      ->check(CLI::IsMember({"learned_absolute", "rope", "none"}));
+  r.flag("--use-rotary-position-embeddings", ch.use_rotary_position_embeddings,
+         "Legacy spelling of --position-embedding-type rope");
+  r.value("--rotary-base", m.rotary_base, "Rotary embedding base (theta)");
+  r.flag("--untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights,
+         "Separate output layer instead of the tied word embeddings");
+  r.clear_flag("--disable-bias-linear", m.add_bias_linear, "No biases in linear layers");
+  r.flag("--add-qkv-bias", m.add_qkv_bias, "Bias in the QKV projection even with --disable-bias-linear");
+  r.value("--attention-dropout", m.attention_dropout, "Dropout on attention probabilities");
+  r.value("--hidden-dropout", m.hidden_dropout, "Dropout on the residual branches and embeddings");
+  r.value("--init-method-std", m.init_method_std, "Std of the normal weight initialisation");
+  r.value("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by, "Vocabulary padding multiple");
+
+  ParallelConfig& p = c.parallel;
+  r.value("--tensor-model-parallel-size", p.tensor_model_parallel_size, "Tensor-parallel size");
+  r.value("--pipeline-model-parallel-size", p.pipeline_model_parallel_size, "Pipeline-parallel size");
+  r.value("--context-parallel-size", p.context_parallel_size, "Context-parallel size");
+  r.value("--expert-model-parallel-size", p.expert_model_parallel_size, "Expert-parallel size");
+  r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
+  r.flag("--use-distributed-optimizer", p.use_distributed_optimizer, "Shard optimizer state over data parallelism (ZeRO-1)");
+  r.flag("--overlap-grad-reduce", p.overlap_grad_reduce, "Overlap gradient reduction with backward");
+  r.flag("--overlap-param-gather", p.overlap_param_gather, "Overlap parameter all-gather with forward");
+  r.value("--ddp-bucket-size", p.ddp_bucket_size, "Elements per gradient bucket");
+  r.clear_flag("--no-gradient-accumulation-fusion", p.gradient_accumulation_fusion,
+               "Weight-gradient GEMM into a temporary, then add (instead of accumulating in place)");
+  r.flag("--use-tp-pp-dp-mapping", p.use_tp_pp_dp_mapping, "Rank order tp-cp-ep-pp-dp");
+  r.value("--dry-run-world-size", p.dry_run_world_size,
+          "mindspeed-cpp: print every process group for this world size and exit");
+
+  OptimizerConfig& o = c.optimizer;
+  r.value("--optimizer", ch.optimizer, "Optimizer (adam = AdamW)")->check(CLI::IsMember({"adam"}));
+  r.value("--lr", o.lr, "Peak learning rate");
+  r.value("--min-lr", o.min_lr, "Learning rate at the end of the decay");
+  r.value("--lr-decay-style", ch.lr_decay_style, "constant, linear, cosine or inverse-square-root")
+      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root"}));
+  r.value("--lr-decay-iters", o.lr_decay_iters, "Iterations of the decay (default --train-iters)");
+  r.value("--lr-warmup-iters", o.lr_warmup_iters, "Iterations of linear warmup");
+  r.value("--lr-warmup-fraction", o.lr_warmup_fraction, "Warmup as a fraction of the decay iterations");
+  r.value("--lr-warmup-init", o.lr_warmup_init, "Learning rate at the start of the warmup");
+  r.value("--weight-decay", o.weight_decay, "Decoupled weight decay (matrices only)");
+  r.value("--adam-beta1", o.adam_beta1, "Adam beta1");
+  r.value("--adam-beta2", o.adam_beta2, "Adam beta2");
+  r.value("--adam-eps", o.adam_eps, "Adam epsilon");
+  r.value("--clip-grad", o.clip_grad, "Global gradient-norm clipping (0 = off)");
+
+  TrainingConfig& t = c.training;
+  r.value("--micro-batch-size", t.micro_batch_size, "Samples per micro-batch");
+  r.value("--global-batch-size", t.global_batch_size, "Samples per iteration (gradient accumulation)");
+  r.value("--train-iters", t.train_iters, "Training iterations");
+  r.value("--seed", t.seed, "Random seed (initialisation, dropout, data order)");
+  r.value("--log-interval", t.log_interval, "Iterations between log lines");
+  r.value("--eval-interval", t.eval_interval, "Iterations between evaluations");
+  r.value("--eval-iters", t.eval_iters, "Iterations per evaluation");
+  r.value("--optimization-level", t.optimization_level,
+          "MindSpeed optimization level: 0 reference kernels, 1 fused kernels, 2 fused + algorithms");
+  r.flag("--use-flash-attn", t.use_flash_attn, "Flash attention (MindSpeed level-2 feature)");
+  r.flag("--use-fused-rmsnorm", t.use_fused_rmsnorm, "Fused RMSNorm kernel");
+  r.flag("--use-fused-swiglu", t.use_fused_swiglu, "Fused SwiGLU kernel");
+  r.flag("--use-fused-rotary-pos-emb", t.use_fused_rotary_pos_emb, "Fused rotary embedding kernel");
+  r.flag("--bf16", t.bf16, "bf16 mixed precision");
+  r.flag("--deterministic-mode", t.deterministic_mode, "Bitwise-reproducible runs");
+  r.flag("--npu-deterministic", ch.npu_deterministic, "MindSpeed spelling of --deterministic-mode");
+  r.value("--peak-tflops", t.peak_tflops, "mindspeed-cpp: per-rank peak TFLOP/s for the MFU column");
+  r.value("--load", t.load, "Start from a Hugging Face checkpoint directory (config.json + model.safetensors)");
+  r.value("--num-threads", t.num_threads, "mindspeed-cpp: OpenMP threads per rank (default cores / local ranks)");
+  r.flag("--use-mcore-models", ch.use_mcore_models, "Accepted: the model is Megatron core's GPTModel");
+  r.value("--transformer-impl", ch.transformer_impl,
+          "local or transformer_engine: both map to the native fused kernels (as MindSpeed maps TE)")
+      ->check(CLI::IsMember({"local", "transformer_engine"}));
+  r.flag("--log-throughput", ch.log_throughput, "Accepted: TFLOP/s is always in the iteration line");
+  r.flag("--attention-softmax-in-fp32", ch.attention_softmax_in_fp32, "Accepted: softmax always runs in fp32");
+  r.flag("--accumulate-allreduce-grads-in-fp32", ch.accumulate_allreduce_grads_in_fp32,
+         "Accepted: gradients are always accumulated and reduced in fp32");
+
+  DataConfig& d = c.data;
+  r.flag("--mock-data", d.mock_data, "Synthetic data (Megatron's MockGPTDataset)");
+  r.list("--data-path", d.data_path, "[weight] prefix [weight prefix ...]");
+  r.list("--train-data-path", d.train_data_path, "Training blend");
+  r.list("--valid-data-path", d.valid_data_path, "Validation blend");
+  r.list("--test-data-path", d.test_data_path, "Test blend");
+  r.value("--split", d.split, "train,valid,test proportions (default 969,30,1)");
+  r.value("--data-cache-path", d.data_cache_path, "Directory for dataset index caches");
+  r.value("--tokenizer-type", d.tokenizer_type, "GPT2BPETokenizer, SentencePieceTokenizer, Llama2Tokenizer, NullTokenizer");
+  r.value("--vocab-file", d.vocab_file, "GPT-2 vocab.json");
+  r.value("--merge-file", d.merge_file, "GPT-2 merges.txt");
+  r.value("--tokenizer-model", d.tokenizer_model, "SentencePiece model file");
+  r.value("--vocab-size", d.vocab_size, "Vocabulary size for NullTokenizer");
+  r.flag("--reset-position-ids", d.reset_position_ids, "Positions restart after each end-of-document token");
+  r.flag("--reset-attention-mask", d.reset_attention_mask, "No attention across end-of-document tokens");
+  r.flag("--eod-mask-loss", d.eod_mask_loss, "No loss on end-of-document tokens");
+}
+
+Status apply_choices(Configs& c, const Choices& ch) {
+  c.model.normalization = ch.normalization == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
+  if (ch.position_embedding_type == "rope" || ch.use_rotary_position_embeddings) {
+    c.model.position_embedding_type = PositionEmbeddingType::kRope;
+  } else if (ch.position_embedding_type == "none") {
+    c.model.position_embedding_type = PositionEmbeddingType::kNone;
+  } else {
+    c.model.position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
+  }
+  if (ch.lr_decay_style == "constant") c.optimizer.lr_decay_style = LrDecayStyle::kConstant;
+  if (ch.lr_decay_style == "linear") c.optimizer.lr_decay_style = LrDecayStyle::kLinear;
+  if (ch.lr_decay_style == "cosine") c.optimizer.lr_decay_style = LrDecayStyle::kCosine;
+  if (ch.lr_decay_style == "inverse-square-root") c.optimizer.lr_decay_style = LrDecayStyle::kInverseSquareRoot;
+  c.training.deterministic_mode = c.training.deterministic_mode || ch.npu_deterministic;
+  return ok_status();
+}
+
+// Turns the tokens CLI11 did not recognise into the right error.
+Status refuse_leftovers(const std::vector<std::string>& leftovers, const std::vector<std::string>& ours) {
+  for (const std::string& token : leftovers) {
+    if (!token.starts_with("-")) {
+      return invalid_argument("unexpected argument '", token, "' (every option is --name value)");
+    }
+    const std::string name = token.substr(0, token.find('='));
+    if (const KnownFlag* known = find_known_flag(name)) {
+      return unimplemented(name, " is a ", known->source == "mindspeed" ? "MindSpeed" : "Megatron-LM",
+                           " flag (", known->group, ") that mindspeed-cpp does not implement yet; "
+                           "remove it from the command line");
+    }
+    std::string best;
+    size_t best_distance = 4;
+    for (const std::string& candidate : ours) {
+      const size_t dist = edit_distance(name, candidate);
+      if (dist < best_distance) {
+        best_distance = dist;
+        best = candidate;
+      }
+    }
+    return invalid_argument("unknown flag ", name, best.empty() ? "" : " (did you mean " + best + "?)",
+                            "; see --help");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<ParsedArguments> parse_arguments(const std::vector<std::string>& args) {
+  ParsedArguments parsed;
+  Choices choices;
+  CLI::App app{"pretrain_gpt: GPT/LLaMA pretraining with Megatron-LM and MindSpeed flags", "pretrain_gpt"};
+  app.allow_extras();
+  FlagRegistry registry(app);
+  register_flags(registry, parsed.configs, choices);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    parsed.help_requested = true;
+    parsed.help_text = app.help();
+    return parsed;
+  } catch (const CLI::ParseError& e) {
+    return invalid_argument(e.what());
+  }
+  MS_RETURN_IF_ERROR(refuse_leftovers(app.remaining(), registry.names()));
+  MS_RETURN_IF_ERROR(apply_choices(parsed.configs, choices));
+  return parsed;
+}
+
+StatusOr<ParsedArguments> parse_arguments(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_arguments(args);
+}
+
+}  // namespace mindspeed

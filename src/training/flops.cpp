@@ -1,0 +1,22 @@
+// num_floating_point_operations (flops.h).
+#include "training/flops.h"
+
+namespace mindspeed {
+
+double num_floating_point_operations(const ModelConfig& c, int64_t batch_size) {
+  const double h = static_cast<double>(c.hidden_size);
+  const double s = static_cast<double>(c.seq_length);
+  const double L = static_cast<double>(c.num_layers);
+  const double n = static_cast<double>(c.num_attention_heads);
+  const double g = static_cast<double>(c.query_groups());
+  const double q = static_cast<double>(c.kv_channels) * n / h;
+  const double gamma = c.swiglu ? 1.5 : 1.0;
+  const double F = static_cast<double>(c.ffn_hidden_size);
+  const double V = static_cast<double>(c.padded_vocab_size);
+  const double attention = (1.0 + g / n + s / (2.0 * h)) * q;
+  const double mlp = (F / h) * gamma;
+  const double logits = V / (2.0 * L * h);
+  return 12.0 * static_cast<double>(batch_size) * s * L * h * h * (attention + mlp + logits);
+}
+
+}  // namespace mindspeed

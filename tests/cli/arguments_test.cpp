@@ -1,0 +1,124 @@
+// Command-line parsing and validation: Megatron spellings and defaults, refusal of known
+// but unimplemented flags and of unknown ones, cross-flag rules with the flags named.
+#include "cli/arguments.h"
+
+#include <gtest/gtest.h>
+
+#include "config/validate.h"
+
+namespace mindspeed {
+namespace {
+
+std::vector<std::string> base_args() {
+  return {"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+          "--max-position-embeddings", "32", "--micro-batch-size", "2", "--train-iters", "10",
+          "--lr", "1e-3", "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "100"};
+}
+
+StatusOr<ParsedArguments> parse_with(std::vector<std::string> extra) {
+  auto args = base_args();
+  args.insert(args.end(), extra.begin(), extra.end());
+  return parse_arguments(args);
+}
+
+TEST(Arguments, ParsesMegatronFlagsAndKeepsDefaults) {
+  auto parsed = parse_with({"--normalization=RMSNorm", "--swiglu", "--disable-bias-linear",
+                            "--position-embedding-type", "rope", "--lr-decay-style", "cosine",
+                            "--data-cache-path", "/tmp/x"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  const Configs& c = parsed->configs;
+  EXPECT_EQ(c.model.num_layers, 2);
+  EXPECT_EQ(c.model.normalization, Normalization::kRMSNorm);
+  EXPECT_TRUE(c.model.swiglu);
+  EXPECT_FALSE(c.model.add_bias_linear);
+  EXPECT_EQ(c.model.position_embedding_type, PositionEmbeddingType::kRope);
+  EXPECT_EQ(c.optimizer.lr_decay_style, LrDecayStyle::kCosine);
+  EXPECT_FLOAT_EQ(c.optimizer.lr, 1e-3f);
+  // Megatron defaults.
+  EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.01f);
+  EXPECT_FLOAT_EQ(c.optimizer.adam_beta2, 0.999f);
+  EXPECT_FLOAT_EQ(c.optimizer.clip_grad, 1.0f);
+  EXPECT_EQ(c.training.seed, 1234);
+  EXPECT_EQ(c.training.log_interval, 100);
+  EXPECT_FLOAT_EQ(c.model.attention_dropout, 0.1f);
+  EXPECT_EQ(c.training.optimization_level, 2);
+}
+
+TEST(Arguments, RepeatedFlagKeepsTheLastValueAndListsTakeSeveral) {
+  auto parsed = parse_with({"--seed", "1", "--seed", "7"});
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->configs.training.seed, 7);
+  auto blend = parse_arguments({"--data-path", "0.3", "a", "0.7", "b", "--train-iters", "1"});
+  ASSERT_TRUE(blend.ok()) << blend.status().to_string();
+  EXPECT_EQ(blend->configs.data.data_path, (std::vector<std::string>{"0.3", "a", "0.7", "b"}));
+}
+
+TEST(Arguments, RefusesKnownButUnimplementedFlags) {
+  auto parsed = parse_with({"--recompute-granularity", "full"});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(parsed.status().message().find("--recompute-granularity is a Megatron-LM flag"), std::string::npos)
+      << parsed.status().message();
+  auto swap = parse_with({"--swap-attention"});
+  ASSERT_FALSE(swap.ok());
+  EXPECT_NE(swap.status().message().find("MindSpeed"), std::string::npos) << swap.status().message();
+}
+
+TEST(Arguments, RefusesUnknownFlagsWithASuggestion) {
+  auto parsed = parse_with({"--num-layer", "3"});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("did you mean --num-layers"), std::string::npos)
+      << parsed.status().message();
+  EXPECT_FALSE(parse_with({"stray"}).ok());
+}
+
+TEST(Arguments, RejectsBadValues) {
+  EXPECT_FALSE(parse_with({"--normalization", "BatchNorm"}).ok());
+  EXPECT_FALSE(parse_with({"--num-layers", "two"}).ok());
+}
+
+TEST(Arguments, HelpIsReported) {
+  auto parsed = parse_arguments({"--help"});
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->help_requested);
+  EXPECT_NE(parsed->help_text.find("--tensor-model-parallel-size"), std::string::npos);
+}
+
+TEST(Validate, DerivesMegatronDefaults) {
+  auto parsed = parse_with({"--swiglu", "--hidden-size", "96", "--num-attention-heads", "4"});
+  ASSERT_TRUE(parsed.ok());
+  Configs c = parsed->configs;
+  ASSERT_TRUE(validate_configs(c, 2).ok());
+  EXPECT_EQ(c.model.ffn_hidden_size, 256);  // int((4*96*2/3)/64)*64
+  EXPECT_EQ(c.model.kv_channels, 24);
+  EXPECT_EQ(c.model.query_groups(), 4);
+  EXPECT_EQ(c.training.global_batch_size, 4);  // micro 2 x dp 2
+  set_vocab_size(c, 50257);
+  EXPECT_EQ(c.model.padded_vocab_size, 50304);
+}
+
+TEST(Validate, NamesTheFlagsOfABrokenRule) {
+  auto parsed = parse_with({"--tensor-model-parallel-size", "3"});
+  ASSERT_TRUE(parsed.ok());
+  Configs c = parsed->configs;
+  Status s = validate_configs(c, 6);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--num-attention-heads (4) must be divisible by --tensor-model-parallel-size (3)"),
+            std::string::npos)
+      << s.message();
+  c = parsed->configs;
+  c.parallel.tensor_model_parallel_size = 2;
+  s = validate_configs(c, 3);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("world size (3)"), std::string::npos) << s.message();
+  c = parse_with({"--global-batch-size", "3"})->configs;
+  EXPECT_FALSE(validate_configs(c, 1).ok());
+  c = parse_with({"--lr-warmup-iters", "10"})->configs;
+  EXPECT_FALSE(validate_configs(c, 1).ok());  // warmup not shorter than the decay
+  c = parse_with({"--pipeline-model-parallel-size", "2"})->configs;
+  EXPECT_EQ(validate_configs(c, 2).code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace mindspeed
