@@ -14,6 +14,23 @@ namespace mindspeed {
 
 enum class ReduceOp { kSum, kMax, kMin };
 
+/// Collective kinds, for the traffic counters (CommStats).
+enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll, kSend, kRecv, kCount };
+constexpr int kNumCollectiveKinds = static_cast<int>(CollectiveKind::kCount);
+const char* collective_name(CollectiveKind kind);
+
+/// Calls and payload bytes per collective kind issued on a group by this rank. The payload
+/// is the buffer the caller passes (an all-reduce of n floats counts 4n bytes), so bench/
+/// can compare it with Megatron's analytic volumes.
+struct CommStats {
+  int64_t calls[kNumCollectiveKinds] = {};
+  int64_t bytes[kNumCollectiveKinds] = {};
+  void record(CollectiveKind kind, int64_t payload_bytes) {
+    ++calls[static_cast<int>(kind)];
+    bytes[static_cast<int>(kind)] += payload_bytes;
+  }
+};
+
 /// Handle of an asynchronous collective; wait() blocks until it completed.
 class Work {
  public:
@@ -50,6 +67,9 @@ class ProcessGroup {
   /// Sum of `value` over the group in double (loss and norm bookkeeping).
   virtual double all_reduce_scalar(double value, ReduceOp op) = 0;
 
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = CommStats{}; }
+
   void all_reduce(float* data, int64_t n, ReduceOp op = ReduceOp::kSum) {
     all_reduce_async(data, n, op)->wait();
   }
@@ -58,6 +78,9 @@ class ProcessGroup {
     reduce_scatter_async(out, in, n, op)->wait();
   }
   void broadcast(void* data, int64_t bytes, int root) { broadcast_async(data, bytes, root)->wait(); }
+
+ protected:
+  CommStats stats_;
 };
 
 /// The group of one process: every collective is a copy or nothing. Used for the groups of

@@ -5,6 +5,21 @@
 #include "parallel/process_group.h"
 
 namespace mindspeed {
+
+const char* collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "all-reduce";
+    case CollectiveKind::kAllGather: return "all-gather";
+    case CollectiveKind::kReduceScatter: return "reduce-scatter";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kAllToAll: return "all-to-all";
+    case CollectiveKind::kSend: return "send";
+    case CollectiveKind::kRecv: return "recv";
+    case CollectiveKind::kCount: break;
+  }
+  return "?";
+}
+
 namespace {
 
 class DoneWork final : public Work {

@@ -7,9 +7,15 @@
 //    all-reduce of y over tp (reduce_from_tensor_model_parallel_region). Backward: no
 //    communication. Its bias is replicated and added after the reduction by the caller
 //    (bias_dropout_add), as Megatron's skip_bias_add does.
-// Weight gradients accumulate straight into the fp32 gradient buffer (beta = 1 GEMM, the
-// gradient-accumulation fusion of --no-gradient-accumulation-fusion's opposite).
-// Activations are [N, C] with N = s*b rows ([s, b, h] flattened).
+// With --sequence-parallel (Megatron SP) the activations outside these layers are split
+// along the sequence, [s/tp, b, h]: Column all-gathers its input along the sequence (and
+// gathers it again in backward instead of keeping it) and reduce-scatters its input
+// gradient; Row reduce-scatters its output and all-gathers the output gradient.
+// Weight gradients accumulate straight into the fp32 gradient buffer (beta = 1 GEMM: the
+// gradient-accumulation fusion; --no-gradient-accumulation-fusion computes the product
+// into a temporary first and then adds it).
+// Activations are [N, C] with N = s*b rows ([s, b, h] flattened); N below is always the
+// full (unsplit) row count.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +28,7 @@ namespace mindspeed {
 
 struct LinearOptions {
   bool bias = true;
+  bool sequence_parallel = false;  ///< Row bias: its gradient is summed over tp under SP
   float init_std = 0.02f;
   bool glu = false;  ///< fc1 of SwiGLU: the output is [gate; up] and each half is split by tp
 };
@@ -30,9 +37,10 @@ class ColumnParallelLinear {
  public:
   ColumnParallelLinear(ParameterRegistry& registry, const std::string& prefix, int64_t in,
                        int64_t out, const LinearOptions& options, int tp_size);
-  /// y [N, out/tp] = x [N, in] W^T + b.
+  /// y [N, out/tp] = x W^T + b; x is [N, in], or [N/tp, in] with sequence parallelism.
   void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const;
-  /// dW += dy^T x, db += colsum(dy); if dx: dx [N, in] = dy W, all-reduced over tp.
+  /// dW += dy^T x, db += colsum(dy); if dx: dx = dy W, all-reduced over tp ([N, in]) or
+  /// reduce-scattered along the sequence ([N/tp, in]) with sequence parallelism.
   void backward(const ForwardContext& ctx, const float* x, const float* dy, float* dx,
                 int64_t N) const;
   int64_t in() const { return in_; }
@@ -50,9 +58,11 @@ class RowParallelLinear {
  public:
   RowParallelLinear(ParameterRegistry& registry, const std::string& prefix, int64_t in,
                     int64_t out, const LinearOptions& options, int tp_size);
-  /// y [N, out] = all-reduce_tp(x [N, in/tp] W^T); the bias is not added (see above).
+  /// y = all-reduce_tp(x [N, in/tp] W^T) as [N, out], or its reduce-scatter along the
+  /// sequence [N/tp, out] with sequence parallelism; the bias is not added (see above).
   void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const;
-  /// dW += dy^T x; dx [N, in/tp] = dy W. dy is the gradient of the reduced output.
+  /// dW += dy^T x; dx [N, in/tp] = dy W. dy is the gradient of the reduced output ([N/tp,
+  /// out] with sequence parallelism, all-gathered first).
   void backward(const ForwardContext& ctx, const float* x, const float* dy, float* dx,
                 int64_t N) const;
   int64_t in_local() const { return in_local_; }

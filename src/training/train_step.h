@@ -15,7 +15,7 @@
 
 namespace mindspeed {
 
-class DataParallelGradSync;  // distributed/ (reduces gradients over the data-parallel group)
+class DistributedDataParallel;
 
 struct TrainStepResult {
   double loss_sum = 0.0;    ///< sum of loss * mask over this rank's tokens
@@ -23,9 +23,9 @@ struct TrainStepResult {
   Optimizer::StepResult optimizer;
 };
 
-/// `grad_sync` may be null (one data-parallel rank).
+/// `ddp` may be null (one process, no data-parallel reduction).
 TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
-                           DataParallelGradSync* grad_sync, const ForwardContext& ctx,
+                           DistributedDataParallel* ddp, const ForwardContext& ctx,
                            std::span<const MicroBatch> microbatches, double lr);
 
 /// Forward only over micro-batches (evaluation): the summed loss and token count.

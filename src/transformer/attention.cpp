@@ -7,13 +7,15 @@ namespace mindspeed {
 
 SelfAttention::SelfAttention(ParameterRegistry& registry, const std::string& prefix,
                              const ModelConfig& config, int64_t layer_index, int tp_size,
-                             int tp_rank, const float* rope_cos, const float* rope_sin)
+                             int tp_rank, bool sequence_parallel, const float* rope_cos,
+                             const float* rope_sin)
     : linear_qkv_(registry, prefix + ".linear_qkv", config.hidden_size, config.qkv_size(),
                   LinearOptions{.bias = config.qkv_bias(), .init_std = config.init_method_std},
                   tp_size),
       linear_proj_(registry, prefix + ".linear_proj", config.num_attention_heads * config.kv_channels,
                    config.hidden_size,
                    LinearOptions{.bias = config.add_bias_linear,
+                                 .sequence_parallel = sequence_parallel,
                                  .init_std = config.init_method_std /
                                              std::sqrt(2.0f * static_cast<float>(config.num_layers))},
                    tp_size),

@@ -25,9 +25,10 @@ class SelfAttention {
 
   /// rope_cos/rope_sin: [max_positions, D/2] tables, or null without rotary embedding.
   SelfAttention(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
-                int64_t layer_index, int tp_size, int tp_rank, const float* rope_cos,
-                const float* rope_sin);
-  /// out [N, h] = linear_proj(attention(linear_qkv(x))), reduced over tp, without proj bias.
+                int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel,
+                const float* rope_cos, const float* rope_sin);
+  /// out = linear_proj(attention(linear_qkv(x))), reduced over tp, without proj bias; x and
+  /// out are [N, h], or [N/tp, h] with sequence parallelism.
   void forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x, float* out,
                Saved& saved) const;
   /// dx [N, h] = gradient for the input x given dout [N, h]; weight gradients +=.

@@ -6,7 +6,7 @@
 namespace mindspeed {
 
 MLP::MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
-         int tp_size)
+         int tp_size, bool sequence_parallel)
     : swiglu_(config.swiglu),
       gelu_(config.openai_gelu ? GeluApproximation::kTanh : GeluApproximation::kErf),
       ffn_local_(config.ffn_hidden_size / tp_size),
@@ -18,6 +18,7 @@ MLP::MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConf
                   tp_size),
       linear_fc2_(registry, prefix + ".linear_fc2", config.ffn_hidden_size, config.hidden_size,
                   LinearOptions{.bias = config.add_bias_linear,
+                                .sequence_parallel = sequence_parallel,
                                 .init_std = config.init_method_std /
                                             std::sqrt(2.0f * static_cast<float>(config.num_layers))},
                   tp_size) {}

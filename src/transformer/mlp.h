@@ -19,8 +19,9 @@ class MLP {
   };
 
   MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
-      int tp_size);
-  /// out [N, h] = linear_fc2(act(linear_fc1(x))), reduced over tp, without fc2 bias.
+      int tp_size, bool sequence_parallel);
+  /// out = linear_fc2(act(linear_fc1(x))), reduced over tp, without fc2 bias. N is the full
+  /// row count; x and out are [N/tp, h] with sequence parallelism.
   void forward(const ForwardContext& ctx, const float* x, int64_t N, float* out, Saved& saved) const;
   /// dx [N, h] (=) from dout [N, h]; weight gradients +=.
   void backward(const ForwardContext& ctx, const Saved& saved, const float* x, const float* dout,

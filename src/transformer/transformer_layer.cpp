@@ -8,17 +8,18 @@ std::string layer_prefix(int64_t index) { return "decoder.layers." + std::to_str
 
 TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfig& config,
                                    int64_t layer_index, int tp_size, int tp_rank,
-                                   const float* rope_cos, const float* rope_sin)
+                                   bool sequence_parallel, const float* rope_cos,
+                                   const float* rope_sin)
     : layer_index_(layer_index),
       hidden_(config.hidden_size),
       hidden_dropout_(config.hidden_dropout),
       input_layernorm_(registry, layer_prefix(layer_index) + ".input_layernorm", config,
-                       /*sequence_parallel=*/false, tp_size),
+                       sequence_parallel, tp_size),
       self_attention_(registry, layer_prefix(layer_index) + ".self_attention", config, layer_index,
-                      tp_size, tp_rank, rope_cos, rope_sin),
+                      tp_size, tp_rank, sequence_parallel, rope_cos, rope_sin),
       pre_mlp_layernorm_(registry, layer_prefix(layer_index) + ".pre_mlp_layernorm", config,
-                         /*sequence_parallel=*/false, tp_size),
-      mlp_(registry, layer_prefix(layer_index) + ".mlp", config, tp_size) {}
+                         sequence_parallel, tp_size),
+      mlp_(registry, layer_prefix(layer_index) + ".mlp", config, tp_size, sequence_parallel) {}
 
 DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const MicroBatch& mb,
                                                DropoutSite site) const {
@@ -29,52 +30,53 @@ DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const 
   spec.sbh_batch = mb.B;
   spec.first_sample = mb.first_sample;
   spec.seq_total = mb.T;
+  spec.t_offset = ctx.sequence_offset(mb.T);
   return spec;
 }
 
 void TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb,
                                const float* input, Saved& saved) const {
   Allocator& a = *ctx.alloc;
-  const int64_t N = mb.T * mb.B;
+  const int64_t N = mb.T * mb.B, n = ctx.local_rows(N);
   saved.input = input;
-  input_layernorm_.forward(ctx, input, N, saved.input_layernorm);
-  Tensor branch(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+  input_layernorm_.forward(ctx, input, n, saved.input_layernorm);
+  Tensor branch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   self_attention_.forward(ctx, mb, saved.input_layernorm.out.f32(), branch.f32(),
                           saved.self_attention);
-  saved.mid = Tensor(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
+  saved.mid = Tensor(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
   Parameter* proj_bias = self_attention_.proj_bias();
   ctx.k().bias_dropout_add_forward(saved.mid.f32(), branch.f32(), proj_bias ? proj_bias->w() : nullptr,
-                                   input, N, hidden_,
+                                   input, n, hidden_,
                                    residual_dropout(ctx, mb, DropoutSite::kAttentionOutput));
-  pre_mlp_layernorm_.forward(ctx, saved.mid.f32(), N, saved.pre_mlp_layernorm);
+  pre_mlp_layernorm_.forward(ctx, saved.mid.f32(), n, saved.pre_mlp_layernorm);
   mlp_.forward(ctx, saved.pre_mlp_layernorm.out.f32(), N, branch.f32(), saved.mlp);
-  saved.output = Tensor(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
+  saved.output = Tensor(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
   Parameter* fc2_bias = mlp_.fc2_bias();
   ctx.k().bias_dropout_add_forward(saved.output.f32(), branch.f32(),
-                                   fc2_bias ? fc2_bias->w() : nullptr, saved.mid.f32(), N, hidden_,
+                                   fc2_bias ? fc2_bias->w() : nullptr, saved.mid.f32(), n, hidden_,
                                    residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
 }
 
 void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb,
                                 const Saved& saved, float* dresid) const {
   Allocator& a = *ctx.alloc;
-  const int64_t N = mb.T * mb.B;
-  Tensor dbranch(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
-  Tensor dnorm(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+  const int64_t N = mb.T * mb.B, n = ctx.local_rows(N);
+  Tensor dbranch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+  Tensor dnorm(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   // MLP half: dresid holds d(output) = d(mid) through the residual.
   Parameter* fc2_bias = mlp_.fc2_bias();
-  ctx.k().bias_dropout_add_backward(dbranch.f32(), fc2_bias ? fc2_bias->g() : nullptr, dresid, N,
+  ctx.k().bias_dropout_add_backward(dbranch.f32(), fc2_bias ? fc2_bias->g() : nullptr, dresid, n,
                                     hidden_, residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
   mlp_.backward(ctx, saved.mlp, saved.pre_mlp_layernorm.out.f32(), dbranch.f32(), dnorm.f32(), N);
-  pre_mlp_layernorm_.backward(ctx, saved.pre_mlp_layernorm, saved.mid.f32(), dnorm.f32(), dresid, N);
+  pre_mlp_layernorm_.backward(ctx, saved.pre_mlp_layernorm, saved.mid.f32(), dnorm.f32(), dresid, n);
   // Attention half: dresid now holds d(mid).
   Parameter* proj_bias = self_attention_.proj_bias();
   ctx.k().bias_dropout_add_backward(dbranch.f32(), proj_bias ? proj_bias->g() : nullptr, dresid,
-                                    N, hidden_,
+                                    n, hidden_,
                                     residual_dropout(ctx, mb, DropoutSite::kAttentionOutput));
   self_attention_.backward(ctx, mb, saved.self_attention, saved.input_layernorm.out.f32(),
                            dbranch.f32(), dnorm.f32());
-  input_layernorm_.backward(ctx, saved.input_layernorm, saved.input, dnorm.f32(), dresid, N);
+  input_layernorm_.backward(ctx, saved.input_layernorm, saved.input, dnorm.f32(), dresid, n);
 }
 
 }  // namespace mindspeed

@@ -1,7 +1,8 @@
 // Port of megatron/core/transformer/transformer_layer.py TransformerLayer (pre-norm):
 //   mid = x + dropout(self_attention(input_layernorm(x)) + proj_bias)
 //   out = mid + dropout(mlp(pre_mlp_layernorm(mid)) + fc2_bias)
-// Backward runs the residual stream's gradient through one [N, h] buffer in place.
+// Backward runs the residual stream's gradient through one [n, h] buffer in place; n = N rows,
+// or N/tp with sequence parallelism (norms, dropout and residuals then see [s/tp, b, h]).
 #pragma once
 
 #include <string>
@@ -18,7 +19,7 @@ namespace mindspeed {
 class TransformerLayer {
  public:
   struct Saved {
-    const float* input = nullptr;  ///< [N, h], owned by the previous layer or the embedding
+    const float* input = nullptr;  ///< [n, h], owned by the previous layer or the embedding
     Norm::Saved input_layernorm;
     SelfAttention::Saved self_attention;
     Tensor mid;                    ///< [N, h] residual after attention
@@ -29,7 +30,8 @@ class TransformerLayer {
 
   /// layer_index: global 0-based index (Megatron's layer_number - 1).
   TransformerLayer(ParameterRegistry& registry, const ModelConfig& config, int64_t layer_index,
-                   int tp_size, int tp_rank, const float* rope_cos, const float* rope_sin);
+                   int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos,
+                   const float* rope_sin);
   void forward(const ForwardContext& ctx, const MicroBatch& mb, const float* input,
                Saved& saved) const;
   /// dresid [N, h]: in, the gradient of the layer's output; out, that of its input.

@@ -36,6 +36,7 @@ DropoutSpec LanguageModelEmbedding::dropout(const ForwardContext& ctx, const Mic
   spec.sbh_batch = mb.B;
   spec.first_sample = mb.first_sample;
   spec.seq_total = mb.T;
+  spec.t_offset = ctx.sequence_offset(mb.T);
   return spec;
 }
 
@@ -54,36 +55,52 @@ void LanguageModelEmbedding::forward(const ForwardContext& ctx, const MicroBatch
       saved.positions.i32()[t * B + b] = pos;
     }
   }
-  saved.output = Tensor(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
+  // Vocab-parallel lookup: rows off this rank's shard are 0, the partial rows are summed over
+  // tp (all-reduce; reduce-scatter along s with sequence parallelism).
+  const int64_t n = ctx.local_rows(N), row0 = N - n == 0 ? 0 : ctx.ps->tp_rank * n;
+  saved.output = Tensor(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
   float* out = saved.output.f32();
-  ctx.k().embedding_forward(out, saved.ids.i32(), word_->w(), vocab_start_, vocab_local_, N, hidden_);
-  ctx.ps->tp().all_reduce(out, N * hidden_);
+  if (ctx.sequence_parallel) {
+    Tensor partial(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    ctx.k().embedding_forward(partial.f32(), saved.ids.i32(), word_->w(), vocab_start_, vocab_local_, N, hidden_);
+    ctx.ps->tp().reduce_scatter(out, partial.f32(), n * hidden_);
+  } else {
+    ctx.k().embedding_forward(out, saved.ids.i32(), word_->w(), vocab_start_, vocab_local_, N, hidden_);
+    ctx.ps->tp().all_reduce(out, N * hidden_);
+  }
   if (position_ != nullptr) {
-    Tensor pos(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.k().embedding_forward(pos.f32(), saved.positions.i32(), position_->w(), 0, max_positions_,
-                              N, hidden_);
+    Tensor pos(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    ctx.k().embedding_forward(pos.f32(), saved.positions.i32() + row0, position_->w(), 0, max_positions_,
+                              n, hidden_);
     const float* p = pos.f32();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N * hidden_; ++i) out[i] += p[i];
+    for (int64_t i = 0; i < n * hidden_; ++i) out[i] += p[i];
   }
   const DropoutSpec drop = dropout(ctx, mb);
   if (drop.active()) {
-    Tensor zeros = Tensor::zeros(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor zeros = Tensor::zeros(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
     // bias_dropout_add with a zero residual applies the [s, b, h]-indexed mask in place.
-    ctx.k().bias_dropout_add_forward(out, out, nullptr, zeros.f32(), N, hidden_, drop);
+    ctx.k().bias_dropout_add_forward(out, out, nullptr, zeros.f32(), n, hidden_, drop);
   }
 }
 
 void LanguageModelEmbedding::backward(const ForwardContext& ctx, const MicroBatch& mb,
                                       const Saved& saved, float* dout) const {
-  const int64_t N = mb.B * mb.T;
+  const int64_t N = mb.B * mb.T, n = ctx.local_rows(N), row0 = N - n == 0 ? 0 : ctx.ps->tp_rank * n;
   const DropoutSpec drop = dropout(ctx, mb);
-  if (drop.active()) ctx.k().bias_dropout_add_backward(dout, nullptr, dout, N, hidden_, drop);
-  ctx.k().embedding_backward(word_->g(), dout, saved.ids.i32(), vocab_start_, vocab_local_, N, hidden_);
+  if (drop.active()) ctx.k().bias_dropout_add_backward(dout, nullptr, dout, n, hidden_, drop);
   if (position_ != nullptr) {
-    ctx.k().embedding_backward(position_->g(), dout, saved.positions.i32(), 0, max_positions_, N,
+    ctx.k().embedding_backward(position_->g(), dout, saved.positions.i32() + row0, 0, max_positions_, n,
                                hidden_);
   }
+  Tensor full;
+  const float* dword = dout;
+  if (ctx.sequence_parallel) {  // every rank needs the gradient of all rows for its vocab shard
+    full = Tensor(*ctx.alloc, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    ctx.ps->tp().all_gather(full.f32(), dout, n * hidden_);
+    dword = full.f32();
+  }
+  ctx.k().embedding_backward(word_->g(), dword, saved.ids.i32(), vocab_start_, vocab_local_, N, hidden_);
 }
 
 }  // namespace mindspeed

@@ -2,7 +2,8 @@
 // word embeddings (VocabParallelEmbedding: rows [vocab_start, vocab_start + Vp/tp) on each
 // tensor-parallel rank, lookups off the shard give 0 and the partial rows are all-reduced),
 // learned absolute position embeddings when configured, then embedding dropout
-// (= --hidden-dropout). Output [s, b, h] flattened to [N, h].
+// (= --hidden-dropout). Output [s, b, h] flattened to [N, h], or this rank's [s/tp, b, h]
+// with sequence parallelism (the partial lookups are reduce-scattered along s).
 #pragma once
 
 #include "config/model_config.h"
@@ -17,13 +18,13 @@ class LanguageModelEmbedding {
   struct Saved {
     Tensor ids;        ///< [N] token ids in [s, b] order
     Tensor positions;  ///< [N] position ids in [s, b] order
-    Tensor output;     ///< [N, h]
+    Tensor output;     ///< [n, h], n = N or N/tp (sequence parallelism)
   };
 
   LanguageModelEmbedding(ParameterRegistry& registry, const ModelConfig& config, int tp_size,
                          int tp_rank);
   void forward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const;
-  /// dout [N, h]: gradient of the output (overwritten as scratch).
+  /// dout [n, h]: gradient of the output (overwritten as scratch).
   void backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,
                 float* dout) const;
   Parameter* word_embeddings() const { return word_; }

@@ -4,13 +4,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/check.h"
 #include "kernels/blas/gemm.h"
 #include "tensor_parallel/cross_entropy.h"
 
 namespace mindspeed {
 
-GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps)
-    : config_(config), tp_size_(ps.sizes.tensor), tp_rank_(ps.tp_rank) {
+GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps, bool sequence_parallel)
+    : config_(config), tp_size_(ps.sizes.tensor), tp_rank_(ps.tp_rank), sequence_parallel_(sequence_parallel) {
   if (config.position_embedding_type == PositionEmbeddingType::kRope) {
     // Rotary tables in fp32 exactly as Megatron's RotaryEmbedding and Hugging Face compute
     // them: inv_freq = 1 / base^(2i/D), angle = position * inv_freq.
@@ -30,12 +31,18 @@ GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps)
   const float* cos = rope_cos_.empty() ? nullptr : rope_cos_.data();
   const float* sin = rope_sin_.empty() ? nullptr : rope_sin_.data();
   embedding_ = std::make_unique<LanguageModelEmbedding>(registry_, config, tp_size_, tp_rank_);
+  embedding_params_ = params_since(0);
   for (int64_t l = 0; l < config.num_layers; ++l) {
+    const size_t first = registry_.params().size();
     layers_.push_back(
-        std::make_unique<TransformerLayer>(registry_, config, l, tp_size_, tp_rank_, cos, sin));
+        std::make_unique<TransformerLayer>(registry_, config, l, tp_size_, tp_rank_, sequence_parallel, cos, sin));
+    layer_params_.push_back(params_since(first));
   }
+  size_t first = registry_.params().size();
   final_layernorm_ = std::make_unique<Norm>(registry_, "decoder.final_layernorm", config,
-                                            /*sequence_parallel=*/false, tp_size_);
+                                            sequence_parallel, tp_size_);
+  final_norm_params_ = params_since(first);
+  first = registry_.params().size();
   if (config.untie_embeddings_and_output_weights) {
     output_layer_ = registry_.add({.name = "output_layer.weight",
                                    .global_shape = Shape{config.padded_vocab_size, config.hidden_size},
@@ -44,6 +51,13 @@ GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps)
                                    .init_std = config.init_method_std},
                                   tp_size_);
   }
+  output_params_ = params_since(first);
+}
+
+std::vector<Parameter*> GPTModel::params_since(size_t first) const {
+  std::vector<Parameter*> out;
+  for (size_t i = first; i < registry_.params().size(); ++i) out.push_back(registry_.params()[i].get());
+  return out;
 }
 
 const Parameter* GPTModel::output_weight() const {
@@ -58,13 +72,20 @@ int64_t GPTModel::loss_chunk_rows(int64_t N) const {
 }
 
 void GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const {
-  const int64_t N = mb.B * mb.T;
+  MS_CHECK(ctx.sequence_parallel == sequence_parallel_, "forward context and model disagree on sequence parallelism");
+  const int64_t N = ctx.local_rows(mb.B * mb.T);
+  if (ctx.hooks) ctx.hooks->before_forward(embedding_params_);
   embedding_->forward(ctx, mb, saved.embedding);
   saved.layers.resize(layers_.size());
   const float* hidden = saved.embedding.output.f32();
   for (size_t l = 0; l < layers_.size(); ++l) {
+    if (ctx.hooks) ctx.hooks->before_forward(layer_params_[l]);
     layers_[l]->forward(ctx, mb, hidden, saved.layers[l]);
     hidden = saved.layers[l].output.f32();
+  }
+  if (ctx.hooks) {
+    ctx.hooks->before_forward(final_norm_params_);
+    ctx.hooks->before_forward(output_params_);
   }
   final_layernorm_->forward(ctx, hidden, N, saved.final_layernorm);
 }
@@ -89,9 +110,25 @@ GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch
   const Parameter* w_out = output_weight();
   const int64_t V = config_.padded_vocab_size / tp_size_;
   const int64_t vocab_start = tp_rank_ * V;
+  ProcessGroup& tp = ctx.ps->tp();
+  // The output layer is column parallel: with sequence parallelism its input is gathered
+  // along s first and its input gradient reduce-scattered back.
   const float* x = saved.final_layernorm.out.f32();
+  Tensor x_full, dx_full;
+  if (ctx.sequence_parallel) {
+    x_full = Tensor(a, Shape{N, H}, DType::kFloat32, MemoryCategory::kWorkspace);
+    tp.all_gather(x_full.f32(), x, N / tp.size() * H);
+    x = x_full.f32();
+  }
+  float* dx_all = nullptr;
   if (ctx.training) {
-    saved.final_norm_grad = Tensor(a, Shape{N, H}, DType::kFloat32, MemoryCategory::kActivations);
+    saved.final_norm_grad = Tensor(a, Shape{ctx.local_rows(N), H}, DType::kFloat32, MemoryCategory::kActivations);
+    if (ctx.sequence_parallel) {
+      dx_full = Tensor(a, Shape{N, H}, DType::kFloat32, MemoryCategory::kWorkspace);
+      dx_all = dx_full.f32();
+    } else {
+      dx_all = saved.final_norm_grad.f32();
+    }
   }
   const int64_t chunk = loss_chunk_rows(N);
   Tensor logits(a, Shape{chunk, V}, DType::kFloat32, MemoryCategory::kWorkspace);
@@ -102,11 +139,14 @@ GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch
     vocab_parallel_cross_entropy(ctx, logits.f32(), losses.data() + r0, saved.labels.i32() + r0,
                                  grad_scale.data() + r0, rows, V, vocab_start, ctx.training);
     if (ctx.training) {
-      float* dx = saved.final_norm_grad.f32() + r0 * H;
+      float* dx = dx_all + r0 * H;
       linear_backward_input(dx, logits.f32(), w_out->w(), rows, H, V, /*accumulate=*/false);
-      ctx.ps->tp().all_reduce(dx, rows * H);
+      if (!ctx.sequence_parallel) tp.all_reduce(dx, rows * H);
       linear_backward_weight(w_out->g(), nullptr, logits.f32(), x + r0 * H, rows, H, V);
     }
+  }
+  if (ctx.training && ctx.sequence_parallel) {
+    tp.reduce_scatter(saved.final_norm_grad.f32(), dx_all, N / tp.size() * H);
   }
   LossSums sums;
   for (int64_t n = 0; n < N; ++n) {
@@ -117,19 +157,24 @@ GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch
 }
 
 void GPTModel::backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const {
-  const int64_t N = mb.B * mb.T, H = config_.hidden_size;
+  const int64_t N = ctx.local_rows(mb.B * mb.T), H = config_.hidden_size;
+  // The output layer's gradient was completed in forward (fused loss).
+  if (ctx.hooks) ctx.hooks->grads_ready(output_params_);
   Tensor dresid = Tensor::zeros(*ctx.alloc, Shape{N, H}, DType::kFloat32, MemoryCategory::kWorkspace);
   const float* last = layers_.empty() ? saved.embedding.output.f32() : saved.layers.back().output.f32();
   final_layernorm_->backward(ctx, saved.final_layernorm, last, saved.final_norm_grad.f32(),
                              dresid.f32(), N);
   saved.final_norm_grad.reset();
   saved.final_layernorm = {};
+  if (ctx.hooks) ctx.hooks->grads_ready(final_norm_params_);
   for (size_t l = layers_.size(); l-- > 0;) {
     layers_[l]->backward(ctx, mb, saved.layers[l], dresid.f32());
     saved.layers[l] = {};  // free this layer's activations as soon as they are used
+    if (ctx.hooks) ctx.hooks->grads_ready(layer_params_[l]);
   }
   embedding_->backward(ctx, mb, saved.embedding, dresid.f32());
   saved.embedding = {};
+  if (ctx.hooks) ctx.hooks->grads_ready(embedding_params_);
 }
 
 void GPTModel::compute_logits(const ForwardContext& ctx, const MicroBatch& mb,
@@ -141,6 +186,12 @@ void GPTModel::compute_logits(const ForwardContext& ctx, const MicroBatch& mb,
   const int64_t B = mb.B, T = mb.T, H = config_.hidden_size;
   const int64_t V = config_.padded_vocab_size / tp_size_;
   const float* x = saved.final_layernorm.out.f32();
+  Tensor x_full;
+  if (ctx.sequence_parallel) {
+    x_full = Tensor(*ctx.alloc, Shape{B * T, H}, DType::kFloat32, MemoryCategory::kWorkspace);
+    ctx.ps->tp().all_gather(x_full.f32(), x, B * T / tp_size_ * H);
+    x = x_full.f32();
+  }
   Tensor sb(*ctx.alloc, Shape{B * T, V}, DType::kFloat32, MemoryCategory::kWorkspace);
   linear_forward(sb.f32(), x, output_weight()->w(), nullptr, B * T, H, V);
   for (int64_t t = 0; t < T; ++t)

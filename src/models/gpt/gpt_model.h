@@ -27,7 +27,7 @@ class GPTModel {
     LanguageModelEmbedding::Saved embedding;
     std::vector<TransformerLayer::Saved> layers;
     Norm::Saved final_layernorm;
-    Tensor final_norm_grad;  ///< [N, h]: d loss / d final_layernorm output (training only)
+    Tensor final_norm_grad;  ///< [n, h]: d loss / d final_layernorm output (training only)
     Tensor labels;           ///< [N] in [s, b] order
   };
   /// Per-micro-batch loss bookkeeping, as Megatron's loss_func returns it.
@@ -36,7 +36,9 @@ class GPTModel {
     double num_tokens = 0.0;  ///< sum of loss_mask
   };
 
-  GPTModel(const ModelConfig& config, const ParallelState& ps);
+  /// sequence_parallel: Megatron SP (activations outside TP regions split along s); the
+  /// forward context passed to forward/backward must say the same.
+  GPTModel(const ModelConfig& config, const ParallelState& ps, bool sequence_parallel = false);
   GPTModel(const GPTModel&) = delete;
   GPTModel& operator=(const GPTModel&) = delete;
 
@@ -62,9 +64,17 @@ class GPTModel {
   void run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const;
   const Parameter* output_weight() const;
 
+  /// Parameters declared since `first` (registry index), for the hooks.
+  std::vector<Parameter*> params_since(size_t first) const;
+
   ModelConfig config_;
   int tp_size_, tp_rank_;
+  bool sequence_parallel_;
   ParameterRegistry registry_;
+  // The parameters of each module, in forward order: embedding, layers..., final norm,
+  // output layer (empty when tied).
+  std::vector<Parameter*> embedding_params_, final_norm_params_, output_params_;
+  std::vector<std::vector<Parameter*>> layer_params_;
   std::vector<float> rope_cos_, rope_sin_;  // [max_positions, D/2]
   std::unique_ptr<LanguageModelEmbedding> embedding_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;

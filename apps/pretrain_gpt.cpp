@@ -1,0 +1,63 @@
+// pretrain_gpt: the training binary (port of Megatron-LM's pretrain_gpt.py entry point).
+// Every rank parses and validates the same command line before the first collective, so a
+// bad flag stops all ranks together (rank 0 prints the reason, exit code 2). After that any
+// failure on any rank aborts the whole job with that rank's message (MPI_Abort).
+#include <cstdio>
+#include <exception>
+
+#include "cli/arguments.h"
+#include "config/validate.h"
+#include "core/check.h"
+#include "core/logging.h"
+#include "parallel/initialize.h"
+#include "parallel/rank_generator.h"
+#include "training/pretrain.h"
+
+using namespace mindspeed;
+
+namespace {
+
+int run(int argc, char** argv) {
+  MpiWorld world = initialize_mpi(&argc, &argv);
+  auto stop = [&](const std::string& message, int code) {
+    if (world.rank == 0 && !message.empty()) std::fprintf(stderr, "pretrain_gpt: %s\n", message.c_str());
+    finalize_mpi();
+    return code;
+  };
+  auto parsed = parse_arguments(argc, argv);
+  if (!parsed.ok()) return stop("error: " + parsed.status().to_string(), 2);
+  if (parsed->help_requested) {
+    if (world.rank == 0) std::printf("%s", parsed->help_text.c_str());
+    return stop("", 0);
+  }
+  Configs configs = parsed->configs;
+  if (configs.parallel.dry_run_world_size > 0) {
+    // Print the process groups of a (possibly huge) layout without starting it.
+    ParallelLayout layout;
+    layout.world_size = configs.parallel.dry_run_world_size;
+    layout.tp = configs.parallel.tensor_model_parallel_size;
+    layout.pp = configs.parallel.pipeline_model_parallel_size;
+    layout.cp = configs.parallel.context_parallel_size;
+    layout.ep = configs.parallel.expert_model_parallel_size;
+    layout.tp_pp_dp_order = configs.parallel.use_tp_pp_dp_mapping;
+    auto groups = build_parallel_groups(layout);
+    if (!groups.ok()) return stop("error: " + groups.status().to_string(), 2);
+    if (world.rank == 0) std::printf("%s", format_parallel_groups(layout, *groups).c_str());
+    return stop("", 0);
+  }
+  if (Status s = validate_configs(configs, world.size); !s.ok()) return stop("error: " + s.to_string(), 2);
+  if (Status s = pretrain(configs, world); !s.ok()) fatal(s.to_string());
+  return stop("", 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fatal(std::string("uncaught exception: ") + e.what());
+  } catch (...) {
+    fatal("uncaught exception");
+  }
+}

@@ -1,0 +1,121 @@
+// DistributedDataParallel (distributed_data_parallel.h).
+#include "distributed/distributed_data_parallel.h"
+
+#include <cstring>
+
+#include "core/check.h"
+
+namespace mindspeed {
+
+DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, const ParallelState& ps,
+                                                 const DdpConfig& config, Allocator& alloc)
+    : buffer_(buffer), ps_(ps), config_(config) {
+  const auto& buckets = buffer.buckets();
+  ready_.assign(buckets.size(), 0);
+  grad_work_.resize(buckets.size());
+  param_work_.resize(buckets.size());
+  const int dp = ps.dp_cp().size();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    for (Parameter* p : buckets[b].params) bucket_of_[p] = b;
+    if (config.use_distributed_optimizer) {
+      MS_CHECK(buckets[b].numel % dp == 0, "bucket ", b, " is not padded to the data-parallel size");
+      shard_scratch_.emplace_back(alloc, Shape{buckets[b].numel / dp}, DType::kFloat32,
+                                  MemoryCategory::kCommunication);
+    }
+  }
+  for (Parameter* p : buffer.params())
+    if (p->spec.sequence_parallel) sequence_parallel_params_.push_back(p);
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  // Outstanding work is completed (not abandoned) so its buffers stay valid; no new
+  // collective is started here.
+  for (auto& w : grad_work_)
+    if (w) w->wait();
+  for (auto& w : param_work_)
+    if (w) w->wait();
+}
+
+void DistributedDataParallel::launch_grad_sync(size_t b) {
+  const Bucket& bucket = buffer_.buckets()[b];
+  ProcessGroup& group = ps_.dp_cp();
+  float* grad = buffer_.grad_data() + bucket.offset;
+  const int64_t n = bucket.numel;
+  const float scale = 1.0f / static_cast<float>(group.size());
+  if (group.size() > 1) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) grad[i] *= scale;
+  }
+  if (config_.use_distributed_optimizer) {
+    grad_work_[b] = group.reduce_scatter_async(shard_scratch_[b].f32(), grad, n / group.size(), ReduceOp::kSum);
+  } else {
+    grad_work_[b] = group.all_reduce_async(grad, n, ReduceOp::kSum);
+  }
+}
+
+void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params) {
+  if (!sync_enabled_ || !config_.overlap_grad_reduce) return;
+  for (Parameter* p : params) {
+    const size_t b = bucket_of_.at(p);
+    if (++ready_[b] == static_cast<int>(buffer_.buckets()[b].params.size())) launch_grad_sync(b);
+  }
+}
+
+void DistributedDataParallel::finish_grad_sync() {
+  const auto& buckets = buffer_.buckets();
+  ProcessGroup& group = ps_.dp_cp();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (!grad_work_[b]) launch_grad_sync(b);
+    grad_work_[b]->wait();
+    grad_work_[b].reset();
+    if (config_.use_distributed_optimizer) {
+      const int64_t shard = buckets[b].numel / group.size();
+      std::memcpy(buffer_.grad_data() + buckets[b].offset + group.rank() * shard, shard_scratch_[b].f32(),
+                  sizeof(float) * shard);
+    }
+    ready_[b] = 0;
+  }
+  sync_enabled_ = false;
+  // Sequence parallelism: each tensor-parallel rank saw its own part of the sequence, so the
+  // replicated norm weights' gradients are summed over tp (finalize_model_grads).
+  if (ps_.tp().size() > 1) {
+    for (Parameter* p : sequence_parallel_params_) ps_.tp().all_reduce(p->g(), p->local_shape.numel());
+  }
+}
+
+void DistributedDataParallel::launch_param_sync(size_t b) {
+  const Bucket& bucket = buffer_.buckets()[b];
+  ProcessGroup& group = ps_.dp_cp();
+  MS_CHECK(buffer_.param_dtype() == DType::kFloat32, "parameter all-gather of bf16 buffers");
+  float* params = static_cast<float*>(buffer_.param_data()) + bucket.offset;
+  const int64_t shard = bucket.numel / group.size();
+  param_work_[b] = group.all_gather_async(params, params + group.rank() * shard, shard);
+}
+
+void DistributedDataParallel::start_param_sync() {
+  if (!config_.use_distributed_optimizer || ps_.dp_cp().size() == 1) return;
+  // Forward order is the reverse of the buffer order.
+  for (size_t b = buffer_.buckets().size(); b-- > 0;) launch_param_sync(b);
+  if (!config_.overlap_param_gather) finish_param_sync();
+}
+
+void DistributedDataParallel::finish_param_sync() {
+  for (auto& w : param_work_) {
+    if (w) {
+      w->wait();
+      w.reset();
+    }
+  }
+}
+
+void DistributedDataParallel::before_forward(const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    auto& w = param_work_[bucket_of_.at(p)];
+    if (w) {
+      w->wait();
+      w.reset();
+    }
+  }
+}
+
+}  // namespace mindspeed

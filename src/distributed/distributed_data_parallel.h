@@ -1,0 +1,72 @@
+// Port of megatron/core/distributed/distributed_data_parallel.py and the bucket
+// synchronisation of param_and_grad_buffer.py: data-parallel gradient reduction over the
+// dp-cp group, bucket by bucket.
+//  * Gradients are pre-scaled by 1/(dp*cp) and summed: all-reduce per bucket, or
+//    reduce-scatter per bucket with the distributed optimizer (each rank keeps its 1/dp
+//    shard of every bucket).
+//  * --overlap-grad-reduce: during the last micro-batch's backward, a bucket's reduction
+//    starts (asynchronously) as soon as every parameter in it reported its gradient final;
+//    finish_grad_sync() waits. Without overlap everything is reduced in finish_grad_sync().
+//  * Distributed optimizer: after the step the updated shards are all-gathered
+//    (start_param_sync); with --overlap-param-gather the gathers run in the background and
+//    the next forward waits for each module's bucket right before using it.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "distributed/param_and_grad_buffer.h"
+#include "parallel/parallel_state.h"
+#include "transformer/forward_context.h"
+
+namespace mindspeed {
+
+struct DdpConfig {
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  bool use_distributed_optimizer = false;
+};
+
+class DistributedDataParallel final : public ParameterHooks {
+ public:
+  DistributedDataParallel(ParamAndGradBuffer& buffer, const ParallelState& ps, const DdpConfig& config,
+                          Allocator& alloc);
+  ~DistributedDataParallel() override;
+
+  /// Gradient reductions may start during backward only after this (Megatron's no_sync off
+  /// for the last micro-batch).
+  void enable_grad_sync(bool enabled) { sync_enabled_ = enabled; }
+  /// Starts what has not started, waits for every bucket, and (distributed optimizer)
+  /// places each reduced shard; then all-reduces sequence-parallel norm gradients over tp.
+  void finish_grad_sync();
+  /// After the optimizer step (distributed optimizer): all-gather the updated parameters,
+  /// in the background with --overlap-param-gather.
+  void start_param_sync();
+  /// Waits for every pending parameter gather.
+  void finish_param_sync();
+
+  // ParameterHooks
+  void before_forward(const std::vector<Parameter*>& params) override;
+  void grads_ready(const std::vector<Parameter*>& params) override;
+
+  const DdpConfig& config() const { return config_; }
+
+ private:
+  void launch_grad_sync(size_t bucket);
+  void launch_param_sync(size_t bucket);
+
+  ParamAndGradBuffer& buffer_;
+  const ParallelState& ps_;
+  DdpConfig config_;
+  std::unordered_map<const Parameter*, size_t> bucket_of_;
+  std::vector<int> ready_;
+  std::vector<std::unique_ptr<Work>> grad_work_;
+  std::vector<std::unique_ptr<Work>> param_work_;
+  std::vector<Tensor> shard_scratch_;  // reduce-scatter outputs (distributed optimizer)
+  std::vector<Parameter*> sequence_parallel_params_;
+  bool sync_enabled_ = false;
+};
+
+}  // namespace mindspeed

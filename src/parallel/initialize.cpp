@@ -1,0 +1,110 @@
+// MPI start-up and process groups (initialize.h).
+#include "parallel/initialize.h"
+
+#include <mpi.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "core/check.h"
+#include "kernels/blas/gemm.h"
+#include "parallel/mpi_process_group.h"
+#include "parallel/rank_generator.h"
+
+namespace mindspeed {
+namespace {
+
+void abort_job(int exit_code) { MPI_Abort(MPI_COMM_WORLD, exit_code == 0 ? 1 : exit_code); }
+
+// The group of `kind` containing `rank`, as a communicator ordered like the group.
+std::unique_ptr<ProcessGroup> split_group(const ParallelGroups& groups, const std::string& kind, int rank,
+                                          int* rank_in_group) {
+  const RankGroups& gs = groups.groups.at(kind);
+  for (size_t color = 0; color < gs.size(); ++color) {
+    const auto it = std::find(gs[color].begin(), gs[color].end(), rank);
+    if (it == gs[color].end()) continue;
+    const int key = static_cast<int>(it - gs[color].begin());
+    MPI_Comm comm;
+    MS_CHECK(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color), key, &comm) == MPI_SUCCESS,
+             "MPI_Comm_split for ", kind);
+    if (rank_in_group != nullptr) *rank_in_group = key;
+    return make_mpi_process_group(comm, kind, gs[color]);
+  }
+  fatal(str_cat("rank ", rank, " is in no ", kind, " group"));
+}
+
+}  // namespace
+
+MpiWorld initialize_mpi(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  MpiWorld world;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world.size);
+  set_log_rank(world.rank);
+  set_fatal_handler(abort_job);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    fatal("the MPI library does not provide MPI_THREAD_MULTIPLE (needed for overlapped communication)");
+  }
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &world.local_size);
+  MPI_Comm_rank(node, &world.local_rank);
+  MPI_Comm_free(&node);
+  return world;
+}
+
+void finalize_mpi() {
+  set_fatal_handler(nullptr);
+  MPI_Finalize();
+}
+
+StatusOr<std::unique_ptr<ParallelState>> initialize_model_parallel(const ParallelConfig& config,
+                                                                   const MpiWorld& world) {
+  ParallelLayout layout;
+  layout.world_size = world.size;
+  layout.tp = config.tensor_model_parallel_size;
+  layout.pp = config.pipeline_model_parallel_size;
+  layout.cp = config.context_parallel_size;
+  layout.ep = config.expert_model_parallel_size;
+  layout.tp_pp_dp_order = config.use_tp_pp_dp_mapping;
+  MS_ASSIGN_OR_RETURN(ParallelGroups groups, build_parallel_groups(layout));
+  auto ps = std::make_unique<ParallelState>();
+  ps->world_size = world.size;
+  ps->world_rank = world.rank;
+  ps->sizes.tensor = layout.tp;
+  ps->sizes.pipeline = layout.pp;
+  ps->sizes.context = layout.cp;
+  ps->sizes.expert = layout.ep;
+  ps->sizes.data = world.size / (layout.tp * layout.pp * layout.cp);
+  std::vector<int> all(world.size);
+  for (int r = 0; r < world.size; ++r) all[r] = r;
+  MPI_Comm world_comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &world_comm);
+  ps->world_ = make_mpi_process_group(world_comm, "world", all);
+  int unused = 0;
+  ps->tp_ = split_group(groups, "tp", world.rank, &ps->tp_rank);
+  ps->pp_ = split_group(groups, "pp", world.rank, &ps->pp_rank);
+  ps->cp_ = split_group(groups, "cp", world.rank, &ps->cp_rank);
+  ps->dp_ = split_group(groups, "dp", world.rank, &ps->dp_rank);
+  ps->dp_cp_ = split_group(groups, "dp-cp", world.rank, &unused);
+  ps->mp_ = split_group(groups, "mp", world.rank, &unused);
+  ps->embedding_ = split_group(groups, "embedding", world.rank, &unused);
+  ps->ep_rank = 0;
+  return ps;
+}
+
+int configure_threads(int requested, const MpiWorld& world) {
+  int threads = requested;
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
+    threads = std::max(1, cores / std::max(1, world.local_size));
+  }
+  omp_set_num_threads(threads);
+  blas_set_num_threads(threads);
+  return threads;
+}
+
+}  // namespace mindspeed

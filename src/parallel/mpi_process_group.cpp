@@ -1,0 +1,250 @@
+// MPI ProcessGroup (mpi_process_group.h).
+#include "parallel/mpi_process_group.h"
+
+#include <climits>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/check.h"
+
+namespace mindspeed {
+namespace {
+
+MPI_Op to_mpi(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return MPI_SUM;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+int checked_count(int64_t n, const char* what) {
+  MS_CHECK(n >= 0 && n <= INT_MAX, what, ": ", n, " elements exceed the MPI count limit");
+  return static_cast<int>(n);
+}
+
+void mpi_check(int rc, const char* what, const std::string& group) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fatal(str_cat("MPI ", what, " on group ", group, " failed: ", std::string(text, len)));
+}
+
+// Completion flag shared by a Work and the worker that runs it.
+struct Completion {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+class AsyncWork final : public Work {
+ public:
+  explicit AsyncWork(std::shared_ptr<Completion> c) : c_(std::move(c)) {}
+  void wait() override {
+    std::unique_lock<std::mutex> lock(c_->mutex);
+    c_->cv.wait(lock, [&] { return c_->done; });
+  }
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(c_->mutex);
+    return c_->done;
+  }
+
+ private:
+  std::shared_ptr<Completion> c_;
+};
+
+class RequestWork final : public Work {
+ public:
+  explicit RequestWork(MPI_Request request) : request_(request) {}
+  ~RequestWork() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  void wait() override { MPI_Wait(&request_, MPI_STATUS_IGNORE); }
+  bool is_completed() override {
+    int flag = 0;
+    MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+    return flag != 0;
+  }
+
+ private:
+  MPI_Request request_;
+};
+
+class DoneWork final : public Work {
+ public:
+  void wait() override {}
+  bool is_completed() override { return true; }
+};
+
+// A thread that runs queued jobs in order.
+class Worker {
+ public:
+  Worker() : thread_([this] { run(); }) {}
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  std::unique_ptr<Work> submit(std::function<void()> job) {
+    auto completion = std::make_shared<Completion>();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.emplace_back([job = std::move(job), completion] {
+        job();
+        {
+          std::lock_guard<std::mutex> l(completion->mutex);
+          completion->done = true;
+        }
+        completion->cv.notify_all();
+      });
+    }
+    cv_.notify_one();
+    return std::make_unique<AsyncWork>(completion);
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  MpiProcessGroup(MPI_Comm comm, std::string name, std::vector<int> ranks)
+      : comm_(comm), name_(std::move(name)), ranks_(std::move(ranks)) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    MS_CHECK(size_ == static_cast<int>(ranks_.size()), "group ", name_, " size mismatch");
+    mpi_check(MPI_Comm_dup(comm_, &async_comm_), "Comm_dup", name_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<int>& global_ranks() const override { return ranks_; }
+  const std::string& name() const override { return name_; }
+
+  std::unique_ptr<Work> all_reduce_async(float* data, int64_t n, ReduceOp op) override {
+    stats_.record(CollectiveKind::kAllReduce, 4 * n);
+    if (size_ == 1) return done();
+    const int count = checked_count(n, "all_reduce");
+    return async([=, this] {
+      mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, to_mpi(op), async_comm_), "Allreduce", name_);
+    });
+  }
+  std::unique_ptr<Work> all_gather_async(float* out, const float* in, int64_t n) override {
+    stats_.record(CollectiveKind::kAllGather, 4 * n * size_);
+    const int count = checked_count(n, "all_gather");
+    if (size_ == 1) {
+      if (out != in) std::copy(in, in + n, out);
+      return done();
+    }
+    return async([=, this] {
+      const bool in_place = in == out + static_cast<int64_t>(rank_) * n;
+      mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in, count, MPI_FLOAT, out, count, MPI_FLOAT, async_comm_),
+                "Allgather", name_);
+    });
+  }
+  std::unique_ptr<Work> reduce_scatter_async(float* out, const float* in, int64_t n, ReduceOp op) override {
+    stats_.record(CollectiveKind::kReduceScatter, 4 * n * size_);
+    const int count = checked_count(n, "reduce_scatter");
+    if (size_ == 1) {
+      if (out != in) std::copy(in, in + n, out);
+      return done();
+    }
+    return async([=, this] {
+      mpi_check(MPI_Reduce_scatter_block(in, out, count, MPI_FLOAT, to_mpi(op), async_comm_), "Reduce_scatter",
+                name_);
+    });
+  }
+  std::unique_ptr<Work> broadcast_async(void* data, int64_t bytes, int root) override {
+    stats_.record(CollectiveKind::kBroadcast, bytes);
+    if (size_ == 1) return done();
+    const int count = checked_count(bytes, "broadcast");
+    return async([=, this] { mpi_check(MPI_Bcast(data, count, MPI_BYTE, root, async_comm_), "Bcast", name_); });
+  }
+  std::unique_ptr<Work> all_to_all_async(float* out, const std::vector<int64_t>& recv_counts, const float* in,
+                                         const std::vector<int64_t>& send_counts) override {
+    MS_CHECK(static_cast<int>(recv_counts.size()) == size_ && static_cast<int>(send_counts.size()) == size_,
+             "all_to_all counts need one entry per rank of ", name_);
+    std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+    int64_t soff = 0, roff = 0;
+    for (int r = 0; r < size_; ++r) {
+      sc[r] = checked_count(send_counts[r], "all_to_all");
+      rc[r] = checked_count(recv_counts[r], "all_to_all");
+      sd[r] = checked_count(soff, "all_to_all");
+      rd[r] = checked_count(roff, "all_to_all");
+      soff += send_counts[r];
+      roff += recv_counts[r];
+    }
+    stats_.record(CollectiveKind::kAllToAll, 4 * soff);
+    return async([=, this] {
+      mpi_check(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, async_comm_),
+                "Alltoallv", name_);
+    });
+  }
+  std::unique_ptr<Work> send_async(const float* data, int64_t n, int dst, int tag) override {
+    stats_.record(CollectiveKind::kSend, 4 * n);
+    MPI_Request req;
+    mpi_check(MPI_Isend(data, checked_count(n, "send"), MPI_FLOAT, dst, tag, comm_, &req), "Isend", name_);
+    return std::make_unique<RequestWork>(req);
+  }
+  std::unique_ptr<Work> recv_async(float* data, int64_t n, int src, int tag) override {
+    stats_.record(CollectiveKind::kRecv, 4 * n);
+    MPI_Request req;
+    mpi_check(MPI_Irecv(data, checked_count(n, "recv"), MPI_FLOAT, src, tag, comm_, &req), "Irecv", name_);
+    return std::make_unique<RequestWork>(req);
+  }
+  void barrier() override { mpi_check(MPI_Barrier(comm_), "Barrier", name_); }
+  double all_reduce_scalar(double value, ReduceOp op) override {
+    if (size_ == 1) return value;
+    double out = 0.0;
+    mpi_check(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, to_mpi(op), comm_), "Allreduce", name_);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<Work> async(std::function<void()> job) {
+    if (!worker_) worker_ = std::make_unique<Worker>();
+    return worker_->submit(std::move(job));
+  }
+  static std::unique_ptr<Work> done() { return std::make_unique<DoneWork>(); }
+
+  MPI_Comm comm_;
+  MPI_Comm async_comm_ = MPI_COMM_NULL;
+  std::string name_;
+  std::vector<int> ranks_;
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<Worker> worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_mpi_process_group(MPI_Comm comm, std::string name,
+                                                     std::vector<int> global_ranks) {
+  return std::make_unique<MpiProcessGroup>(comm, std::move(name), std::move(global_ranks));
+}
+
+}  // namespace mindspeed

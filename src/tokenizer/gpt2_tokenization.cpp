@@ -1,0 +1,429 @@
+// GPT-2 byte-level BPE (see gpt2_tokenization.h).
+#include "tokenizer/gpt2_tokenization.h"
+
+#include <array>
+#include <atomic>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/logging.h"
+#include "tokenizer/unicode.h"
+
+namespace mindspeed {
+namespace {
+
+StatusOr<std::string> read_text_file(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return invalid_argument(what, " '", path, "' is a directory, expected a file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(what, " '", path, "': cannot open it (does the file exist?)");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return data_loss(what, " '", path, "': read error");
+  return buffer.str();
+}
+
+// GPT-2's bytes_to_unicode(): printable Latin-1 bytes map to themselves, the other 68
+// bytes to U+0100.. in byte order, so that no symbol is whitespace or a control character.
+std::array<char32_t, 256> byte_to_unicode() {
+  std::array<char32_t, 256> table{};
+  const auto printable = [](int b) {
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  };
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) table[b] = printable(b) ? static_cast<char32_t>(b) : next++;
+  return table;
+}
+
+// Inverse of byte_to_unicode(): code point -> byte, or -1. All symbols are < U+0144.
+std::array<int, 324> unicode_to_byte() {
+  std::array<int, 324> table;
+  table.fill(-1);
+  const std::array<char32_t, 256> forward = byte_to_unicode();
+  for (int b = 0; b < 256; ++b) table[forward[b]] = b;
+  return table;
+}
+
+// A symbol as printed in messages: the vocabulary's own spelling (UTF-8) in quotes.
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  out.append(s.substr(0, 80));
+  if (s.size() > 80) out.append("...");
+  out.push_back('"');
+  return out;
+}
+
+std::string hex_code_point(char32_t cp) {
+  std::ostringstream out;
+  out << "U+" << std::hex << std::uppercase;
+  out.width(4);
+  out.fill('0');
+  out << static_cast<uint32_t>(cp);
+  return out.str();
+}
+
+uint64_t pair_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// Pieces of 3..64 bytes are cached: shorter ones are as cheap to merge as to look up,
+// longer ones are rare and would bloat the cache.
+constexpr size_t kMinCachedPieceBytes = 3;
+constexpr size_t kMaxCachedPieceBytes = 64;
+// The cache is cleared when it reaches this many entries (bounded memory on huge corpora).
+constexpr size_t kMaxCacheEntries = 1 << 16;
+
+// Megatron's self.cache, one per thread (no locking): piece bytes -> ids. `owner` is the
+// instance_id_ of the tokenizer the entries belong to.
+struct BpeCache {
+  uint64_t owner = 0;
+  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+};
+thread_local BpeCache bpe_cache;
+
+std::atomic<uint64_t> next_instance_id{1};
+
+}  // namespace
+
+GPT2BPETokenizer::GPT2BPETokenizer(TokenizerIdentifiers identifiers)
+    : Tokenizer(std::move(identifiers)), instance_id_(next_instance_id.fetch_add(1)) {}
+
+GPT2BPETokenizer::~GPT2BPETokenizer() = default;
+
+StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::string& vocab_file,
+                                                                   const std::string& merge_file) {
+  TokenizerIdentifiers identifiers;
+  identifiers.class_name = "_GPT2BPETokenizer";
+  identifiers.tokenizer_path = {vocab_file, merge_file};
+  std::unique_ptr<GPT2BPETokenizer> tok(new GPT2BPETokenizer(std::move(identifiers)));
+
+  // ---- vocabulary: {"symbol": id, ...}
+  MS_ASSIGN_OR_RETURN(std::string vocab_text, read_text_file(vocab_file, "vocab file"));
+  nlohmann::json vocab;
+  try {
+    vocab = nlohmann::json::parse(vocab_text);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument("vocab file '", vocab_file, "': not valid JSON (", e.what(),
+                            "); --vocab-file expects a JSON object of token -> id such as "
+                            "gpt2-vocab.json (is this the merges file?)");
+  }
+  if (!vocab.is_object()) {
+    return invalid_argument("vocab file '", vocab_file, "': expected a JSON object of token -> id, "
+                            "found a JSON ", vocab.type_name());
+  }
+  const std::array<int, 324> symbol_to_byte = unicode_to_byte();
+  const int64_t n = static_cast<int64_t>(vocab.size());
+  tok->token_bytes_.assign(n, std::string());
+  std::vector<const std::string*> owner(n, nullptr);
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> symbol_ids;
+  symbol_ids.reserve(n);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const std::string& symbol = it.key();
+    if (!it.value().is_number_integer()) {
+      return invalid_argument("vocab file '", vocab_file, "': token ", quoted(symbol), " maps to ",
+                              it.value().dump(), ", expected an integer id");
+    }
+    const int64_t id = it.value().get<int64_t>();
+    if (id < 0 || id >= n) {
+      return invalid_argument("vocab file '", vocab_file, "': token ", quoted(symbol), " has id ",
+                              id, ", outside 0..", n - 1, " (a vocabulary of ", n,
+                              " tokens must use each id 0..", n - 1, " once)");
+    }
+    if (owner[id] != nullptr) {
+      return invalid_argument("vocab file '", vocab_file, "': id ", id, " is used by both ",
+                              quoted(*owner[id]), " and ", quoted(symbol));
+    }
+    owner[id] = &symbol;
+    std::string bytes;
+    size_t pos = 0;
+    while (pos < symbol.size()) {
+      char32_t cp;
+      int bad_len;
+      const int len = decode_utf8(symbol, pos, &cp, &bad_len);
+      const int byte = (len > 0 && cp < symbol_to_byte.size()) ? symbol_to_byte[cp] : -1;
+      if (byte < 0) {
+        return invalid_argument("vocab file '", vocab_file, "': token ", quoted(symbol),
+                                " contains ", len > 0 ? hex_code_point(cp) : "ill-formed UTF-8",
+                                ", which is not a GPT-2 byte-level symbol (is this a GPT-2 BPE "
+                                "vocabulary?)");
+      }
+      bytes.push_back(static_cast<char>(byte));
+      pos += len;
+    }
+    if (bytes.empty()) {
+      return invalid_argument("vocab file '", vocab_file, "': has an empty token (id ", id, ")");
+    }
+    tok->token_bytes_[id] = std::move(bytes);
+    symbol_ids.emplace(symbol, static_cast<int32_t>(id));
+  }
+  const std::array<char32_t, 256> byte_symbols = byte_to_unicode();
+  for (int b = 0; b < 256; ++b) {
+    std::string symbol;
+    append_utf8(byte_symbols[b], &symbol);
+    auto it = symbol_ids.find(symbol);
+    if (it == symbol_ids.end()) {
+      return invalid_argument("vocab file '", vocab_file, "': the symbol ", quoted(symbol),
+                              " of byte ", b, " is missing (a GPT-2 vocabulary has all 256 byte "
+                              "symbols; is this a GPT-2 BPE vocabulary?)");
+    }
+    tok->byte_ids_[b] = it->second;
+  }
+  auto eod = symbol_ids.find(std::string_view("<|endoftext|>"));
+  if (eod == symbol_ids.end()) {
+    return invalid_argument("vocab file '", vocab_file, "': has no \"<|endoftext|>\" token, which "
+                            "GPT2BPETokenizer uses as its end-of-document id");
+  }
+  tok->eod_id_ = eod->second;
+
+  // ---- merges. Megatron reads read().split('\n')[1:-1]: line 1 is a header and the text
+  // after the last newline is dropped; Python's text mode turns \r\n and \r into \n.
+  MS_ASSIGN_OR_RETURN(std::string merges_raw, read_text_file(merge_file, "merges file"));
+  std::string merges_text;
+  merges_text.reserve(merges_raw.size());
+  for (size_t i = 0; i < merges_raw.size(); ++i) {
+    if (merges_raw[i] == '\r') {
+      merges_text.push_back('\n');
+      if (i + 1 < merges_raw.size() && merges_raw[i + 1] == '\n') ++i;
+    } else {
+      merges_text.push_back(merges_raw[i]);
+    }
+  }
+  std::vector<std::string_view> lines;
+  {
+    size_t start = 0;
+    std::string_view all(merges_text);
+    while (true) {
+      const size_t nl = all.find('\n', start);
+      if (nl == std::string_view::npos) {
+        lines.push_back(all.substr(start));
+        break;
+      }
+      lines.push_back(all.substr(start, nl - start));
+      start = nl + 1;
+    }
+  }
+  if (lines.size() >= 2 && !lines.front().starts_with("#version")) {
+    log_warning(str_cat("merges file '", merge_file, "': first line ", quoted(lines.front()),
+                        " is skipped as a header, as Megatron does (expected \"#version: ...\")"));
+  }
+  if (!lines.back().empty()) {
+    log_warning(str_cat("merges file '", merge_file, "' does not end with a newline: like "
+                        "Megatron, its last line ", quoted(lines.back()), " is not used"));
+  }
+  int32_t rank = 0;
+  size_t num_merges = 0;
+  for (size_t li = 1; li + 1 < lines.size(); ++li, ++rank) {
+    const std::string_view line = lines[li];
+    const size_t line_no = li + 1;
+    std::vector<std::string_view> fields;
+    size_t pos = 0;
+    while (pos < line.size()) {
+      while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\v' ||
+                                   line[pos] == '\f')) {
+        ++pos;
+      }
+      const size_t start = pos;
+      while (pos < line.size() && !(line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\v' ||
+                                    line[pos] == '\f')) {
+        ++pos;
+      }
+      if (pos > start) fields.push_back(line.substr(start, pos - start));
+    }
+    if (fields.empty()) continue;  // Megatron keeps () here, which never matches a pair
+    if (fields.size() != 2) {
+      return invalid_argument("merges file '", merge_file, "': line ", line_no,
+                              ": expected two symbols separated by a space, found ",
+                              fields.size(), " field(s) in ", quoted(line),
+                              " (is this a GPT-2 merges file?)");
+    }
+    int32_t part_ids[2];
+    for (int k = 0; k < 2; ++k) {
+      auto it = symbol_ids.find(fields[k]);
+      if (it == symbol_ids.end()) {
+        return invalid_argument("merges file '", merge_file, "': line ", line_no, ": symbol ",
+                                quoted(fields[k]), " is not in vocab file '", vocab_file,
+                                "' (are the vocab and merges files from the same tokenizer?)");
+      }
+      part_ids[k] = it->second;
+    }
+    std::string joined(fields[0]);
+    joined.append(fields[1]);
+    auto result = symbol_ids.find(joined);
+    if (result == symbol_ids.end()) {
+      return invalid_argument("merges file '", merge_file, "': line ", line_no, ": merging ",
+                              quoted(fields[0]), " and ", quoted(fields[1]), " gives ",
+                              quoted(joined), ", which is not in vocab file '", vocab_file,
+                              "' (are the vocab and merges files from the same tokenizer?)");
+    }
+    // dict(zip(merges, range(...))): a repeated pair keeps its last rank.
+    tok->merges_[pair_key(part_ids[0], part_ids[1])] = Merge{rank, result->second};
+    ++num_merges;
+  }
+  if (num_merges == 0) {
+    return invalid_argument("merges file '", merge_file, "': contains no merges (expected a "
+                            "\"#version\" header line, then one \"a b\" merge per line)");
+  }
+  return tok;
+}
+
+Status GPT2BPETokenizer::pretokenize(std::string_view text, std::vector<std::string_view>* pieces) {
+  struct CodePoint {
+    char32_t cp;
+    CharClass cls;
+    uint32_t offset;
+  };
+  if (text.size() > UINT32_MAX) {
+    return invalid_argument("text of ", text.size(), " bytes is too long to tokenise (max 4 GiB)");
+  }
+  thread_local std::vector<CodePoint> cps;
+  cps.clear();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const uint8_t byte = static_cast<uint8_t>(text[pos]);
+    if (byte < 0x80) {  // ASCII fast path
+      cps.push_back(CodePoint{byte, kAsciiCharClasses[byte], static_cast<uint32_t>(pos)});
+      ++pos;
+      continue;
+    }
+    char32_t cp;
+    int bad_len;
+    const int len = decode_utf8(text, pos, &cp, &bad_len);
+    if (len == 0) {
+      return invalid_argument("text is not valid UTF-8 (ill-formed byte 0x", std::hex,
+                              static_cast<int>(static_cast<uint8_t>(text[pos])), std::dec,
+                              " at byte offset ", pos, ")");
+    }
+    cps.push_back(CodePoint{cp, char_class(cp), static_cast<uint32_t>(pos)});
+    pos += len;
+  }
+  const size_t n = cps.size();
+  const auto offset = [&](size_t i) { return i < n ? cps[i].offset : text.size(); };
+  const auto run_end = [&](size_t i, CharClass cls) {
+    while (i < n && cps[i].cls == cls) ++i;
+    return i;
+  };
+  size_t i = 0;
+  while (i < n) {
+    size_t end = 0;
+    const char32_t c = cps[i].cp;
+    const CharClass cls = cps[i].cls;
+    const CharClass next_cls = i + 1 < n ? cps[i + 1].cls : CharClass::kSpace;
+    if (c == '\'' && i + 1 < n) {  // 's|'t|'re|'ve|'m|'ll|'d
+      const char32_t c1 = cps[i + 1].cp;
+      const char32_t c2 = i + 2 < n ? cps[i + 2].cp : 0;
+      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+        end = i + 2;
+      } else if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+        end = i + 3;
+      }
+    }
+    if (end == 0) {
+      if (c == ' ' && i + 1 < n && next_cls != CharClass::kSpace) {
+        end = run_end(i + 1, next_cls);  // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+"
+      } else if (cls != CharClass::kSpace) {
+        end = run_end(i, cls);  // the same without the leading space
+      } else {
+        const size_t j = run_end(i, CharClass::kSpace);
+        // \s+(?!\S): the run, less its last character when a non-space follows;
+        // a single space before a non-space falls through to \s+.
+        end = (j < n && j - i >= 2) ? j - 1 : j;
+      }
+    }
+    pieces->push_back(text.substr(offset(i), offset(end) - offset(i)));
+    i = end;
+  }
+  return ok_status();
+}
+
+const GPT2BPETokenizer::Merge* GPT2BPETokenizer::find_merge(int32_t left, int32_t right) const {
+  auto it = merges_.find(pair_key(left, right));
+  return it == merges_.end() ? nullptr : &it->second;
+}
+
+void GPT2BPETokenizer::bpe_uncached(std::string_view piece, std::vector<int32_t>* word) const {
+  word->clear();
+  for (char ch : piece) word->push_back(byte_ids_[static_cast<uint8_t>(ch)]);
+  while (word->size() > 1) {
+    const Merge* best = nullptr;
+    size_t best_i = 0;
+    for (size_t i = 0; i + 1 < word->size(); ++i) {
+      const Merge* m = find_merge((*word)[i], (*word)[i + 1]);
+      if (m != nullptr && (best == nullptr || m->rank < best->rank)) {
+        best = m;
+        best_i = i;
+      }
+    }
+    if (best == nullptr) break;
+    const int32_t first = (*word)[best_i];
+    const int32_t second = (*word)[best_i + 1];
+    // Merge every occurrence of (first, second), scanning left to right.
+    size_t out = 0;
+    for (size_t i = 0; i < word->size();) {
+      if (i + 1 < word->size() && (*word)[i] == first && (*word)[i + 1] == second) {
+        (*word)[out++] = best->result;
+        i += 2;
+      } else {
+        (*word)[out++] = (*word)[i++];
+      }
+    }
+    word->resize(out);
+  }
+}
+
+void GPT2BPETokenizer::bpe(std::string_view piece, std::vector<int32_t>* ids) const {
+  if (piece.size() == 1) {
+    ids->push_back(byte_ids_[static_cast<uint8_t>(piece[0])]);
+    return;
+  }
+  thread_local std::vector<int32_t> word;
+  if (piece.size() < kMinCachedPieceBytes || piece.size() > kMaxCachedPieceBytes) {
+    bpe_uncached(piece, &word);
+    ids->insert(ids->end(), word.begin(), word.end());
+    return;
+  }
+  BpeCache& cache = bpe_cache;
+  if (cache.owner != instance_id_ || cache.map.size() >= kMaxCacheEntries) {
+    cache.map.clear();
+    cache.owner = instance_id_;
+  }
+  auto it = cache.map.find(piece);
+  if (it == cache.map.end()) {
+    bpe_uncached(piece, &word);
+    it = cache.map.emplace(std::string(piece), word).first;
+  }
+  ids->insert(ids->end(), it->second.begin(), it->second.end());
+}
+
+Status GPT2BPETokenizer::tokenize_into(std::string_view text, std::vector<int32_t>* ids) const {
+  thread_local std::vector<std::string_view> pieces;
+  pieces.clear();
+  MS_RETURN_IF_ERROR(pretokenize(text, &pieces));
+  for (std::string_view piece : pieces) bpe(piece, ids);
+  return ok_status();
+}
+
+StatusOr<std::string> GPT2BPETokenizer::detokenize(std::span<const int32_t> ids) const {
+  std::string bytes;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size()) {
+      return invalid_argument("GPT2BPETokenizer: token id ", id, " is outside the vocabulary [0, ",
+                              vocab_size(), ")");
+    }
+    bytes.append(token_bytes_[id]);
+  }
+  return utf8_decode_replace(bytes);
+}
+
+}  // namespace mindspeed

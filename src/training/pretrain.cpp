@@ -1,0 +1,283 @@
+// pretrain() (pretrain.h).
+#include "training/pretrain.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <memory>
+
+#include "config/validate.h"
+#include "core/logging.h"
+#include "core/timers.h"
+#include "datasets/blended_megatron_dataset_builder.h"
+#include "datasets/data_samplers.h"
+#include "datasets/indexed_dataset.h"
+#include "distributed/distributed_data_parallel.h"
+#include "distributed/param_and_grad_buffer.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/hf_checkpoint.h"
+#include "optimizer/lr_scheduler.h"
+#include "optimizer/optimizer.h"
+#include "tokenizer/tokenizer.h"
+#include "training/flops.h"
+#include "training/train_step.h"
+#include "training/training_log.h"
+
+namespace mindspeed {
+namespace {
+
+KernelOptions kernel_options(const TrainingConfig& t) {
+  KernelOptions k;
+  k.fast = t.optimization_level >= 1;
+  k.fused_rms_norm = t.use_fused_rmsnorm;
+  k.fused_swiglu = t.use_fused_swiglu;
+  k.fused_rotary = t.use_fused_rotary_pos_emb;
+  // MindSpeed: --use-flash-attn is a level-2 feature; below level 2 it is not applied.
+  k.flash_attention = t.use_flash_attn && t.optimization_level >= 2;
+  return k;
+}
+
+TokenizerOptions tokenizer_options(const DataConfig& d) {
+  TokenizerOptions o;
+  o.tokenizer_type = d.tokenizer_type;
+  o.vocab_file = d.vocab_file;
+  o.merge_file = d.merge_file;
+  o.tokenizer_model = d.tokenizer_model;
+  if (d.vocab_size > 0) o.vocab_size = d.vocab_size;
+  return o;
+}
+
+TokenizerIdentity tokenizer_identity(const Tokenizer& tokenizer) {
+  const TokenizerIdentifiers& ids = tokenizer.unique_identifiers();
+  TokenizerIdentity identity;
+  identity.class_name = ids.class_name;
+  identity.tokenizer_path = ids.tokenizer_path;
+  identity.options = ids.options;
+  return identity;
+}
+
+// One global batch of this rank's micro-batches, or false when the data ran out.
+bool next_global_batch(GptDataLoader& loader, int64_t num_micro, bool doc_boundaries,
+                       std::vector<MicroBatch>& out) {
+  out.clear();
+  GptBatch batch;
+  for (int64_t m = 0; m < num_micro; ++m) {
+    if (!loader.next(&batch)) return false;
+    MicroBatch mb;
+    mb.B = batch.micro_batch_size;
+    mb.T = batch.seq_length;
+    mb.tokens = std::move(batch.tokens);
+    mb.labels = std::move(batch.labels);
+    mb.loss_mask = std::move(batch.loss_mask);
+    mb.position_ids = std::move(batch.position_ids);
+    if (doc_boundaries) mb.doc_start = std::move(batch.doc_start);
+    mb.first_sample = batch.sample_ids.empty() ? 0 : batch.sample_ids.front();
+    out.push_back(std::move(mb));
+  }
+  return true;
+}
+
+// Runs eval_iters global batches forward-only; returns the token-weighted mean loss over the
+// data-parallel group (Megatron 0.12: sum of losses / sum of tokens).
+StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptDataLoader& loader,
+                          const Configs& c, int64_t num_micro, const ParallelState& ps) {
+  double loss_sum = 0.0, tokens = 0.0;
+  std::vector<MicroBatch> mbs;
+  for (int64_t i = 0; i < c.training.eval_iters; ++i) {
+    if (!next_global_batch(loader, num_micro, c.data.reset_attention_mask, mbs)) {
+      return failed_precondition("the validation/test data ran out after ", i, " of --eval-iters (",
+                                 c.training.eval_iters, ") iterations");
+    }
+    const GPTModel::LossSums s = evaluate_step(model, ctx, mbs);
+    loss_sum += s.loss_sum;
+    tokens += s.num_tokens;
+  }
+  loss_sum = ps.dp_cp().all_reduce_scalar(loss_sum, ReduceOp::kSum);
+  tokens = ps.dp_cp().all_reduce_scalar(tokens, ReduceOp::kSum);
+  return tokens > 0.0 ? loss_sum / tokens : 0.0;
+}
+
+}  // namespace
+
+Status pretrain(Configs c, const MpiWorld& world) {
+  Timer setup_timer;
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<ParallelState> ps_owner, initialize_model_parallel(c.parallel, world));
+  const ParallelState& ps = *ps_owner;
+  const bool log_rank0 = world.rank == 0;
+  const bool log_last = world.rank == world.size - 1;  // Megatron's print_rank_last
+  const int threads = configure_threads(c.training.num_threads, world);
+  if (c.training.deterministic_mode) omp_set_dynamic(0);
+
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, build_tokenizer(tokenizer_options(c.data)));
+  set_vocab_size(c, tokenizer->vocab_size());
+  const KernelOptions kopts = kernel_options(c.training);
+  const KernelTable kernels = select_kernels(kopts);
+  if (log_rank0) {
+    log_info("> mindspeed-cpp: world size ", world.size, " (tp ", ps.sizes.tensor, ", pp ", ps.sizes.pipeline,
+             ", cp ", ps.sizes.context, ", dp ", ps.sizes.data, "), ", threads, " OpenMP threads per rank");
+    log_info("> kernels: ", kernels.name, " (optimization level ", c.training.optimization_level, "), attention: ",
+             kernels.flash_attention_forward ? "flash" : "core (unfused)");
+    log_info("> padded vocab (size: ", c.model.vocab_size, ") with ", c.model.padded_vocab_size - c.model.vocab_size,
+             " dummy tokens (new size: ", c.model.padded_vocab_size, ")");
+    if (c.training.use_flash_attn && !kopts.flash_attention) {
+      log_warning("--use-flash-attn is a MindSpeed level-2 feature; at --optimization-level " +
+                  std::to_string(c.training.optimization_level) + " it is not applied");
+    }
+  }
+
+  Allocator alloc;
+  GPTModel model(c.model, ps, c.parallel.sequence_parallel);
+  BufferOptions bopts;
+  bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
+  bopts.data_parallel_size = ps.dp_cp().size();
+  if (c.parallel.overlap_grad_reduce) {
+    bopts.bucket_size = c.parallel.ddp_bucket_size > 0
+                            ? c.parallel.ddp_bucket_size
+                            : std::max<int64_t>(40000000, 1000000 * static_cast<int64_t>(ps.dp_cp().size()));
+  } else if (c.parallel.ddp_bucket_size > 0) {
+    bopts.bucket_size = c.parallel.ddp_bucket_size;
+  }
+  ParamAndGradBuffer buffer(model.registry(), alloc, bopts);
+  if (!c.training.load.empty()) {
+    MS_RETURN_IF_ERROR(load_hf_checkpoint(c.training.load, model, ps));
+    if (log_rank0) log_info("> loaded Hugging Face checkpoint from ", c.training.load);
+  } else {
+    initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps.tp_rank, ps.sizes.tensor);
+  }
+  const int64_t total_params =
+      static_cast<int64_t>(ps.tp().all_reduce_scalar(static_cast<double>(model.registry().num_local_elements()),
+                                                     ReduceOp::kSum));
+  if (log_rank0) {
+    log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank, ", ", ps.pp_rank,
+             "): ", model.registry().num_local_elements(), " (model total ", total_params, ")");
+  }
+  DdpConfig dconf;
+  dconf.overlap_grad_reduce = c.parallel.overlap_grad_reduce;
+  dconf.overlap_param_gather = c.parallel.overlap_param_gather;
+  dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
+  DistributedDataParallel ddp(buffer, ps, dconf, alloc);
+  Optimizer optimizer(c.optimizer, buffer, ps, alloc, kernels, c.parallel.use_distributed_optimizer);
+  LrScheduler scheduler(c.optimizer, c.training.train_iters);
+
+  // Data.
+  GptDataArgs dargs;
+  dargs.data_path = c.data.data_path;
+  dargs.train_data_path = c.data.train_data_path;
+  dargs.valid_data_path = c.data.valid_data_path;
+  dargs.test_data_path = c.data.test_data_path;
+  if (!c.data.split.empty()) dargs.split = c.data.split;
+  dargs.mock_data = c.data.mock_data;
+  dargs.data_cache_path = c.data.data_cache_path;
+  dargs.seed = c.training.seed;
+  dargs.seq_length = c.model.seq_length;
+  dargs.reset_position_ids = c.data.reset_position_ids;
+  dargs.reset_attention_mask = c.data.reset_attention_mask;
+  dargs.eod_mask_loss = c.data.eod_mask_loss;
+  dargs.tokenizer = tokenizer_identity(*tokenizer);
+  dargs.eod_token = tokenizer->eod();
+  dargs.pad_token = tokenizer->pad().value_or(-1);
+  MS_ASSIGN_OR_RETURN(auto dconfig, gpt_dataset_config_from_args(dargs));
+  MS_ASSIGN_OR_RETURN(auto num_samples,
+                      get_train_valid_test_num_samples(c.training.train_iters, std::nullopt, c.training.eval_interval,
+                                                       c.training.eval_iters, c.training.global_batch_size));
+  DatasetBuildContext bctx;
+  bctx.is_rank_zero = world.rank == 0;
+  bctx.all_ranks_ok = [&ps](bool ok) { return ps.world().all_reduce_scalar(ok ? 1.0 : 0.0, ReduceOp::kMin) > 0.5; };
+  LowLevelDatasetFactory factory = [](const std::string& prefix) -> StatusOr<std::shared_ptr<const LowLevelDataset>> {
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, IndexedDataset::open(prefix));
+    return std::shared_ptr<const LowLevelDataset>(std::move(ds));
+  };
+  BlendedMegatronDatasetBuilder builder(dconfig, {num_samples[0], num_samples[1], num_samples[2]}, factory, bctx);
+  MS_ASSIGN_OR_RETURN(GptDatasets datasets, builder.build());
+  if (!datasets.train()) return invalid_argument("no training data (check --split / --train-data-path)");
+  const int64_t dp = ps.dp().size();
+  const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * dp);
+  MS_ASSIGN_OR_RETURN(GptDataLoader train_loader,
+                      GptDataLoader::create(datasets.train(), 0, c.training.micro_batch_size, ps.dp_rank, dp));
+  std::unique_ptr<GptDataLoader> valid_loader, test_loader;
+  if (datasets.valid() && c.training.eval_iters > 0) {
+    MS_ASSIGN_OR_RETURN(GptDataLoader l, GptDataLoader::create(datasets.valid(), 0, c.training.micro_batch_size,
+                                                               ps.dp_rank, dp));
+    valid_loader = std::make_unique<GptDataLoader>(std::move(l));
+  }
+  if (datasets.test() && c.training.eval_iters > 0) {
+    MS_ASSIGN_OR_RETURN(GptDataLoader l, GptDataLoader::create(datasets.test(), 0, c.training.micro_batch_size,
+                                                               ps.dp_rank, dp));
+    test_loader = std::make_unique<GptDataLoader>(std::move(l));
+  }
+  if (log_rank0) log_info("> setup done in ", setup_timer.seconds(), " s; training ...");
+
+  ForwardContext ctx;
+  ctx.kernels = &kernels;
+  ctx.alloc = &alloc;
+  ctx.ps = &ps;
+  ctx.seed = static_cast<uint64_t>(c.training.seed);
+  ctx.sequence_parallel = c.parallel.sequence_parallel;
+  ctx.gradient_accumulation_fusion = c.parallel.gradient_accumulation_fusion;
+  ctx.hooks = &ddp;
+  const double flops_per_iter = num_floating_point_operations(c.model, c.training.global_batch_size);
+  const double tokens_per_iter = static_cast<double>(c.training.global_batch_size * c.model.seq_length);
+
+  Timer interval;
+  double interval_loss = 0.0;
+  int64_t interval_iters = 0;
+  double last_grad_norm = 0.0;
+  std::vector<MicroBatch> mbs;
+  for (int64_t it = 1; it <= c.training.train_iters; ++it) {
+    if (!next_global_batch(train_loader, num_micro, c.data.reset_attention_mask, mbs)) {
+      return failed_precondition("the training data ran out at iteration ", it);
+    }
+    ctx.training = true;
+    ctx.iteration = it;
+    const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(it - 1));
+    const double loss_sum = ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum);
+    const double tokens = ps.dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);
+    interval_loss += tokens > 0.0 ? loss_sum / tokens : 0.0;
+    ++interval_iters;
+    last_grad_norm = r.optimizer.grad_norm;
+    if (!std::isfinite(last_grad_norm)) {
+      return failed_precondition("the gradient norm is not finite at iteration ", it,
+                                 " (learning rate too high, or bad data?)");
+    }
+    if (it % c.training.log_interval == 0 || it == c.training.train_iters) {
+      const double seconds = interval.seconds() / static_cast<double>(interval_iters);
+      IterationLog l;
+      l.iteration = it;
+      l.train_iters = c.training.train_iters;
+      l.consumed_samples = it * c.training.global_batch_size;
+      l.elapsed_ms_per_iteration = seconds * 1000.0;
+      l.tflops_per_rank = flops_per_iter / (seconds * 1e12 * world.size);
+      l.learning_rate = scheduler.lr(it);  // Megatron logs the rate after the scheduler step
+      l.global_batch_size = c.training.global_batch_size;
+      l.lm_loss = interval_loss / static_cast<double>(interval_iters);
+      l.grad_norm = last_grad_norm;
+      l.tokens_per_second_per_rank = tokens_per_iter / seconds / world.size;
+      if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
+      if (log_last) {
+        log_line(format_iteration_line(l, timestamp_now()));
+        log_line(format_memory_line(world.rank, alloc.stats()));
+      }
+      interval_loss = 0.0;
+      interval_iters = 0;
+      interval.restart();
+    }
+    if (valid_loader && it % c.training.eval_interval == 0 && it != c.training.train_iters) {
+      ddp.finish_param_sync();
+      MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro, ps));
+      if (log_last) log_line(format_validation_lines("iteration " + std::to_string(it), vl));
+      interval.restart();  // evaluation time is not training time
+    }
+  }
+  ddp.finish_param_sync();
+  if (valid_loader) {
+    MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro, ps));
+    if (log_last) log_line(format_validation_lines("the end of training for val data", vl));
+  }
+  if (test_loader) {
+    MS_ASSIGN_OR_RETURN(double tl, evaluate(model, ctx, *test_loader, c, num_micro, ps));
+    if (log_last) log_line(format_validation_lines("the end of training for test data", tl));
+  }
+  return ok_status();
+}
+
+}  // namespace mindspeed
