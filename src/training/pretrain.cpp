@@ -4,9 +4,12 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "config/validate.h"
+#include "core/check.h"
 #include "core/logging.h"
 #include "core/timers.h"
 #include "datasets/blended_megatron_dataset_builder.h"
@@ -56,6 +59,24 @@ TokenizerIdentity tokenizer_identity(const Tokenizer& tokenizer) {
   return identity;
 }
 
+// Token and label ids must index the (padded) embedding table: a dataset written with another
+// tokenizer, or Megatron's mock data (ids up to 4095) with a smaller --vocab-size, is refused
+// here with the sample named instead of reading outside the table.
+Status check_token_ids(const MicroBatch& mb, int64_t padded_vocab, int64_t vocab) {
+  for (size_t i = 0; i < mb.tokens.size(); ++i) {
+    const int32_t ids[2] = {mb.tokens[i], mb.labels[i]};
+    for (int32_t id : ids) {
+      if (id < 0 || id >= padded_vocab) {
+        return invalid_argument("sample ", mb.first_sample + static_cast<int64_t>(i) / mb.T, " holds token id ", id,
+                                ", outside the vocabulary (", vocab, " tokens, padded to ", padded_vocab,
+                                "); the data was made with another tokenizer, or --vocab-size is too small "
+                                "(Megatron's mock data uses ids up to 4095)");
+      }
+    }
+  }
+  return ok_status();
+}
+
 // One global batch of this rank's micro-batches, or false when the data ran out.
 bool next_global_batch(GptDataLoader& loader, int64_t num_micro, bool doc_boundaries,
                        std::vector<MicroBatch>& out) {
@@ -88,6 +109,7 @@ StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptD
       return failed_precondition("the validation/test data ran out after ", i, " of --eval-iters (",
                                  c.training.eval_iters, ") iterations");
     }
+    for (const MicroBatch& mb : mbs) MS_RETURN_IF_ERROR(check_token_ids(mb, c.model.padded_vocab_size, c.model.vocab_size));
     const GPTModel::LossSums s = evaluate_step(model, ctx, mbs);
     loss_sum += s.loss_sum;
     tokens += s.num_tokens;
@@ -222,13 +244,26 @@ Status pretrain(Configs c, const MpiWorld& world) {
   double interval_loss = 0.0;
   int64_t interval_iters = 0;
   double last_grad_norm = 0.0;
+  // Fault injection for the failure tests: MS_FAULT_INJECT="<rank>:<iteration>" makes that
+  // rank fail inside that iteration, after its forward/backward started communicating.
+  int fault_rank = -1;
+  long long fault_iteration = -1;
+  if (const char* f = std::getenv("MS_FAULT_INJECT")) {
+    if (std::sscanf(f, "%d:%lld", &fault_rank, &fault_iteration) != 2) {
+      return invalid_argument("MS_FAULT_INJECT must be <rank>:<iteration>, got '", f, "'");
+    }
+  }
   std::vector<MicroBatch> mbs;
   for (int64_t it = 1; it <= c.training.train_iters; ++it) {
     if (!next_global_batch(train_loader, num_micro, c.data.reset_attention_mask, mbs)) {
       return failed_precondition("the training data ran out at iteration ", it);
     }
+    for (const MicroBatch& mb : mbs) MS_RETURN_IF_ERROR(check_token_ids(mb, c.model.padded_vocab_size, c.model.vocab_size));
     ctx.training = true;
     ctx.iteration = it;
+    if (world.rank == fault_rank && it == fault_iteration) {
+      fatal(str_cat("fault injected by MS_FAULT_INJECT at iteration ", it));
+    }
     const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(it - 1));
     const double loss_sum = ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum);
     const double tokens = ps.dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);

@@ -6,7 +6,8 @@
 namespace mindspeed {
 
 LanguageModelEmbedding::LanguageModelEmbedding(ParameterRegistry& registry,
-                                               const ModelConfig& config, int tp_size, int tp_rank)
+                                               const ModelConfig& config, int tp_size, int tp_rank,
+                                               bool sequence_parallel)
     : hidden_(config.hidden_size),
       vocab_local_(config.padded_vocab_size / tp_size),
       vocab_start_(tp_rank * (config.padded_vocab_size / tp_size)),
@@ -23,7 +24,8 @@ LanguageModelEmbedding::LanguageModelEmbedding(ParameterRegistry& registry,
     position_ = registry.add({.name = "embedding.position_embeddings.weight",
                               .global_shape = Shape{max_positions_, hidden_},
                               .init = InitMethod::kNormal,
-                              .init_std = config.init_method_std},
+                              .init_std = config.init_method_std,
+                              .sequence_parallel = sequence_parallel},
                              tp_size);
   }
 }

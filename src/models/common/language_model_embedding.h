@@ -21,8 +21,10 @@ class LanguageModelEmbedding {
     Tensor output;     ///< [n, h], n = N or N/tp (sequence parallelism)
   };
 
+  /// With sequence parallelism each rank adds the position embeddings of its own rows, so
+  /// their gradient is marked sequence_parallel (summed over tp like the norm weights).
   LanguageModelEmbedding(ParameterRegistry& registry, const ModelConfig& config, int tp_size,
-                         int tp_rank);
+                         int tp_rank, bool sequence_parallel);
   void forward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const;
   /// dout [n, h]: gradient of the output (overwritten as scratch).
   void backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,

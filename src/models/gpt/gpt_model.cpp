@@ -30,7 +30,7 @@ GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps, bool sequ
   }
   const float* cos = rope_cos_.empty() ? nullptr : rope_cos_.data();
   const float* sin = rope_sin_.empty() ? nullptr : rope_sin_.data();
-  embedding_ = std::make_unique<LanguageModelEmbedding>(registry_, config, tp_size_, tp_rank_);
+  embedding_ = std::make_unique<LanguageModelEmbedding>(registry_, config, tp_size_, tp_rank_, sequence_parallel);
   embedding_params_ = params_since(0);
   for (int64_t l = 0; l < config.num_layers; ++l) {
     const size_t first = registry_.params().size();

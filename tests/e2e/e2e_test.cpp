@@ -1,0 +1,112 @@
+// End-to-end runs of pretrain_gpt (launched as a separate program, alone or under mpirun):
+// the lm loss on mock data falls, single-process and on 4 ranks (TP2 x DP2 with sequence
+// parallelism, the distributed optimizer and overlapped gradient reduction); Megatron's log
+// lines are there; bad command lines stop every rank with exit code 2 and the reason; a
+// rank failing mid-run ends the whole job quickly with its rank and reason.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <sys/wait.h>
+#include <vector>
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+  double seconds = 0.0;
+};
+
+Result run(const std::string& command) {
+  Result r;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+const std::string kBin = MS_PRETRAIN_GPT;
+const std::string kMpirun = std::string(MS_MPIRUN) +
+                            " --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1"
+                            " -x OMP_WAIT_POLICY=PASSIVE";
+const std::string kTiny =
+    " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64"
+    " --micro-batch-size 4 --global-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine"
+    " --lr-warmup-iters 5 --mock-data --tokenizer-type NullTokenizer --vocab-size 4096 --use-flash-attn"
+    " --seed 1234";
+
+std::vector<double> logged_losses(const std::string& out) {
+  std::vector<double> losses;
+  const std::regex re(R"(\| lm loss: ([0-9.]+E[+-][0-9]+) \|)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  return losses;
+}
+
+void expect_loss_falls(const Result& r) {
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto losses = logged_losses(r.output);
+  ASSERT_GE(losses.size(), 4u) << r.output;
+  const double tail = (losses[losses.size() - 1] + losses[losses.size() - 2]) / 2;
+  EXPECT_LT(tail, 0.8 * losses.front()) << r.output;
+  EXPECT_NE(r.output.find("validation loss at iteration 30 | lm loss value:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("throughput per GPU (TFLOP/s/GPU):"), std::string::npos);
+  EXPECT_NE(r.output.find("memory (MiB) | params"), std::string::npos);
+}
+
+TEST(EndToEnd, MockDataLossFallsOnOneProcess) {
+  expect_loss_falls(run(kBin + kTiny + " --train-iters 60 --log-interval 10 --eval-interval 30 --eval-iters 2"
+                        " --attention-dropout 0 --hidden-dropout 0"));
+}
+
+TEST(EndToEnd, MockDataLossFallsOnFourRanksTp2Dp2) {
+  const Result r = run(kMpirun + " -np 4 " + kBin + kTiny +
+                       " --train-iters 60 --log-interval 10 --eval-interval 30 --eval-iters 2"
+                       " --attention-dropout 0 --hidden-dropout 0"
+                       " --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer"
+                       " --overlap-grad-reduce --overlap-param-gather");
+  expect_loss_falls(r);
+  EXPECT_NE(r.output.find("world size 4 (tp 2, pp 1, cp 1, dp 2)"), std::string::npos) << r.output;
+}
+
+TEST(EndToEnd, UnimplementedFlagStopsEveryRank) {
+  const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --recompute-granularity full");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--recompute-granularity is a Megatron-LM flag"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 30.0);
+}
+
+TEST(EndToEnd, BadParallelSizeIsNamed) {
+  const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --tensor-model-parallel-size 3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("must be divisible by --tensor-model-parallel-size (3)"), std::string::npos) << r.output;
+}
+
+TEST(EndToEnd, FailingRankAbortsTheWholeJobQuickly) {
+  const Result r = run("MS_FAULT_INJECT=1:3 " + kMpirun + " -x MS_FAULT_INJECT -np 2 " + kBin + kTiny +
+                       " --train-iters 50 --log-interval 1 --tensor-model-parallel-size 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("[rank 1] FATAL: fault injected by MS_FAULT_INJECT at iteration 3"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("iteration        4/"), std::string::npos) << "the job went on after the failure";
+  EXPECT_LT(r.seconds, 30.0) << "the job must not hang";
+}
+
+TEST(EndToEnd, DryRunPrintsA1024RankLayout) {
+  const Result r = run(kBin + " --dry-run-world-size 1024 --tensor-model-parallel-size 8 "
+                              "--pipeline-model-parallel-size 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dp (32 groups of 32)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tp (128 groups of 8): [0,1,2,3,4,5,6,7]"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,129 @@
+// Model-level properties: samples of a micro-batch do not interact (the loss of a batch of 4
+// equals that of 4 batches of 1), and the fast kernels give the reference kernels' loss and
+// gradients, for the GPT-2 and LLaMA families, core and flash attention.
+#include "models/gpt/gpt_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/rng.h"
+#include "distributed/param_and_grad_buffer.h"
+
+namespace mindspeed {
+namespace {
+
+ModelConfig config(bool llama) {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.kv_channels = 16;
+  c.num_query_groups = 4;
+  c.ffn_hidden_size = 256;
+  c.seq_length = 64;
+  c.max_position_embeddings = 64;
+  c.vocab_size = 1001;
+  c.padded_vocab_size = 1024;
+  c.attention_dropout = c.hidden_dropout = 0.0f;
+  if (llama) {
+    c.normalization = Normalization::kRMSNorm;
+    c.swiglu = true;
+    c.position_embedding_type = PositionEmbeddingType::kRope;
+    c.untie_embeddings_and_output_weights = true;
+    c.add_bias_linear = false;
+    c.group_query_attention = true;
+    c.num_query_groups = 2;
+  }
+  return c;
+}
+
+MicroBatch batch(int64_t first, int64_t B, int64_t T) {
+  MicroBatch mb;
+  mb.B = B;
+  mb.T = T;
+  mb.first_sample = first;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      const RngStream rng{5, static_cast<uint64_t>(first + b)};
+      mb.tokens.push_back(static_cast<int32_t>(rng.block(t)[0] % 1001));
+      mb.labels.push_back(static_cast<int32_t>(rng.block(t)[1] % 1001));
+      mb.loss_mask.push_back(1.0f);
+      mb.position_ids.push_back(static_cast<int32_t>(t));
+    }
+  }
+  return mb;
+}
+
+struct ModelRig {
+  Allocator alloc;
+  std::unique_ptr<ParallelState> ps = ParallelState::single_process();
+  KernelTable kernels;
+  std::unique_ptr<GPTModel> model;
+  std::unique_ptr<ParamAndGradBuffer> buffer;
+  ModelRig(bool llama, KernelOptions k) : kernels(select_kernels(k)) {
+    model = std::make_unique<GPTModel>(config(llama), *ps);
+    buffer = std::make_unique<ParamAndGradBuffer>(model->registry(), alloc, BufferOptions{});
+    initialize_parameters(model->registry(), 7, 0, 1);
+  }
+  ForwardContext ctx() {
+    ForwardContext c;
+    c.kernels = &kernels;
+    c.alloc = &alloc;
+    c.ps = ps.get();
+    return c;
+  }
+  // Loss over the micro-batches, gradients accumulated with weight 1/tokens overall.
+  double run(const std::vector<MicroBatch>& mbs) {
+    buffer->zero_grad();
+    double tokens = 0.0, sum = 0.0;
+    for (const auto& mb : mbs)
+      for (float m : mb.loss_mask) tokens += m;
+    for (const auto& mb : mbs) {
+      GPTModel::Saved saved;
+      sum += model->forward(ctx(), mb, static_cast<float>(1.0 / tokens), saved).loss_sum;
+      model->backward(ctx(), mb, saved);
+    }
+    return sum / tokens;
+  }
+  std::vector<float> grads() const {
+    return std::vector<float>(buffer->grad_data(), buffer->grad_data() + buffer->numel());
+  }
+};
+
+double rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    r = std::max(r, std::fabs(static_cast<double>(b[i])));
+  }
+  return d / r;
+}
+
+class GptModelTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(GptModelTest, SamplesInAMicroBatchDoNotInteract) {
+  const auto [llama, flash] = GetParam();
+  ModelRig s(llama, KernelOptions{.fast = false, .flash_attention = false});
+  (void)flash;
+  const double together = s.run({batch(0, 4, 64)});
+  const auto g1 = s.grads();
+  const double apart = s.run({batch(0, 1, 64), batch(1, 1, 64), batch(2, 1, 64), batch(3, 1, 64)});
+  EXPECT_NEAR(together, apart, 1e-6 * together);
+  EXPECT_LE(rel(s.grads(), g1), 1e-5);
+}
+
+TEST_P(GptModelTest, FastKernelsMatchReferenceKernels) {
+  const auto [llama, flash] = GetParam();
+  ModelRig ref(llama, KernelOptions{.fast = false});
+  ModelRig fast(llama, KernelOptions{.fast = true, .flash_attention = flash});
+  const std::vector<MicroBatch> mbs = {batch(0, 4, 64), batch(4, 2, 64)};
+  const double a = ref.run(mbs), b = fast.run(mbs);
+  EXPECT_NEAR(b, a, 1e-6 * a);
+  EXPECT_LE(rel(fast.grads(), ref.grads()), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GptModelTest, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+}  // namespace
+}  // namespace mindspeed

@@ -1,0 +1,173 @@
+// The parallel training harness (parallel_harness.h).
+#include "parallel_harness.h"
+
+#include <cmath>
+#include <memory>
+
+#include "core/check.h"
+#include "core/rng.h"
+#include "distributed/distributed_data_parallel.h"
+#include "distributed/param_and_grad_buffer.h"
+#include "models/gpt/gpt_model.h"
+#include "optimizer/lr_scheduler.h"
+#include "optimizer/optimizer.h"
+#include "training/train_step.h"
+
+namespace mindspeed::testing {
+namespace {
+
+constexpr int64_t kVocab = 500;
+
+// Sample k of the synthetic corpus: tokens follow a pattern a model can learn, a few
+// positions are masked out of the loss.
+void fill_sample(int64_t k, int64_t T, int32_t* tokens, int32_t* labels, float* mask) {
+  const RngStream rng{99, static_cast<uint64_t>(k)};
+  const int32_t start = static_cast<int32_t>(rng.block(0)[0] % kVocab);
+  const int32_t stride = 1 + static_cast<int32_t>(rng.block(0)[1] % 7);
+  for (int64_t t = 0; t < T; ++t) {
+    tokens[t] = (start + stride * t) % kVocab;
+    labels[t] = (start + stride * (t + 1)) % kVocab;
+    mask[t] = rng.uniform(static_cast<uint64_t>(8 + t)) < 0.9f ? 1.0f : 0.0f;
+  }
+}
+
+// This rank's micro-batches of global batch `step` (MegatronPretrainingSampler slicing).
+std::vector<MicroBatch> global_batch(int64_t step, int64_t mbs, int64_t gbs, int dp, int dp_rank, int64_t T) {
+  std::vector<MicroBatch> out;
+  const int64_t num_micro = gbs / (mbs * dp);
+  for (int64_t m = 0; m < num_micro; ++m) {
+    MicroBatch mb;
+    mb.B = mbs;
+    mb.T = T;
+    mb.first_sample = step * gbs + m * mbs * dp + dp_rank * mbs;
+    mb.tokens.resize(mbs * T);
+    mb.labels.resize(mbs * T);
+    mb.loss_mask.resize(mbs * T);
+    mb.position_ids.resize(mbs * T);
+    for (int64_t b = 0; b < mbs; ++b) {
+      fill_sample(mb.first_sample + b, T, mb.tokens.data() + b * T, mb.labels.data() + b * T,
+                  mb.loss_mask.data() + b * T);
+      for (int64_t t = 0; t < T; ++t) mb.position_ids[b * T + t] = static_cast<int32_t>(t);
+    }
+    out.push_back(std::move(mb));
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelConfig tiny_gpt_config() {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.num_attention_heads = 4;
+  c.kv_channels = 8;
+  c.num_query_groups = 4;
+  c.ffn_hidden_size = 64;
+  c.seq_length = 16;
+  c.max_position_embeddings = 16;
+  c.openai_gelu = true;
+  c.vocab_size = kVocab;
+  c.padded_vocab_size = 512;
+  c.attention_dropout = 0.1f;
+  c.hidden_dropout = 0.1f;
+  return c;
+}
+
+ModelConfig tiny_llama_config() {
+  ModelConfig c = tiny_gpt_config();
+  c.normalization = Normalization::kRMSNorm;
+  c.swiglu = true;
+  c.openai_gelu = false;
+  c.position_embedding_type = PositionEmbeddingType::kRope;
+  c.untie_embeddings_and_output_weights = true;
+  c.add_bias_linear = false;
+  c.num_attention_heads = 8;
+  c.kv_channels = 4;
+  c.group_query_attention = true;
+  c.num_query_groups = 4;
+  c.norm_epsilon = 1e-6f;
+  return c;
+}
+
+double normwise_error(const std::vector<float>& a, const std::vector<float>& b) {
+  MS_CHECK(a.size() == b.size(), "size mismatch");
+  double diff = 0.0, ref = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / std::max(ref, 1e-30);
+}
+
+RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWorld& world, bool single) {
+  std::unique_ptr<ParallelState> ps;
+  if (single) {
+    ps = ParallelState::single_process();
+  } else {
+    ParallelConfig pc;
+    pc.tensor_model_parallel_size = layout.tp;
+    auto s = initialize_model_parallel(pc, world);
+    MS_CHECK_OK(s.status());
+    ps = std::move(*s);
+  }
+  const bool sp = !single && layout.sequence_parallel && layout.tp > 1;
+  const KernelTable kernels = select_kernels(KernelOptions{.fast = true, .flash_attention = run.flash_attention});
+  Allocator alloc;
+  GPTModel model(run.model, *ps, sp);
+  BufferOptions bo;
+  bo.pad_for_distributed_optimizer = !single && layout.distributed_optimizer;
+  bo.data_parallel_size = ps->dp_cp().size();
+  bo.bucket_size = single ? 0 : layout.bucket_size;
+  ParamAndGradBuffer buffer(model.registry(), alloc, bo);
+  initialize_parameters(model.registry(), run.seed, ps->tp_rank, ps->sizes.tensor);
+  DdpConfig dc;
+  dc.use_distributed_optimizer = bo.pad_for_distributed_optimizer;
+  dc.overlap_grad_reduce = !single && layout.overlap_grad_reduce;
+  dc.overlap_param_gather = !single && layout.overlap_param_gather;
+  DistributedDataParallel ddp(buffer, *ps, dc, alloc);
+  OptimizerConfig oc;
+  oc.lr = run.lr;
+  oc.min_lr = run.lr / 10;
+  oc.lr_warmup_iters = 2;
+  oc.lr_decay_style = LrDecayStyle::kCosine;
+  oc.weight_decay = 0.1f;
+  oc.clip_grad = 1.0f;
+  oc.adam_eps = run.adam_eps;
+  Optimizer optimizer(oc, buffer, *ps, alloc, kernels, dc.use_distributed_optimizer);
+  LrScheduler scheduler(oc, run.steps);
+  ForwardContext ctx;
+  ctx.kernels = &kernels;
+  ctx.alloc = &alloc;
+  ctx.ps = ps.get();
+  ctx.seed = run.seed;
+  ctx.sequence_parallel = sp;
+  ctx.gradient_accumulation_fusion = single || layout.gradient_accumulation_fusion;
+
+  RunResult result;
+  const int dp = ps->dp_cp().size();
+  for (int step = 0; step < run.steps; ++step) {
+    const auto mbs = global_batch(step, run.micro_batch, run.global_batch, dp, ps->dp_rank, run.model.seq_length);
+    ctx.iteration = step + 1;
+    const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(step));
+    const double loss = ps->dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum) /
+                        ps->dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);
+    result.losses.push_back(loss);
+    result.grad_norms.push_back(r.optimizer.grad_norm);
+  }
+  ddp.finish_param_sync();
+  for (const auto& p : model.registry().params()) {
+    std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
+    unslice_from_rank(full.data(), p->w(), p->spec, ps->tp_rank, ps->sizes.tensor);
+    if (p->is_tensor_parallel()) ps->tp().all_reduce(full.data(), static_cast<int64_t>(full.size()));
+    result.weights[p->spec.name] = std::move(full);
+  }
+  const MemoryStats stats = alloc.stats();
+  result.param_bytes = stats.current_of(MemoryCategory::kParameters);
+  result.grad_bytes = stats.current_of(MemoryCategory::kGradients);
+  result.optimizer_bytes = stats.current_of(MemoryCategory::kOptimizerState);
+  result.num_params_local = model.registry().num_local_elements();
+  return result;
+}
+
+}  // namespace mindspeed::testing

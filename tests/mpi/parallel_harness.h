@@ -1,0 +1,61 @@
+// Trains a tiny model for a few steps under a given parallel layout on synthetic data that
+// every layout sees identically (Megatron's sampler slices of the same global batches), and
+// returns the per-step losses, gradient norms and the final weights gathered to full tensors.
+// The single-process reference is the same function with every size 1, run by each rank on
+// its own, so the comparison needs no files.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/configs.h"
+#include "parallel/initialize.h"
+
+namespace mindspeed::testing {
+
+struct LayoutOptions {
+  int tp = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  int64_t bucket_size = 0;  ///< elements; 0 = one bucket
+  bool gradient_accumulation_fusion = true;
+};
+
+struct RunOptions {
+  ModelConfig model;
+  int64_t micro_batch = 2;
+  int64_t global_batch = 8;
+  int steps = 10;
+  float lr = 1e-3f;
+  /// Adam's epsilon. Elements whose gradient is rounding noise (exactly zero in exact
+  /// arithmetic) get Adam steps of full size whose sign follows the noise; an epsilon above
+  /// the noise level keeps such elements still, so the weight comparison measures the
+  /// parallel arithmetic rather than Adam's conditioning.
+  float adam_eps = 1e-6f;
+  bool flash_attention = true;
+  uint64_t seed = 1234;
+};
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<double> grad_norms;
+  std::map<std::string, std::vector<float>> weights;  ///< full tensors by Megatron name
+  int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< this rank's allocator
+  int64_t num_params_local = 0;
+};
+
+/// Tiny GPT-2-style and LLaMA-style configurations (vocabulary padded to 512 for tp <= 4).
+ModelConfig tiny_gpt_config();
+ModelConfig tiny_llama_config();
+
+/// Runs on all ranks of `world` when layout is given (world size = tp * dp), or on this
+/// process alone when `single` is true.
+RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWorld& world, bool single);
+
+/// max |a-b| / max |b| over a tensor.
+double normwise_error(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace mindspeed::testing
