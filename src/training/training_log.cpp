@@ -23,7 +23,7 @@ std::string format_iteration_line(const IterationLog& l, const std::string& time
   s += fmt(" iteration %8lld/%8lld |", static_cast<long long>(l.iteration), static_cast<long long>(l.train_iters));
   s += fmt(" consumed samples: %12lld |", static_cast<long long>(l.consumed_samples));
   s += fmt(" elapsed time per iteration (ms): %.1f |", l.elapsed_ms_per_iteration);
-  s += fmt(" throughput per GPU (TFLOP/s/GPU): %.1f |", l.tflops_per_rank);
+  s += fmt(" throughput per GPU (TFLOP/s/GPU): %.3f |", l.tflops_per_rank);
   s += fmt(" learning rate: %.6E |", l.learning_rate);
   s += fmt(" global batch size: %5lld |", static_cast<long long>(l.global_batch_size));
   s += fmt(" lm loss: %.6E |", l.lm_loss);

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds, tokenises the embedded public-domain corpus
+# (the King James Bible, data/corpus) with the GPT-2 tokenizer once, then trains a small
+# GPT on 4 MPI ranks -- tensor parallel 2 x data parallel 2, with sequence parallelism, the
+# distributed optimizer and overlapped gradient reduction -- printing Megatron's iteration
+# lines, with the validation loss every 25 iterations. Extra arguments go to pretrain_gpt
+# (e.g. --train-iters 50).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install_deps.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)" --target pretrain_gpt preprocess_data
+BUILD=build/release
+DATA=$BUILD/data/kjv
+if [ ! -f "${DATA}_text_document.idx" ]; then
+  mkdir -p "$BUILD/data"
+  "$BUILD/tools/preprocess_data" --input data/corpus/kjv.jsonl.gz --output-prefix "$DATA" \
+    --tokenizer-type GPT2BPETokenizer --vocab-file data/gpt2/gpt2-vocab.json \
+    --merge-file data/gpt2/gpt2-merges.txt --append-eod --log-interval 400
+fi
+NP=${NP:-4}
+exec mpirun --oversubscribe --bind-to none -np "$NP" -x OMP_WAIT_POLICY=PASSIVE \
+  "$BUILD/apps/pretrain_gpt" \
+  --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce \
+  --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 \
+  --openai-gelu --micro-batch-size 4 --global-batch-size 16 --train-iters 100 \
+  --lr 2e-3 --min-lr 2e-4 --lr-decay-style cosine --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 \
+  --attention-dropout 0.0 --hidden-dropout 0.0 --use-flash-attn \
+  --data-path "${DATA}_text_document" --split 98,2,0 \
+  --tokenizer-type GPT2BPETokenizer --vocab-file data/gpt2/gpt2-vocab.json --merge-file data/gpt2/gpt2-merges.txt \
+  --log-interval 10 --eval-interval 25 --eval-iters 5 "$@"
