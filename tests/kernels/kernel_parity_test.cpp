@@ -84,7 +84,8 @@ TEST_P(RowKernelTest, GeluBothForms) {
     EXPECT_TRUE(all_close(y2, y1, 2e-6, 1e-7));
     ref::gelu_backward(d1.data(), dy.data(), x.data(), n, approx);
     cpu::gelu_backward(d2.data(), dy.data(), x.data(), n, approx);
-    EXPECT_TRUE(all_close(d2, d1, 2e-6, 1e-7));
+    // GELU' = Phi + x phi cancels near x = -0.75; the fp32 result carries ~1e-7 absolute error.
+    EXPECT_TRUE(all_close(d2, d1, 2e-6, 5e-7));
   }
 }
 
@@ -175,7 +176,7 @@ TEST(Dropout, SequenceShardsReproduceTheWholeMask) {
     DropoutSpec part = whole;
     part.t_offset = shard * T / 2;
     const int64_t off = shard * N * C / 2;
-    ref::bias_dropout_add_forward(half.data(), x.data() + off, nullptr, r.data() + off, N / 2, C, part);
+    cpu::bias_dropout_add_forward(half.data(), x.data() + off, nullptr, r.data() + off, N / 2, C, part);
     for (int64_t i = 0; i < N * C / 2; ++i) EXPECT_EQ(half[i], y[off + i]);
   }
 }
