@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "datasets/gpt_dataset.h"
 #include "distributed/param_and_grad_buffer.h"
 
 namespace mindspeed {
@@ -124,6 +125,56 @@ TEST_P(GptModelTest, FastKernelsMatchReferenceKernels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GptModelTest, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+}  // namespace
+}  // namespace mindspeed
+
+namespace mindspeed {
+namespace {
+
+// EOD reset (--reset-position-ids --reset-attention-mask): a sample packing two documents
+// has the loss and the gradients of the two documents run on their own, each with its own
+// positions from 0, for learned positions and rotary, core and flash attention.
+class EodResetTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(EodResetTest, PackedDocumentsEqualSeparateDocuments) {
+  const auto [llama, flash] = GetParam();
+  constexpr int32_t kEod = 1000;
+  const int64_t T = 48, split = 17;  // document A = positions [0, 17) ending in EOD, B = the rest
+  MicroBatch packed = batch(0, 1, T);
+  packed.tokens[split - 1] = kEod;
+  packed.position_ids.assign(T, 0);
+  packed.doc_start.assign(T, 0);
+  std::vector<float> mask(T);
+  get_ltor_masks_and_position_ids(packed.tokens.data(), T, kEod, /*reset_position_ids=*/true,
+                                  /*reset_attention_mask=*/true, /*eod_mask_loss=*/false, mask.data(),
+                                  packed.position_ids.data(), packed.doc_start.data(), nullptr);
+  ASSERT_EQ(packed.position_ids[split], 0);
+  ASSERT_EQ(packed.doc_start[T - 1], split);
+  auto piece = [&](int64_t begin, int64_t end) {
+    MicroBatch mb;
+    mb.B = 1;
+    mb.T = end - begin;
+    mb.tokens.assign(packed.tokens.begin() + begin, packed.tokens.begin() + end);
+    mb.labels.assign(packed.labels.begin() + begin, packed.labels.begin() + end);
+    mb.loss_mask.assign(mb.T, 1.0f);
+    for (int64_t t = 0; t < mb.T; ++t) mb.position_ids.push_back(static_cast<int32_t>(t));
+    return mb;
+  };
+  ModelRig rig(llama, KernelOptions{.fast = true, .flash_attention = flash});
+  const double packed_loss = rig.run({packed});
+  const auto packed_grads = rig.grads();
+  const double separate_loss = rig.run({piece(0, split), piece(split, T)});
+  EXPECT_NEAR(packed_loss, separate_loss, 1e-5 * separate_loss);
+  EXPECT_LE(rel(packed_grads, rig.grads()), 1e-5);
+  // Without the reset the documents see each other and the loss differs.
+  MicroBatch plain = packed;
+  plain.doc_start.clear();
+  for (int64_t t = 0; t < T; ++t) plain.position_ids[t] = static_cast<int32_t>(t);
+  EXPECT_GT(std::fabs(rig.run({plain}) - separate_loss), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, EodResetTest, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
 }  // namespace
 }  // namespace mindspeed

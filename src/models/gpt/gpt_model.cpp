@@ -65,9 +65,11 @@ const Parameter* GPTModel::output_weight() const {
 }
 
 int64_t GPTModel::loss_chunk_rows(int64_t N) const {
-  // About 32 MiB of logits per chunk, at least 64 rows (GEMM efficiency).
+  // About 256 MiB of logits per chunk (at least 64 rows): large enough that the output
+  // layer's weight-gradient GEMM (K = rows) runs near the GEMM peak, still well below the
+  // whole [tokens, vocab] logits other implementations keep.
   const int64_t v = config_.padded_vocab_size / tp_size_;
-  const int64_t rows = std::max<int64_t>(64, (int64_t{32} << 20) / (4 * v));
+  const int64_t rows = std::max<int64_t>(64, (int64_t{256} << 20) / (4 * v));
   return std::min(N, rows);
 }
 
