@@ -143,9 +143,6 @@ Status validate_training(TrainingConfig& t, const ParallelConfig& p, int world_s
   if (t.eval_interval <= 0) return invalid_argument("--eval-interval must be positive");
   if (t.eval_iters < 0) return invalid_argument("--eval-iters must not be negative");
   if (t.peak_tflops < 0.0) return invalid_argument("--peak-tflops must not be negative");
-  if (t.bf16) {
-    return unimplemented("--bf16: bf16 mixed precision is not implemented yet in mindspeed-cpp (train in fp32)");
-  }
   return ok_status();
 }
 

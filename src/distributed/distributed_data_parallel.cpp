@@ -86,10 +86,10 @@ void DistributedDataParallel::finish_grad_sync() {
 void DistributedDataParallel::launch_param_sync(size_t b) {
   const Bucket& bucket = buffer_.buckets()[b];
   ProcessGroup& group = ps_.dp_cp();
-  MS_CHECK(buffer_.param_dtype() == DType::kFloat32, "parameter all-gather of bf16 buffers");
-  float* params = static_cast<float*>(buffer_.param_data()) + bucket.offset;
-  const int64_t shard = bucket.numel / group.size();
-  param_work_[b] = group.all_gather_async(params, params + group.rank() * shard, shard);
+  const int64_t width = dtype_size(buffer_.param_dtype());
+  char* params = static_cast<char*>(buffer_.param_data()) + bucket.offset * width;
+  const int64_t shard_bytes = bucket.numel / group.size() * width;
+  param_work_[b] = group.all_gather_bytes_async(params, params + group.rank() * shard_bytes, shard_bytes);
 }
 
 void DistributedDataParallel::start_param_sync() {

@@ -64,11 +64,9 @@ void ParamAndGradBuffer::zero_grad() {
 void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, int tp_rank,
                            int tp_size) {
   for (const auto& p : registry.params()) {
-    MS_CHECK(p->data.dtype == DType::kFloat32, "initialize_parameters expects fp32 storage for ",
-             p->spec.name);
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()));
     init_full_tensor(full.data(), p->spec, seed);
-    slice_for_rank(p->w(), full.data(), p->spec, tp_rank, tp_size);
+    set_parameter_from_full(*p, full.data(), tp_rank, tp_size);
   }
 }
 

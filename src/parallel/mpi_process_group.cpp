@@ -2,6 +2,7 @@
 #include "parallel/mpi_process_group.h"
 
 #include <climits>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -177,6 +178,19 @@ class MpiProcessGroup final : public ProcessGroup {
     return async([=, this] {
       mpi_check(MPI_Reduce_scatter_block(in, out, count, MPI_FLOAT, to_mpi(op), async_comm_), "Reduce_scatter",
                 name_);
+    });
+  }
+  std::unique_ptr<Work> all_gather_bytes_async(void* out, const void* in, int64_t bytes) override {
+    stats_.record(CollectiveKind::kAllGather, bytes * size_);
+    const int count = checked_count(bytes, "all_gather_bytes");
+    if (size_ == 1) {
+      if (out != in) std::memmove(out, in, static_cast<size_t>(bytes));
+      return done();
+    }
+    return async([=, this] {
+      const bool in_place = in == static_cast<char*>(out) + static_cast<int64_t>(rank_) * bytes;
+      mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in, count, MPI_BYTE, out, count, MPI_BYTE, async_comm_),
+                "Allgather", name_);
     });
   }
   std::unique_ptr<Work> broadcast_async(void* data, int64_t bytes, int root) override {

@@ -57,6 +57,8 @@ class ProcessGroup {
   virtual std::unique_ptr<Work> reduce_scatter_async(float* out, const float* in, int64_t n,
                                                      ReduceOp op) = 0;
   virtual std::unique_ptr<Work> broadcast_async(void* data, int64_t bytes, int root) = 0;
+  /// all_gather of raw bytes (bf16 parameter shards): out holds size()*bytes.
+  virtual std::unique_ptr<Work> all_gather_bytes_async(void* out, const void* in, int64_t bytes) = 0;
   /// Variable-size all-to-all of fp32 rows: send_counts[r] floats go to rank r.
   virtual std::unique_ptr<Work> all_to_all_async(float* out, const std::vector<int64_t>& recv_counts,
                                                  const float* in,

@@ -1,6 +1,7 @@
 // ColumnParallelLinear and RowParallelLinear (layers.h).
 #include "tensor_parallel/layers.h"
 
+#include "core/precision.h"
 #include "kernels/blas/gemm.h"
 
 #include <algorithm>
@@ -47,6 +48,9 @@ void accumulate_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* 
   Tensor tmp = Tensor::zeros(*ctx.alloc, Shape{out, in}, DType::kFloat32, MemoryCategory::kWorkspace);
   Tensor tmp_b = Tensor::zeros(*ctx.alloc, Shape{b ? out : 1}, DType::kFloat32, MemoryCategory::kWorkspace);
   linear_backward_weight(tmp.f32(), b ? tmp_b.f32() : nullptr, dy, x, N, in, out);
+  // The unfused path of a bf16 model produces the weight gradient in bf16 before adding it
+  // to the fp32 main gradient (MindSpeed npu_matmul_add_fp32's note).
+  if (ctx.bf16) round_to_bf16_inplace(tmp.f32(), tmp.numel());
   float* g = w->g();
   const float* t = tmp.f32();
 #pragma omp parallel for schedule(static)

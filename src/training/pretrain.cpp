@@ -150,6 +150,7 @@ Status pretrain(Configs c, const MpiWorld& world) {
   Allocator alloc;
   GPTModel model(c.model, ps, c.parallel.sequence_parallel);
   BufferOptions bopts;
+  bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
   bopts.data_parallel_size = ps.dp_cp().size();
   if (c.parallel.overlap_grad_reduce) {
@@ -236,6 +237,7 @@ Status pretrain(Configs c, const MpiWorld& world) {
   ctx.seed = static_cast<uint64_t>(c.training.seed);
   ctx.sequence_parallel = c.parallel.sequence_parallel;
   ctx.gradient_accumulation_fusion = c.parallel.gradient_accumulation_fusion;
+  ctx.bf16 = c.training.bf16;
   ctx.hooks = &ddp;
   const double flops_per_iter = num_floating_point_operations(c.model, c.training.global_batch_size);
   const double tokens_per_iter = static_cast<double>(c.training.global_batch_size * c.model.seq_length);

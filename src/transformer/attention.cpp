@@ -1,6 +1,8 @@
 // SelfAttention (attention.h).
 #include "transformer/attention.h"
 
+#include "core/precision.h"
+
 #include <cmath>
 
 namespace mindspeed {
@@ -66,6 +68,9 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
     ctx.k().qkv_split_rope_forward(saved.q.f32(), saved.k.f32(), saved.v.f32(), qkv.f32(),
                                    mb.position_ids.data(), rope_cos_, rope_sin_, d.T, d.B, d.NQ,
                                    d.NKV, d.D);
+    if (ctx.bf16) {
+      for (Tensor* t : {&saved.q, &saved.k, &saved.v}) round_to_bf16_inplace(t->f32(), t->numel());
+    }
   }
   saved.context = Tensor(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kActivations);
   const DropoutSpec drop = dropout(ctx, mb);
@@ -82,6 +87,7 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
     ctx.k().core_attention_forward(saved.context.f32(), saved.probs.f32(), saved.q.f32(),
                                    saved.k.f32(), saved.v.f32(), mask, d, drop, ws.f32());
   }
+  if (ctx.bf16) round_to_bf16_inplace(saved.context.f32(), saved.context.numel());
   linear_proj_.forward(ctx, saved.context.f32(), out, N);
 }
 

@@ -46,6 +46,8 @@ struct ForwardContext {
   bool training = true;           ///< dropout on, gradients wanted
   bool sequence_parallel = false;  ///< activations outside TP regions are [s/tp, b, h]
   bool gradient_accumulation_fusion = true;  ///< false: --no-gradient-accumulation-fusion
+  /// --bf16: activations are rounded to bf16 where written and saved for backward in bf16.
+  bool bf16 = false;
   uint64_t seed = 1234;
   int64_t iteration = 0;          ///< keys the dropout masks with the micro-batch's samples
   ParameterHooks* hooks = nullptr;  ///< data-parallel overlap; null = none

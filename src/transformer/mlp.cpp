@@ -1,6 +1,8 @@
 // MLP (mlp.h).
 #include "transformer/mlp.h"
 
+#include "core/precision.h"
+
 #include <cmath>
 
 namespace mindspeed {
@@ -28,12 +30,14 @@ void MLP::forward(const ForwardContext& ctx, const float* x, int64_t N, float* o
   Allocator& a = *ctx.alloc;
   saved.fc1_out = Tensor(a, Shape{N, linear_fc1_.out_local()}, DType::kFloat32, MemoryCategory::kActivations);
   linear_fc1_.forward(ctx, x, saved.fc1_out.f32(), N);
+  if (ctx.bf16) round_to_bf16_inplace(saved.fc1_out.f32(), saved.fc1_out.numel());
   saved.act_out = Tensor(a, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kActivations);
   if (swiglu_) {
     ctx.k().swiglu_forward(saved.act_out.f32(), saved.fc1_out.f32(), N, ffn_local_);
   } else {
     ctx.k().gelu_forward(saved.act_out.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
   }
+  if (ctx.bf16) round_to_bf16_inplace(saved.act_out.f32(), saved.act_out.numel());
   linear_fc2_.forward(ctx, saved.act_out.f32(), out, N);
 }
 

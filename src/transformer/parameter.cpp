@@ -5,9 +5,37 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/precision.h"
 #include "core/rng.h"
 
 namespace mindspeed {
+
+float* Parameter::w() const {
+  if (data.dtype == DType::kFloat32) return data.f32();
+  MS_CHECK(compute != nullptr, "bf16 parameter ", spec.name, " used outside a ComputeWeights scope");
+  return compute;
+}
+
+ComputeWeights::ComputeWeights(Allocator& alloc, const std::vector<Parameter*>& params) {
+  int64_t total = 0;
+  for (Parameter* p : params) {
+    if (p->data.dtype != DType::kBFloat16 || p->compute != nullptr) continue;
+    converted_.push_back(p);
+    total += p->local_shape.numel();
+  }
+  if (converted_.empty()) return;
+  storage_ = Tensor(alloc, Shape{total}, DType::kFloat32, MemoryCategory::kWorkspace);
+  float* at = storage_.f32();
+  for (Parameter* p : converted_) {
+    convert_to_fp32(at, p->data.bf(), p->local_shape.numel());
+    p->compute = at;
+    at += p->local_shape.numel();
+  }
+}
+
+ComputeWeights::~ComputeWeights() {
+  for (Parameter* p : converted_) p->compute = nullptr;
+}
 
 Parameter* ParameterRegistry::add(ParameterSpec spec, int tp_size) {
   MS_CHECK(find(spec.name) == nullptr, "parameter ", spec.name, " declared twice");
@@ -91,6 +119,17 @@ void slice_for_rank(float* out, const float* full, const ParameterSpec& spec, in
 void unslice_from_rank(float* full, const float* shard, const ParameterSpec& spec, int tp_rank,
                        int tp_size) {
   copy_shard(full, const_cast<float*>(shard), spec, tp_rank, tp_size, /*to_shard=*/false);
+}
+
+void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size) {
+  if (p.data.dtype == DType::kFloat32) {
+    slice_for_rank(p.data.f32(), full, p.spec, tp_rank, tp_size);
+    return;
+  }
+  MS_CHECK(p.data.dtype == DType::kBFloat16, p.spec.name, ": unsupported parameter dtype");
+  std::vector<float> shard(static_cast<size_t>(p.local_shape.numel()));
+  slice_for_rank(shard.data(), full, p.spec, tp_rank, tp_size);
+  convert_to_bf16(p.data.bf(), shard.data(), p.local_shape.numel());
 }
 
 void init_full_tensor(float* full, const ParameterSpec& spec, uint64_t seed) {

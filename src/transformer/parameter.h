@@ -37,13 +37,32 @@ struct ParameterSpec {
 struct Parameter {
   ParameterSpec spec;
   Shape local_shape;       ///< this rank's shard
-  TensorView data;         ///< into the parameter buffer
+  TensorView data;         ///< into the parameter buffer (fp32, or bf16 with --bf16)
   TensorView main_grad;    ///< fp32, into the gradient buffer (+= by backward)
   int64_t buffer_offset = -1;  ///< element offset in the buffers
+  /// fp32 values the kernels read when `data` is bf16: set only inside a ComputeWeights scope.
+  float* compute = nullptr;
 
   bool is_tensor_parallel() const { return spec.split != TensorParallelSplit::kReplicated; }
-  float* w() const { return data.f32(); }
+  /// The weights as fp32 for the kernels.
+  float* w() const;
   float* g() const { return main_grad.f32(); }
+};
+
+/// Makes bf16 parameters readable as fp32 for the lifetime of the scope (one workspace
+/// conversion per module use, so no permanent fp32 copy exists beside the fp32 main
+/// parameters of the optimizer). A no-op for fp32 parameters and for parameters an
+/// enclosing scope already converted.
+class ComputeWeights {
+ public:
+  ComputeWeights(Allocator& alloc, const std::vector<Parameter*>& params);
+  ~ComputeWeights();
+  ComputeWeights(const ComputeWeights&) = delete;
+  ComputeWeights& operator=(const ComputeWeights&) = delete;
+
+ private:
+  std::vector<Parameter*> converted_;
+  Tensor storage_;
 };
 
 /// Owns the Parameter records of one model (stable addresses for the modules).
@@ -65,6 +84,8 @@ void slice_for_rank(float* out, const float* full, const ParameterSpec& spec, in
 /// The inverse: writes this rank's shard into its place in the full tensor.
 void unslice_from_rank(float* full, const float* shard, const ParameterSpec& spec, int tp_rank,
                        int tp_size);
+/// Stores this rank's shard of the full tensor into the parameter (fp32 or bf16 storage).
+void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size);
 /// Generates the full tensor from (seed, hash of the name): every parallel layout slices the
 /// same master weight, like Megatron's --use-cpu-initialization.
 void init_full_tensor(float* full, const ParameterSpec& spec, uint64_t seed);

@@ -1,6 +1,8 @@
 // TransformerLayer (transformer_layer.h).
 #include "transformer/transformer_layer.h"
 
+#include "core/precision.h"
+
 namespace mindspeed {
 namespace {
 std::string layer_prefix(int64_t index) { return "decoder.layers." + std::to_string(index); }
@@ -34,12 +36,34 @@ DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const 
   return spec;
 }
 
-void TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb,
-                               const float* input, Saved& saved) const {
+void TransformerLayer::Saved::compact(Allocator& alloc) {
+  const auto c = MemoryCategory::kActivations;
+  for (Tensor* t : {&input, &input_layernorm.out, &self_attention.q, &self_attention.k, &self_attention.v,
+                    &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out}) {
+    compact_to_bf16(alloc, *t, c);
+  }
+}
+
+void TransformerLayer::Saved::expand(Allocator& alloc) {
+  const auto c = MemoryCategory::kActivations;
+  for (Tensor* t : {&input, &input_layernorm.out, &self_attention.q, &self_attention.k, &self_attention.v,
+                    &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out}) {
+    expand_to_fp32(alloc, *t, c);
+  }
+}
+
+Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input_tensor,
+                                 Saved& saved) const {
   Allocator& a = *ctx.alloc;
   const int64_t N = mb.T * mb.B, n = ctx.local_rows(N);
-  saved.input = input;
+  // bf16: what a bf16 kernel would have written (the values saved for backward are these).
+  auto round = [&](Tensor& t) {
+    if (ctx.bf16) round_to_bf16_inplace(t.f32(), t.numel());
+  };
+  saved.input = std::move(input_tensor);
+  const float* input = saved.input.f32();
   input_layernorm_.forward(ctx, input, n, saved.input_layernorm);
+  round(saved.input_layernorm.out);
   Tensor branch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   self_attention_.forward(ctx, mb, saved.input_layernorm.out.f32(), branch.f32(),
                           saved.self_attention);
@@ -48,18 +72,24 @@ void TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb,
   ctx.k().bias_dropout_add_forward(saved.mid.f32(), branch.f32(), proj_bias ? proj_bias->w() : nullptr,
                                    input, n, hidden_,
                                    residual_dropout(ctx, mb, DropoutSite::kAttentionOutput));
+  round(saved.mid);
   pre_mlp_layernorm_.forward(ctx, saved.mid.f32(), n, saved.pre_mlp_layernorm);
+  round(saved.pre_mlp_layernorm.out);
   mlp_.forward(ctx, saved.pre_mlp_layernorm.out.f32(), N, branch.f32(), saved.mlp);
-  saved.output = Tensor(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
+  Tensor output(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
   Parameter* fc2_bias = mlp_.fc2_bias();
-  ctx.k().bias_dropout_add_forward(saved.output.f32(), branch.f32(),
-                                   fc2_bias ? fc2_bias->w() : nullptr, saved.mid.f32(), n, hidden_,
+  ctx.k().bias_dropout_add_forward(output.f32(), branch.f32(), fc2_bias ? fc2_bias->w() : nullptr,
+                                   saved.mid.f32(), n, hidden_,
                                    residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
+  round(output);
+  if (ctx.bf16) saved.compact(a);
+  return output;
 }
 
-void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb,
-                                const Saved& saved, float* dresid) const {
+void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved,
+                                float* dresid) const {
   Allocator& a = *ctx.alloc;
+  saved.expand(a);
   const int64_t N = mb.T * mb.B, n = ctx.local_rows(N);
   Tensor dbranch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   Tensor dnorm(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
@@ -76,7 +106,7 @@ void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb,
                                     residual_dropout(ctx, mb, DropoutSite::kAttentionOutput));
   self_attention_.backward(ctx, mb, saved.self_attention, saved.input_layernorm.out.f32(),
                            dbranch.f32(), dnorm.f32());
-  input_layernorm_.backward(ctx, saved.input_layernorm, saved.input, dnorm.f32(), dresid, n);
+  input_layernorm_.backward(ctx, saved.input_layernorm, saved.input.f32(), dnorm.f32(), dresid, n);
 }
 
 }  // namespace mindspeed

@@ -3,6 +3,9 @@
 //   out = mid + dropout(mlp(pre_mlp_layernorm(mid)) + fc2_bias)
 // Backward runs the residual stream's gradient through one [n, h] buffer in place; n = N rows,
 // or N/tp with sequence parallelism (norms, dropout and residuals then see [s/tp, b, h]).
+// The layer owns its input (the previous layer's output, moved in) for backward. With --bf16
+// every saved activation is rounded to bf16 when produced and kept in bf16 between forward
+// and backward (Saved::compact / expand); statistics (mean, rstd, lse) stay fp32.
 #pragma once
 
 #include <string>
@@ -19,24 +22,25 @@ namespace mindspeed {
 class TransformerLayer {
  public:
   struct Saved {
-    const float* input = nullptr;  ///< [n, h], owned by the previous layer or the embedding
+    Tensor input;                  ///< [n, h]
     Norm::Saved input_layernorm;
     SelfAttention::Saved self_attention;
-    Tensor mid;                    ///< [N, h] residual after attention
+    Tensor mid;                    ///< [n, h] residual after attention
     Norm::Saved pre_mlp_layernorm;
     MLP::Saved mlp;
-    Tensor output;                 ///< [N, h]
+    /// bf16 storage of the saved activations (forward end) and back to fp32 (backward start).
+    void compact(Allocator& alloc);
+    void expand(Allocator& alloc);
   };
 
   /// layer_index: global 0-based index (Megatron's layer_number - 1).
   TransformerLayer(ParameterRegistry& registry, const ModelConfig& config, int64_t layer_index,
                    int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos,
                    const float* rope_sin);
-  void forward(const ForwardContext& ctx, const MicroBatch& mb, const float* input,
-               Saved& saved) const;
+  /// Takes the input [n, h] and returns the output [n, h].
+  Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved) const;
   /// dresid [N, h]: in, the gradient of the layer's output; out, that of its input.
-  void backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,
-                float* dresid) const;
+  void backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved, float* dresid) const;
 
  private:
   DropoutSpec residual_dropout(const ForwardContext& ctx, const MicroBatch& mb,

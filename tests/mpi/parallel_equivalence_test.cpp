@@ -82,6 +82,35 @@ std::string case_name(const ::testing::TestParamInfo<ParallelEquivalence::ParamT
 INSTANTIATE_TEST_SUITE_P(Layouts, ParallelEquivalence,
                          ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()), case_name);
 
+// bf16: parameters and saved activations in bf16, fp32 main parameters and gradients. The
+// bf16 run follows the fp32 run within 2 % on the loss, and a bf16 layout (TP2 x DP with the
+// distributed optimizer, overlap, and both gradient-accumulation paths) follows the
+// single-process bf16 run within 1 %.
+TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
+  const MpiWorld& world = mpi_world();
+  if (world.size != 4) GTEST_SKIP();
+  for (bool llama : {false, true}) {
+    RunOptions run;
+    run.model = llama ? tiny_llama_config() : tiny_gpt_config();
+    const RunResult fp32 = train(run, {}, world, true);
+    const RunResult bf16 = train(run, {.bf16 = true}, world, true);
+    for (size_t s = 0; s < fp32.losses.size(); ++s) {
+      EXPECT_NEAR(bf16.losses[s], fp32.losses[s], 2e-2 * fp32.losses[s]) << "step " << s + 1;
+    }
+    EXPECT_NE(bf16.losses, fp32.losses) << "bf16 must actually round";
+    for (bool fusion : {true, false}) {
+      const RunResult layout = train(run,
+                                     {.tp = 2, .sequence_parallel = true, .distributed_optimizer = true,
+                                      .overlap_grad_reduce = true, .overlap_param_gather = true,
+                                      .gradient_accumulation_fusion = fusion, .bf16 = true},
+                                     world, false);
+      for (size_t s = 0; s < bf16.losses.size(); ++s) {
+        EXPECT_NEAR(layout.losses[s], bf16.losses[s], 1e-2 * bf16.losses[s]) << "step " << s + 1;
+      }
+    }
+  }
+}
+
 TEST(Determinism, TwoRunsOfOneLayoutAreBitwiseIdentical) {
   const MpiWorld& world = mpi_world();
   if (world.size != 2 && world.size != 4) GTEST_SKIP();
@@ -99,6 +128,7 @@ TEST(Determinism, TwoRunsOfOneLayoutAreBitwiseIdentical) {
 
 TEST(DistributedOptimizer, BytesPerParameterFollowTheFormula) {
   // fp32 parameters and gradients: 4 + 4 bytes per parameter; Adam moments 8/DP (sharded).
+  // (Megatron's table: fp32 8 + 8/DP; bf16 6 + 12/DP.)
   const MpiWorld& world = mpi_world();
   if (world.size < 2) GTEST_SKIP();
   RunOptions run;
@@ -118,6 +148,15 @@ TEST(DistributedOptimizer, BytesPerParameterFollowTheFormula) {
   EXPECT_NEAR((r.param_bytes + r.grad_bytes + r.optimizer_bytes) / n, 8.0 + 8.0 / dp, 0.1);
   const RunResult plain = train(run, {.tp = 1}, world, false);
   EXPECT_NEAR(plain.optimizer_bytes / static_cast<double>(plain.num_params_local), 8.0, 0.01);
+
+  // bf16 parameters, fp32 gradients: 2 + 4 bytes; fp32 main parameters and both moments
+  // (12 bytes) sharded: 6 + 12/DP.
+  const RunResult b = train(run, {.tp = 1, .distributed_optimizer = true, .bf16 = true}, world, false);
+  const double nb = static_cast<double>(b.num_params_local);
+  EXPECT_NEAR(b.param_bytes / nb, 2.0, 0.02);
+  EXPECT_NEAR(b.grad_bytes / nb, 4.0, 0.04);
+  EXPECT_NEAR(b.optimizer_bytes / nb, 12.0 / dp, 0.01 * 12.0 / dp + 0.01);
+  EXPECT_NEAR((b.param_bytes + b.grad_bytes + b.optimizer_bytes) / nb, 6.0 + 12.0 / dp, 0.1);
 }
 
 }  // namespace

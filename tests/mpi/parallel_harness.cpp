@@ -116,6 +116,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   Allocator alloc;
   GPTModel model(run.model, *ps, sp);
   BufferOptions bo;
+  bo.param_dtype = layout.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bo.pad_for_distributed_optimizer = !single && layout.distributed_optimizer;
   bo.data_parallel_size = ps->dp_cp().size();
   bo.bucket_size = single ? 0 : layout.bucket_size;
@@ -143,6 +144,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.seed = run.seed;
   ctx.sequence_parallel = sp;
   ctx.gradient_accumulation_fusion = single || layout.gradient_accumulation_fusion;
+  ctx.bf16 = layout.bf16;
 
   RunResult result;
   const int dp = ps->dp_cp().size();
@@ -158,6 +160,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ddp.finish_param_sync();
   for (const auto& p : model.registry().params()) {
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
+    ComputeWeights w(alloc, {p.get()});
     unslice_from_rank(full.data(), p->w(), p->spec, ps->tp_rank, ps->sizes.tensor);
     if (p->is_tensor_parallel()) ps->tp().all_reduce(full.data(), static_cast<int64_t>(full.size()));
     result.weights[p->spec.name] = std::move(full);

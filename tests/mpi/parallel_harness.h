@@ -22,6 +22,7 @@ struct LayoutOptions {
   bool overlap_param_gather = false;
   int64_t bucket_size = 0;  ///< elements; 0 = one bucket
   bool gradient_accumulation_fusion = true;
+  bool bf16 = false;  ///< --bf16 (also for the single-process reference when set there)
 };
 
 struct RunOptions {

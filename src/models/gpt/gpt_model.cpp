@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/precision.h"
 #include "kernels/blas/gemm.h"
 #include "tensor_parallel/cross_entropy.h"
 
@@ -77,19 +78,30 @@ void GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Save
   MS_CHECK(ctx.sequence_parallel == sequence_parallel_, "forward context and model disagree on sequence parallelism");
   const int64_t N = ctx.local_rows(mb.B * mb.T);
   if (ctx.hooks) ctx.hooks->before_forward(embedding_params_);
-  embedding_->forward(ctx, mb, saved.embedding);
+  Tensor hidden;
+  {
+    ComputeWeights w(*ctx.alloc, embedding_params_);
+    embedding_->forward(ctx, mb, saved.embedding);
+    hidden = std::move(saved.embedding.output);
+    if (ctx.bf16) round_to_bf16_inplace(hidden.f32(), hidden.numel());
+  }
   saved.layers.resize(layers_.size());
-  const float* hidden = saved.embedding.output.f32();
   for (size_t l = 0; l < layers_.size(); ++l) {
     if (ctx.hooks) ctx.hooks->before_forward(layer_params_[l]);
-    layers_[l]->forward(ctx, mb, hidden, saved.layers[l]);
-    hidden = saved.layers[l].output.f32();
+    ComputeWeights w(*ctx.alloc, layer_params_[l]);
+    hidden = layers_[l]->forward(ctx, mb, std::move(hidden), saved.layers[l]);
   }
   if (ctx.hooks) {
     ctx.hooks->before_forward(final_norm_params_);
     ctx.hooks->before_forward(output_params_);
   }
-  final_layernorm_->forward(ctx, hidden, N, saved.final_layernorm);
+  ComputeWeights w(*ctx.alloc, final_norm_params_);
+  saved.final_input = std::move(hidden);
+  final_layernorm_->forward(ctx, saved.final_input.f32(), N, saved.final_layernorm);
+  if (ctx.bf16) {
+    round_to_bf16_inplace(saved.final_layernorm.out.f32(), saved.final_layernorm.out.numel());
+    compact_to_bf16(*ctx.alloc, saved.final_input, MemoryCategory::kActivations);
+  }
 }
 
 GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch& mb,
@@ -110,6 +122,7 @@ GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch
   }
 
   const Parameter* w_out = output_weight();
+  ComputeWeights w(a, {const_cast<Parameter*>(w_out)});
   const int64_t V = config_.padded_vocab_size / tp_size_;
   const int64_t vocab_start = tp_rank_ * V;
   ProcessGroup& tp = ctx.ps->tp();
@@ -150,6 +163,7 @@ GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch
   if (ctx.training && ctx.sequence_parallel) {
     tp.reduce_scatter(saved.final_norm_grad.f32(), dx_all, N / tp.size() * H);
   }
+  saved.final_layernorm.out.reset();  // only the loss needed it
   LossSums sums;
   for (int64_t n = 0; n < N; ++n) {
     sums.loss_sum += static_cast<double>(losses[n]) * mask[n];
@@ -163,14 +177,21 @@ void GPTModel::backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& 
   // The output layer's gradient was completed in forward (fused loss).
   if (ctx.hooks) ctx.hooks->grads_ready(output_params_);
   Tensor dresid = Tensor::zeros(*ctx.alloc, Shape{N, H}, DType::kFloat32, MemoryCategory::kWorkspace);
-  const float* last = layers_.empty() ? saved.embedding.output.f32() : saved.layers.back().output.f32();
-  final_layernorm_->backward(ctx, saved.final_layernorm, last, saved.final_norm_grad.f32(),
-                             dresid.f32(), N);
+  {
+    ComputeWeights w(*ctx.alloc, final_norm_params_);
+    expand_to_fp32(*ctx.alloc, saved.final_input, MemoryCategory::kActivations);
+    final_layernorm_->backward(ctx, saved.final_layernorm, saved.final_input.f32(), saved.final_norm_grad.f32(),
+                               dresid.f32(), N);
+  }
   saved.final_norm_grad.reset();
+  saved.final_input.reset();
   saved.final_layernorm = {};
   if (ctx.hooks) ctx.hooks->grads_ready(final_norm_params_);
   for (size_t l = layers_.size(); l-- > 0;) {
-    layers_[l]->backward(ctx, mb, saved.layers[l], dresid.f32());
+    {
+      ComputeWeights w(*ctx.alloc, layer_params_[l]);
+      layers_[l]->backward(ctx, mb, saved.layers[l], dresid.f32());
+    }
     saved.layers[l] = {};  // free this layer's activations as soon as they are used
     if (ctx.hooks) ctx.hooks->grads_ready(layer_params_[l]);
   }
@@ -195,6 +216,7 @@ void GPTModel::compute_logits(const ForwardContext& ctx, const MicroBatch& mb,
     x = x_full.f32();
   }
   Tensor sb(*ctx.alloc, Shape{B * T, V}, DType::kFloat32, MemoryCategory::kWorkspace);
+  ComputeWeights w(*ctx.alloc, {const_cast<Parameter*>(output_weight())});
   linear_forward(sb.f32(), x, output_weight()->w(), nullptr, B * T, H, V);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t b = 0; b < B; ++b)

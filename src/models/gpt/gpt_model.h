@@ -26,6 +26,7 @@ class GPTModel {
   struct Saved {
     LanguageModelEmbedding::Saved embedding;
     std::vector<TransformerLayer::Saved> layers;
+    Tensor final_input;      ///< [n, h]: the last layer's output (bf16 storage with --bf16)
     Norm::Saved final_layernorm;
     Tensor final_norm_grad;  ///< [n, h]: d loss / d final_layernorm output (training only)
     Tensor labels;           ///< [N] in [s, b] order

@@ -324,8 +324,7 @@ Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const Paralle
     if (static_cast<int64_t>(full.size()) != p->spec.global_shape.numel()) {
       return internal_error(m.ours, ": imported ", full.size(), " values for ", p->spec.global_shape.to_string());
     }
-    if (p->data.dtype != DType::kFloat32) return unimplemented("loading into non-fp32 parameters");
-    slice_for_rank(p->w(), full.data(), p->spec, ps.tp_rank, ps.sizes.tensor);
+    set_parameter_from_full(*p, full.data(), ps.tp_rank, ps.sizes.tensor);
   }
   return ok_status();
 }
