@@ -23,7 +23,7 @@
 namespace mindspeed::cpu {
 namespace {
 constexpr int64_t kBlockQ = 64;
-constexpr int64_t kBlockK = 128;
+constexpr int64_t kBlockK = 256;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 inline int64_t first_key(const AttentionMask& mask, int64_t b, int64_t t, int64_t T) {
