@@ -1,0 +1,109 @@
+// Safetensors reader and writer: round trip, dtype conversions, and every kind of damage a
+// file can have (truncation, a header length past the end, bad JSON, offsets outside the
+// data, sizes that do not match the shape, overlapping tensors, unknown dtypes) is an error
+// that names the file and the tensor, never a crash.
+#include "checkpointing/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace mindspeed {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return "/tmp/ms_safetensors_" + std::to_string(getpid()) + "_" + name;
+}
+
+void write_raw(const std::string& path, const std::string& header, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t n = header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << header << data;
+}
+
+TEST(Safetensors, RoundTripAndConversions) {
+  const std::string path = temp_path("ok.safetensors");
+  ASSERT_TRUE(write_safetensors(path, {{"a", {2, 3}, {1, 2, 3, 4, 5, 6}, {}}, {"ids", {2}, {}, {7, -1}}},
+                                {{"format", "pt"}})
+                  .ok());
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(f->metadata().at("format"), "pt");
+  auto a = f->read_f32("a", {2, 3});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)[5], 6.0f);
+  EXPECT_EQ(f->read_i32("ids").value(), (std::vector<int32_t>{7, -1}));
+  auto wrong = f->read_f32("a", {3, 2});
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("shape [2,3,] but the model needs [3,2,]"), std::string::npos);
+  EXPECT_EQ(f->read_f32("missing").status().code(), StatusCode::kNotFound);
+  // bf16 (0x3fc0 = 1.5) and f16 (0x3e00 = 1.5) are widened to fp32.
+  const std::string p2 = temp_path("half.safetensors");
+  write_raw(p2, R"({"b":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]},"h":{"dtype":"F16","shape":[1],"data_offsets":[2,4]}})",
+            std::string("\xc0\x3f\x00\x3e", 4));
+  auto h = SafetensorsFile::open(p2);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(h->read_f32("b").value()[0], 1.5f);
+  EXPECT_EQ(h->read_f32("h").value()[0], 1.5f);
+  std::remove(path.c_str());
+  std::remove(p2.c_str());
+}
+
+struct Damage {
+  const char* name;
+  std::string header;
+  std::string data;
+  const char* message;
+};
+
+TEST(Safetensors, DamagedFilesAreErrorsNamingTheProblem) {
+  const std::string good_data(8, '\0');
+  const Damage cases[] = {
+      {"offsets_past_end", R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", good_data, "fall outside"},
+      {"size_mismatch", R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", good_data, "need 12"},
+      {"overlap", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       good_data, "overlap"},
+      {"bad_json", R"({"x":{"dtype":"F32",)", good_data, "not a JSON object"},
+      {"unknown_dtype", R"({"x":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", good_data, "unknown dtype"},
+      {"missing_fields", R"({"x":{"dtype":"F32"}})", good_data, "needs dtype, shape and data_offsets"},
+  };
+  for (const Damage& d : cases) {
+    const std::string path = temp_path(d.name);
+    write_raw(path, d.header, d.data);
+    auto f = SafetensorsFile::open(path);
+    ASSERT_FALSE(f.ok()) << d.name;
+    EXPECT_NE(f.status().message().find(d.message), std::string::npos) << d.name << ": " << f.status().message();
+    EXPECT_NE(f.status().message().find(path), std::string::npos) << d.name;
+    std::remove(path.c_str());
+  }
+  // Header length beyond the file, and a file shorter than the length field.
+  const std::string p = temp_path("trunc");
+  {
+    std::ofstream out(p, std::ios::binary);
+    const uint64_t n = 1000;
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out << "{}";
+  }
+  EXPECT_EQ(SafetensorsFile::open(p).status().code(), StatusCode::kDataLoss);
+  {
+    std::ofstream out(p, std::ios::binary);
+    out << "abc";
+  }
+  EXPECT_EQ(SafetensorsFile::open(p).status().code(), StatusCode::kDataLoss);
+  std::remove(p.c_str());
+  EXPECT_EQ(SafetensorsFile::open(temp_path("absent")).status().code(), StatusCode::kNotFound);
+}
+
+TEST(Safetensors, WriteIsAtomic) {
+  // Writing into a directory that does not exist fails cleanly and leaves nothing behind.
+  const Status s = write_safetensors("/nonexistent_dir_ms/x.safetensors", {{"a", {1}, {1.0f}, {}}});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot create"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace mindspeed
