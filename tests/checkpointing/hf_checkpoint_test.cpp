@@ -46,12 +46,15 @@ TEST_P(HfRoundTrip, ExportThenImportIsTheIdentity) {
   std::filesystem::copy_file(fixture(GetParam()) + "/config.json", dir + "/config.json",
                              std::filesystem::copy_options::overwrite_existing);
   std::vector<SafetensorsTensorToWrite> tensors;
+  auto original = SafetensorsFile::open(fixture(GetParam()) + "/model.safetensors");
+  ASSERT_TRUE(original.ok());
   for (auto& [name, values] : *hf) {
-    const SafetensorsEntry* e = SafetensorsFile::open(fixture(GetParam()) + "/model.safetensors")->find(name);
+    const SafetensorsEntry* e = original->find(name);
     ASSERT_NE(e, nullptr) << name << " is not a name of the Hugging Face checkpoint";
     tensors.push_back({name, e->shape, values, {}});
   }
-  ASSERT_TRUE(write_safetensors(dir + "/model.safetensors", tensors).ok());
+  const Status written = write_safetensors(dir + "/model.safetensors", tensors);
+  ASSERT_TRUE(written.ok()) << written.to_string();
   for (const auto& p : model.registry().params()) std::fill(p->w(), p->w() + p->local_shape.numel(), -7.0f);
   ASSERT_TRUE(load_hf_checkpoint(dir, model, *ps).ok());
   for (const auto& p : model.registry().params()) {
