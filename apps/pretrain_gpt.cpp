@@ -33,13 +33,7 @@ int run(int argc, char** argv) {
   Configs configs = parsed->configs;
   if (configs.parallel.dry_run_world_size > 0) {
     // Print the process groups of a (possibly huge) layout without starting it.
-    ParallelLayout layout;
-    layout.world_size = configs.parallel.dry_run_world_size;
-    layout.tp = configs.parallel.tensor_model_parallel_size;
-    layout.pp = configs.parallel.pipeline_model_parallel_size;
-    layout.cp = configs.parallel.context_parallel_size;
-    layout.ep = configs.parallel.expert_model_parallel_size;
-    layout.tp_pp_dp_order = configs.parallel.use_tp_pp_dp_mapping;
+    const ParallelLayout layout = parallel_layout(configs.parallel, configs.parallel.dry_run_world_size);
     auto groups = build_parallel_groups(layout);
     if (!groups.ok()) return stop("error: " + groups.status().to_string(), 2);
     if (world.rank == 0) std::printf("%s", format_parallel_groups(layout, *groups).c_str());

@@ -63,13 +63,7 @@ void finalize_mpi() {
 
 StatusOr<std::unique_ptr<ParallelState>> initialize_model_parallel(const ParallelConfig& config,
                                                                    const MpiWorld& world) {
-  ParallelLayout layout;
-  layout.world_size = world.size;
-  layout.tp = config.tensor_model_parallel_size;
-  layout.pp = config.pipeline_model_parallel_size;
-  layout.cp = config.context_parallel_size;
-  layout.ep = config.expert_model_parallel_size;
-  layout.tp_pp_dp_order = config.use_tp_pp_dp_mapping;
+  const ParallelLayout layout = parallel_layout(config, world.size);
   MS_ASSIGN_OR_RETURN(ParallelGroups groups, build_parallel_groups(layout));
   auto ps = std::make_unique<ParallelState>();
   ps->world_size = world.size;

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "config/parallel_config.h"
+
 namespace mindspeed {
 namespace {
 
@@ -84,6 +86,17 @@ RankGroups RankGenerator::get_ranks(const std::string& tokens) const {
     if (it != ordered_.end()) mask[it - ordered_.begin()] = true;
   }
   return masked_orthogonal_rank_groups(world_size_, ordered_sizes_, mask);
+}
+
+ParallelLayout parallel_layout(const ParallelConfig& config, int world_size) {
+  ParallelLayout layout;
+  layout.world_size = world_size;
+  layout.tp = config.tensor_model_parallel_size;
+  layout.pp = config.pipeline_model_parallel_size;
+  layout.cp = config.context_parallel_size;
+  layout.ep = config.expert_model_parallel_size;
+  layout.tp_pp_dp_order = config.use_tp_pp_dp_mapping;
+  return layout;
 }
 
 StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {

@@ -48,6 +48,10 @@ struct ParallelLayout {
   bool tp_pp_dp_order = false;                  ///< --use-tp-pp-dp-mapping
 };
 
+struct ParallelConfig;
+/// The layout of `config` on `world_size` ranks.
+ParallelLayout parallel_layout(const ParallelConfig& config, int world_size);
+
 /// Builds all groups, or the rule a layout breaks (sizes that do not divide, mismatched
 /// pipeline groups between the dense and expert generators).
 StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& layout);

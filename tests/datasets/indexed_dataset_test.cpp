@@ -14,6 +14,8 @@
 #include <sstream>
 #include <utility>
 
+#include "scratch_dir.h"
+
 namespace mindspeed {
 namespace {
 
@@ -31,32 +33,7 @@ void write_bytes(const std::string& path, const std::string& content) {
   out << content;
 }
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("ms_indexed_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) {
-      names.push_back(e.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::ScratchDir;
 
 // One dataset of reference/indexed_corpus.txt.
 struct Sequence {

@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "kernels/blas/gemm.h"
+#include "kernels/cpu/dropout_mask.h"
 #include "kernels/cpu/vec.h"
 #include "kernels/kernels.h"
 
@@ -37,18 +38,6 @@ inline uint64_t dropout_row_index(const AttentionDims& d, const DropoutSpec& dro
          static_cast<uint64_t>(
              (((dropout.first_sample + b) * d.num_heads_total + d.head_offset + h) * d.T + t) * d.T +
              j0);
-}
-
-// factor[c] = keep(c) / (1 - p) for c in [0, len) starting at Philox element `index`.
-void keep_factors(float* factor, uint64_t index, int64_t len, const DropoutSpec& dropout) {
-  const float scale = 1.0f / (1.0f - dropout.p);
-  int64_t c = 0;
-  while (c < len) {
-    const uint64_t e = index + static_cast<uint64_t>(c);
-    const auto words = dropout.rng.block(e / 4);
-    for (uint64_t lane = e % 4; lane < 4 && c < len; ++lane, ++c)
-      factor[c] = uint_to_uniform(words[lane]) >= dropout.p ? scale : 0.0f;
-  }
 }
 
 float max_of(const float* x, int64_t n) {

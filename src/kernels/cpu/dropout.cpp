@@ -1,21 +1,11 @@
-// Fast dropout and bias-dropout-add. One Philox block gives the uniforms of four
-// consecutive elements, so the mask is the reference's bit for bit.
+// Fast dropout and bias-dropout-add, tile by tile with the mask of dropout_mask.h (the
+// reference's bit for bit).
+#include "kernels/cpu/dropout_mask.h"
 #include "kernels/cpu/vec.h"
 #include "kernels/kernels.h"
 
 namespace mindspeed::cpu {
 namespace {
-// Writes the keep factors (0 or 1/(1-p)) of stream elements [first, first + len).
-void keep_factors(float* factor, uint64_t first, int64_t len, const DropoutSpec& d) {
-  const float scale = 1.0f / (1.0f - d.p);
-  int64_t i = 0;
-  while (i < len) {
-    const uint64_t global = first + static_cast<uint64_t>(i);
-    const auto words = d.rng.block(global / 4);
-    for (uint64_t lane = global % 4; lane < 4 && i < len; ++lane, ++i)
-      factor[i] = uint_to_uniform(words[lane]) >= d.p ? scale : 0.0f;
-  }
-}
 constexpr int64_t kTile = 1024;
 }  // namespace
 
