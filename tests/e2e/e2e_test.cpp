@@ -10,6 +10,7 @@
 #include <regex>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -99,6 +100,40 @@ TEST(EndToEnd, FailingRankAbortsTheWholeJobQuickly) {
       << r.output;
   EXPECT_EQ(r.output.find("iteration        4/"), std::string::npos) << "the job went on after the failure";
   EXPECT_LT(r.seconds, 30.0) << "the job must not hang";
+}
+
+// --load from a Hugging Face directory (the GPT-2 golden fixture) and --data-path on a dataset
+// made by preprocess_data with the NullTokenizer: trains, and a flag that contradicts
+// config.json is refused with both values named.
+TEST(EndToEnd, LoadsAHuggingFaceCheckpointAndTrainsOnAPreprocessedDataset) {
+  const std::string dir = "/tmp/ms_e2e_load_" + std::to_string(::getpid());
+  ASSERT_EQ(run("mkdir -p " + dir).exit_code, 0);
+  {
+    FILE* f = std::fopen((dir + "/ids.jsonl").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    for (int d = 0; d < 60; ++d) {
+      std::string text;
+      for (int t = 0; t < 20 + d % 17; ++t) text += (t ? " " : "") + std::to_string((d * 7 + t * 3) % 99);
+      std::fprintf(f, "{\"text\": \"%s\"}\n", text.c_str());
+    }
+    std::fclose(f);
+  }
+  const Result pre = run(std::string(MS_PREPROCESS_DATA) + " --input " + dir + "/ids.jsonl --output-prefix " + dir +
+                         "/ids --tokenizer-type NullTokenizer --vocab-size 99 --append-eod");
+  ASSERT_EQ(pre.exit_code, 0) << pre.output;
+  const std::string model = " --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16"
+                            " --max-position-embeddings 32 --openai-gelu --micro-batch-size 2 --global-batch-size 4"
+                            " --lr 1e-3 --train-iters 8 --log-interval 2 --eval-iters 1 --eval-interval 4"
+                            " --tokenizer-type NullTokenizer --vocab-size 99 --load " MS_SOURCE_DIR "/tests/golden/gpt2_tiny"
+                            " --data-path " + dir + "/ids_text_document --split 90,10,0";
+  const Result r = run(kBin + model);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("loaded Hugging Face checkpoint"), std::string::npos) << r.output;
+  EXPECT_EQ(logged_losses(r.output).size(), 4u) << r.output;
+  const Result bad = run(kBin + model + " --num-layers 3");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--num-layers is 3 but config.json says 2"), std::string::npos) << bad.output;
+  run("rm -rf " + dir);
 }
 
 TEST(EndToEnd, DryRunPrintsA1024RankLayout) {
