@@ -60,9 +60,20 @@ float RngStream::normal(uint64_t index) const {
 }
 
 void fill_normal(float* out, int64_t n, float mean, float std, const RngStream& rng, int64_t offset) {
+  // One Philox block gives the four normals of elements 4k .. 4k+3 of the stream: compute
+  // each block once and write the elements of it that fall in [offset, offset + n).
+  if (n <= 0) return;
+  const int64_t first_block = offset / 4, last_block = (offset + n - 1) / 4;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = mean + std * rng.normal(static_cast<uint64_t>(offset + i));
+  for (int64_t blk = first_block; blk <= last_block; ++blk) {
+    const auto words = rng.block(static_cast<uint64_t>(blk));
+    float z[4];
+    box_muller(words[0], words[1], z[0], z[1]);
+    box_muller(words[2], words[3], z[2], z[3]);
+    for (int lane = 0; lane < 4; ++lane) {
+      const int64_t i = blk * 4 + lane - offset;
+      if (i >= 0 && i < n) out[i] = mean + std * z[lane];
+    }
   }
 }
 
