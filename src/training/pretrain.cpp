@@ -77,9 +77,10 @@ Status check_token_ids(const MicroBatch& mb, int64_t padded_vocab, int64_t vocab
   return ok_status();
 }
 
-// One global batch of this rank's micro-batches, or false when the data ran out.
-bool next_global_batch(GptDataLoader& loader, int64_t num_micro, bool doc_boundaries,
-                       std::vector<MicroBatch>& out) {
+// One global batch of this rank's micro-batches, with their token ids checked; false when the
+// data ran out.
+StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, int64_t num_micro,
+                                 std::vector<MicroBatch>& out) {
   out.clear();
   GptBatch batch;
   for (int64_t m = 0; m < num_micro; ++m) {
@@ -91,8 +92,9 @@ bool next_global_batch(GptDataLoader& loader, int64_t num_micro, bool doc_bounda
     mb.labels = std::move(batch.labels);
     mb.loss_mask = std::move(batch.loss_mask);
     mb.position_ids = std::move(batch.position_ids);
-    if (doc_boundaries) mb.doc_start = std::move(batch.doc_start);
+    if (c.data.reset_attention_mask) mb.doc_start = std::move(batch.doc_start);
     mb.first_sample = batch.sample_ids.empty() ? 0 : batch.sample_ids.front();
+    MS_RETURN_IF_ERROR(check_token_ids(mb, c.model.padded_vocab_size, c.model.vocab_size));
     out.push_back(std::move(mb));
   }
   return true;
@@ -105,11 +107,11 @@ StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptD
   double loss_sum = 0.0, tokens = 0.0;
   std::vector<MicroBatch> mbs;
   for (int64_t i = 0; i < c.training.eval_iters; ++i) {
-    if (!next_global_batch(loader, num_micro, c.data.reset_attention_mask, mbs)) {
+    MS_ASSIGN_OR_RETURN(const bool got, next_global_batch(loader, c, num_micro, mbs));
+    if (!got) {
       return failed_precondition("the validation/test data ran out after ", i, " of --eval-iters (",
                                  c.training.eval_iters, ") iterations");
     }
-    for (const MicroBatch& mb : mbs) MS_RETURN_IF_ERROR(check_token_ids(mb, c.model.padded_vocab_size, c.model.vocab_size));
     const GPTModel::LossSums s = evaluate_step(model, ctx, mbs);
     loss_sum += s.loss_sum;
     tokens += s.num_tokens;
@@ -257,10 +259,8 @@ Status pretrain(Configs c, const MpiWorld& world) {
   }
   std::vector<MicroBatch> mbs;
   for (int64_t it = 1; it <= c.training.train_iters; ++it) {
-    if (!next_global_batch(train_loader, num_micro, c.data.reset_attention_mask, mbs)) {
-      return failed_precondition("the training data ran out at iteration ", it);
-    }
-    for (const MicroBatch& mb : mbs) MS_RETURN_IF_ERROR(check_token_ids(mb, c.model.padded_vocab_size, c.model.vocab_size));
+    MS_ASSIGN_OR_RETURN(const bool got, next_global_batch(train_loader, c, num_micro, mbs));
+    if (!got) return failed_precondition("the training data ran out at iteration ", it);
     ctx.training = true;
     ctx.iteration = it;
     if (world.rank == fault_rank && it == fault_iteration) {

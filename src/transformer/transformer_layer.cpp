@@ -36,20 +36,17 @@ DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const 
   return spec;
 }
 
+std::array<Tensor*, 10> TransformerLayer::Saved::activations() {
+  return {&input, &input_layernorm.out, &self_attention.q, &self_attention.k, &self_attention.v,
+          &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out};
+}
+
 void TransformerLayer::Saved::compact(Allocator& alloc) {
-  const auto c = MemoryCategory::kActivations;
-  for (Tensor* t : {&input, &input_layernorm.out, &self_attention.q, &self_attention.k, &self_attention.v,
-                    &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out}) {
-    compact_to_bf16(alloc, *t, c);
-  }
+  for (Tensor* t : activations()) compact_to_bf16(alloc, *t, MemoryCategory::kActivations);
 }
 
 void TransformerLayer::Saved::expand(Allocator& alloc) {
-  const auto c = MemoryCategory::kActivations;
-  for (Tensor* t : {&input, &input_layernorm.out, &self_attention.q, &self_attention.k, &self_attention.v,
-                    &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out}) {
-    expand_to_fp32(alloc, *t, c);
-  }
+  for (Tensor* t : activations()) expand_to_fp32(alloc, *t, MemoryCategory::kActivations);
 }
 
 Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input_tensor,

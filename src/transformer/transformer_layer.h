@@ -8,6 +8,7 @@
 // and backward (Saved::compact / expand); statistics (mean, rstd, lse) stay fp32.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "config/model_config.h"
@@ -28,6 +29,8 @@ class TransformerLayer {
     Tensor mid;                    ///< [n, h] residual after attention
     Norm::Saved pre_mlp_layernorm;
     MLP::Saved mlp;
+    /// The activations kept in bf16 with --bf16 (statistics stay fp32).
+    std::array<Tensor*, 10> activations();
     /// bf16 storage of the saved activations (forward end) and back to fp32 (backward start).
     void compact(Allocator& alloc);
     void expand(Allocator& alloc);

@@ -104,6 +104,16 @@ void GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Save
   }
 }
 
+const float* GPTModel::full_final_hidden(const ForwardContext& ctx, const Saved& saved, int64_t N,
+                                        Tensor& storage) const {
+  const float* x = saved.final_layernorm.out.f32();
+  if (!ctx.sequence_parallel) return x;
+  const int64_t H = config_.hidden_size;
+  storage = Tensor(*ctx.alloc, Shape{N, H}, DType::kFloat32, MemoryCategory::kWorkspace);
+  ctx.ps->tp().all_gather(storage.f32(), x, N / tp_size_ * H);
+  return storage.f32();
+}
+
 GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch& mb,
                                      float loss_scale, Saved& saved) const {
   Allocator& a = *ctx.alloc;
@@ -126,15 +136,9 @@ GPTModel::LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch
   const int64_t V = config_.padded_vocab_size / tp_size_;
   const int64_t vocab_start = tp_rank_ * V;
   ProcessGroup& tp = ctx.ps->tp();
-  // The output layer is column parallel: with sequence parallelism its input is gathered
-  // along s first and its input gradient reduce-scattered back.
-  const float* x = saved.final_layernorm.out.f32();
+  // With sequence parallelism the output layer's input gradient is reduce-scattered back.
   Tensor x_full, dx_full;
-  if (ctx.sequence_parallel) {
-    x_full = Tensor(a, Shape{N, H}, DType::kFloat32, MemoryCategory::kWorkspace);
-    tp.all_gather(x_full.f32(), x, N / tp.size() * H);
-    x = x_full.f32();
-  }
+  const float* x = full_final_hidden(ctx, saved, N, x_full);
   float* dx_all = nullptr;
   if (ctx.training) {
     saved.final_norm_grad = Tensor(a, Shape{ctx.local_rows(N), H}, DType::kFloat32, MemoryCategory::kActivations);
@@ -208,13 +212,8 @@ void GPTModel::compute_logits(const ForwardContext& ctx, const MicroBatch& mb,
   run_decoder(eval, mb, saved);
   const int64_t B = mb.B, T = mb.T, H = config_.hidden_size;
   const int64_t V = config_.padded_vocab_size / tp_size_;
-  const float* x = saved.final_layernorm.out.f32();
   Tensor x_full;
-  if (ctx.sequence_parallel) {
-    x_full = Tensor(*ctx.alloc, Shape{B * T, H}, DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.ps->tp().all_gather(x_full.f32(), x, B * T / tp_size_ * H);
-    x = x_full.f32();
-  }
+  const float* x = full_final_hidden(ctx, saved, B * T, x_full);
   Tensor sb(*ctx.alloc, Shape{B * T, V}, DType::kFloat32, MemoryCategory::kWorkspace);
   ComputeWeights w(*ctx.alloc, {const_cast<Parameter*>(output_weight())});
   linear_forward(sb.f32(), x, output_weight()->w(), nullptr, B * T, H, V);

@@ -63,6 +63,9 @@ class GPTModel {
 
  private:
   void run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const;
+  /// The final norm's output over all N rows: itself, or all-gathered along the sequence into
+  /// `storage` with sequence parallelism (the output layer is column parallel).
+  const float* full_final_hidden(const ForwardContext& ctx, const Saved& saved, int64_t N, Tensor& storage) const;
   const Parameter* output_weight() const;
 
   /// Parameters declared since `first` (registry index), for the hooks.
