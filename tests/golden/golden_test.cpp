@@ -18,6 +18,7 @@
 #include "models/gpt/hf_checkpoint.h"
 #include "optimizer/lr_scheduler.h"
 #include "optimizer/optimizer.h"
+#include "recorded_numbers.h"
 #include "training/train_step.h"
 
 namespace mindspeed {
@@ -98,6 +99,10 @@ class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kerne
     return v.ok() ? *v : std::vector<int32_t>{};
   }
 
+  static std::string test_name() {
+    return ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+
   std::string dir_;
   HfModelInfo info_;
   ModelConfig config_;
@@ -126,6 +131,13 @@ TEST_P(GoldenTest, LogitsLossAndGradientsMatchPyTorch) {
   const auto sums = in.model->forward(ctx, mb, static_cast<float>(1.0 / tokens), saved);
   in.model->backward(ctx, mb, saved);
   const double loss = sums.loss_sum / sums.num_tokens;
+  std::vector<double> record = {loss};
+  for (const auto& p : in.model->registry().params()) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < p->local_shape.numel(); ++i) sum += std::fabs(static_cast<double>(p->g()[i]));
+    record.push_back(sum);
+  }
+  testing::expect_recorded("golden/" + test_name() + ".grads", record);
   EXPECT_NEAR(loss, f32("loss")[0], kTolerance * std::fabs(f32("loss")[0]));
 
   FullTensors grads;
@@ -172,15 +184,19 @@ TEST_P(GoldenTest, FiveAdamWStepsMatchPyTorch) {
   const auto mask = f32("train_loss_mask");
   const auto want_losses = f32("train_losses"), want_norms = f32("train_grad_norms");
   ForwardContext ctx = context();
+  std::vector<double> record;
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<MicroBatch> mbs;
     for (int64_t m = 0; m < micro; ++m) mbs.push_back(batch(tokens, labels, mask, (step * micro + m) * B * T, B, T));
     ctx.iteration = step + 1;
     const TrainStepResult r = train_step(*in.model, *in.buffer, optimizer, nullptr, ctx, mbs, scheduler.lr(step));
     const double loss = r.loss_sum / r.num_tokens;
+    record.push_back(loss);
+    record.push_back(r.optimizer.grad_norm);
     EXPECT_NEAR(loss, want_losses[step], kTolerance * want_losses[step]) << "step " << step + 1;
     EXPECT_NEAR(r.optimizer.grad_norm, want_norms[step], kTolerance * want_norms[step]) << "step " << step + 1;
   }
+  testing::expect_recorded("golden/" + test_name() + ".adamw", record);
 }
 
 std::string name_of(const ::testing::TestParamInfo<GoldenTest::ParamType>& info) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "parallel_harness.h"
+#include "recorded_numbers.h"
 #include "test_mpi.h"
 
 namespace mindspeed::testing {
@@ -36,6 +37,13 @@ struct Case {
   LayoutOptions layout;
 };
 
+std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
+
+std::vector<double> concat(std::vector<double> a, const std::vector<double>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 class ParallelEquivalence : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
 
 TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
@@ -47,6 +55,11 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
   const RunResult want = train(run, {}, world, /*single=*/true);
   const RunResult got = train(run, c.layout, world, /*single=*/false);
   ASSERT_EQ(got.losses.size(), want.losses.size());
+  if (world.rank == 0) {
+    const std::string key = std::string("mpi/") + case_label(c, llama);
+    expect_recorded(key + ".single", concat(want.losses, want.grad_norms));
+    expect_recorded(key + ".layout", concat(got.losses, got.grad_norms));
+  }
   for (size_t s = 0; s < want.losses.size(); ++s) {
     EXPECT_NEAR(got.losses[s], want.losses[s], kTolerance * std::fabs(want.losses[s])) << "step " << s + 1;
     EXPECT_NEAR(got.grad_norms[s], want.grad_norms[s], kTolerance * want.grad_norms[s]) << "step " << s + 1;
@@ -76,7 +89,7 @@ const Case kCases[] = {
 };
 
 std::string case_name(const ::testing::TestParamInfo<ParallelEquivalence::ParamType>& info) {
-  return std::string(std::get<0>(info.param).name) + (std::get<1>(info.param) ? "_llama" : "_gpt");
+  return case_label(std::get<0>(info.param), std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ParallelEquivalence,
@@ -94,6 +107,8 @@ TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
     run.model = llama ? tiny_llama_config() : tiny_gpt_config();
     const RunResult fp32 = train(run, {}, world, true);
     const RunResult bf16 = train(run, {.bf16 = true}, world, true);
+    const std::string key = std::string("mpi/bf16_") + (llama ? "llama" : "gpt");
+    if (world.rank == 0) expect_recorded(key + ".single", concat(bf16.losses, bf16.grad_norms));
     for (size_t s = 0; s < fp32.losses.size(); ++s) {
       EXPECT_NEAR(bf16.losses[s], fp32.losses[s], 2e-2 * fp32.losses[s]) << "step " << s + 1;
     }
@@ -104,6 +119,10 @@ TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
                                       .overlap_grad_reduce = true, .overlap_param_gather = true,
                                       .gradient_accumulation_fusion = fusion, .bf16 = true},
                                      world, false);
+      if (world.rank == 0) {
+        expect_recorded(key + (fusion ? ".tp2_sp_distopt_overlap" : ".tp2_sp_distopt_overlap_nofusion"),
+                        concat(layout.losses, layout.grad_norms));
+      }
       for (size_t s = 0; s < bf16.losses.size(); ++s) {
         EXPECT_NEAR(layout.losses[s], bf16.losses[s], 1e-2 * bf16.losses[s]) << "step " << s + 1;
       }
