@@ -90,8 +90,8 @@ void BM_Attention(benchmark::State& state) {
   const DropoutSpec drop{};
   for (auto _ : state) {
     if (kKernel == 2) {
-      cpu::flash_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), mask, d, drop, ws.data());
-      cpu::flash_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(),
+      cpu::flash_attention_forward(kKc, out.data(), lse.data(), q.data(), k.data(), v.data(), mask, d, drop, ws.data());
+      cpu::flash_attention_backward(kKc, dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(),
                                     k.data(), v.data(), mask, d, drop, ws.data());
     } else {
       auto fwd = kKernel == 0 ? ref::core_attention_forward : cpu::core_attention_forward;

@@ -9,9 +9,15 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "core/rng.h"
+#include "kernels/kernel_types.h"
 
 namespace mindspeed::testing {
+
+/// The kernel context of the kernel tests: the OpenMP threads ctest gives the process.
+inline const KernelContext kKc{omp_get_max_threads()};
 
 /// n values, normal(0, std), from Philox stream `stream`.
 inline std::vector<float> random_vector(int64_t n, uint64_t stream, float std = 1.0f,

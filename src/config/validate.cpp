@@ -163,19 +163,18 @@ Status validate_data(const DataConfig& d) {
 
 }  // namespace
 
-Status validate_configs(Configs& c, int world_size) {
+Status validate_configs(Configs& c, int world_size, std::optional<int64_t> tokenizer_vocab_size) {
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
   MS_RETURN_IF_ERROR(validate_optimizer(c.optimizer, c.training.train_iters));
   MS_RETURN_IF_ERROR(validate_data(c.data));
+  if (tokenizer_vocab_size.has_value()) {
+    c.model.vocab_size = *tokenizer_vocab_size;
+    c.model.padded_vocab_size = padded_vocab(*tokenizer_vocab_size, c.model.make_vocab_size_divisible_by,
+                                             c.parallel.tensor_model_parallel_size);
+  }
   return ok_status();
-}
-
-void set_vocab_size(Configs& c, int64_t vocab_size) {
-  c.model.vocab_size = vocab_size;
-  c.model.padded_vocab_size = padded_vocab(vocab_size, c.model.make_vocab_size_divisible_by,
-                                           c.parallel.tensor_model_parallel_size);
 }
 
 }  // namespace mindspeed

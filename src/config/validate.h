@@ -3,17 +3,18 @@
 // so a bad configuration stops all ranks together with the same message.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include "config/configs.h"
 #include "core/status.h"
 
 namespace mindspeed {
 
-/// Fills derived values (ffn_hidden_size, kv_channels, query groups, global batch size,
-/// padded vocabulary once vocab_size is known) and checks every rule; the error names the
-/// flags and their values.
-Status validate_configs(Configs& configs, int world_size);
-
-/// Sets model.vocab_size and model.padded_vocab_size (Megatron's _vocab_size_with_padding).
-void set_vocab_size(Configs& configs, int64_t vocab_size);
+/// Fills derived values (ffn_hidden_size, kv_channels, query groups, global batch size, and
+/// -- given the tokenizer's vocabulary size -- vocab_size and padded_vocab_size, Megatron's
+/// _vocab_size_with_padding) and checks every rule; the error names the flags and their
+/// values. After it the configs are final: the caller keeps them const.
+Status validate_configs(Configs& configs, int world_size, std::optional<int64_t> tokenizer_vocab_size = std::nullopt);
 
 }  // namespace mindspeed

@@ -1,15 +1,13 @@
 // DistributedDataParallel (distributed_data_parallel.h).
 #include "distributed/distributed_data_parallel.h"
 
-#include <cstring>
-
 #include "core/check.h"
 
 namespace mindspeed {
 
 DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, const ParallelState& ps,
-                                                 const DdpConfig& config, Allocator& alloc)
-    : buffer_(buffer), ps_(ps), config_(config) {
+                                                 const DdpConfig& config, const Backend& backend, Allocator& alloc)
+    : buffer_(buffer), ps_(ps), config_(config), backend_(backend) {
   const auto& buckets = buffer.buckets();
   ready_.assign(buckets.size(), 0);
   grad_work_.resize(buckets.size());
@@ -23,8 +21,16 @@ DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, con
                                   MemoryCategory::kCommunication);
     }
   }
-  for (Parameter* p : buffer.params())
+  for (Parameter* p : buffer.params()) {
     if (p->spec.sequence_parallel) sequence_parallel_params_.push_back(p);
+    if (p->spec.shared_embedding) embedding_group_params_.push_back(p);
+  }
+}
+
+size_t DistributedDataParallel::bucket_of(const Parameter* p) const {
+  const auto it = bucket_of_.find(p);
+  MS_CHECK(it != bucket_of_.end(), "parameter ", p->spec.name, " is not in the gradient buffer of this DDP");
+  return it->second;
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -42,10 +48,7 @@ void DistributedDataParallel::launch_grad_sync(size_t b) {
   float* grad = buffer_.grad_data() + bucket.offset;
   const int64_t n = bucket.numel;
   const float scale = 1.0f / static_cast<float>(group.size());
-  if (group.size() > 1) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) grad[i] *= scale;
-  }
+  if (group.size() > 1) backend_.kernels.scale_inplace(backend_.context, grad, scale, n);
   if (config_.use_distributed_optimizer) {
     grad_work_[b] = group.reduce_scatter_async(shard_scratch_[b].f32(), grad, n / group.size(), ReduceOp::kSum);
   } else {
@@ -56,7 +59,7 @@ void DistributedDataParallel::launch_grad_sync(size_t b) {
 void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params) {
   if (!sync_enabled_ || !config_.overlap_grad_reduce) return;
   for (Parameter* p : params) {
-    const size_t b = bucket_of_.at(p);
+    const size_t b = bucket_of(p);
     if (++ready_[b] == static_cast<int>(buffer_.buckets()[b].params.size())) launch_grad_sync(b);
   }
 }
@@ -70,8 +73,8 @@ void DistributedDataParallel::finish_grad_sync() {
     grad_work_[b].reset();
     if (config_.use_distributed_optimizer) {
       const int64_t shard = buckets[b].numel / group.size();
-      std::memcpy(buffer_.grad_data() + buckets[b].offset + group.rank() * shard, shard_scratch_[b].f32(),
-                  sizeof(float) * shard);
+      backend_.kernels.copy(backend_.context, buffer_.grad_data() + buckets[b].offset + group.rank() * shard,
+                            shard_scratch_[b].f32(), shard);
     }
     ready_[b] = 0;
   }
@@ -80,6 +83,11 @@ void DistributedDataParallel::finish_grad_sync() {
   // replicated norm weights' gradients are summed over tp (finalize_model_grads).
   if (ps_.tp().size() > 1) {
     for (Parameter* p : sequence_parallel_params_) ps_.tp().all_reduce(p->g(), p->local_shape.numel());
+  }
+  // Pipeline parallelism with tied embeddings: the first stage's word embedding and the last
+  // stage's copy receive the sum of both gradients, so the copies stay equal.
+  if (ps_.embedding().size() > 1) {
+    for (Parameter* p : embedding_group_params_) ps_.embedding().all_reduce(p->g(), p->local_shape.numel());
   }
 }
 
@@ -110,7 +118,7 @@ void DistributedDataParallel::finish_param_sync() {
 
 void DistributedDataParallel::before_forward(const std::vector<Parameter*>& params) {
   for (Parameter* p : params) {
-    auto& w = param_work_[bucket_of_.at(p)];
+    auto& w = param_work_[bucket_of(p)];
     if (w) {
       w->wait();
       w.reset();

@@ -7,6 +7,9 @@
 //  * --overlap-grad-reduce: during the last micro-batch's backward, a bucket's reduction
 //    starts (asynchronously) as soon as every parameter in it reported its gradient final;
 //    finish_grad_sync() waits. Without overlap everything is reduced in finish_grad_sync().
+//  * Tied copies (ParameterSpec::tied_to, the last stage's output_layer.weight): their
+//    gradients are all-reduced over the embedding group with the original's (Megatron's
+//    _allreduce_word_embedding_grads in finalize_model_grads).
 //  * Distributed optimizer: after the step the updated shards are all-gathered
 //    (start_param_sync); with --overlap-param-gather the gathers run in the background and
 //    the next forward waits for each module's bucket right before using it.
@@ -19,7 +22,7 @@
 #include "core/tensor.h"
 #include "distributed/param_and_grad_buffer.h"
 #include "parallel/parallel_state.h"
-#include "transformer/forward_context.h"
+#include "module/forward_context.h"
 
 namespace mindspeed {
 
@@ -32,7 +35,7 @@ struct DdpConfig {
 class DistributedDataParallel final : public ParameterHooks {
  public:
   DistributedDataParallel(ParamAndGradBuffer& buffer, const ParallelState& ps, const DdpConfig& config,
-                          Allocator& alloc);
+                          const Backend& backend, Allocator& alloc);
   ~DistributedDataParallel() override;
 
   /// Gradient reductions may start during backward only after this (Megatron's no_sync off
@@ -54,6 +57,11 @@ class DistributedDataParallel final : public ParameterHooks {
   const DdpConfig& config() const { return config_; }
 
  private:
+  size_t bucket_of(const Parameter* p) const;
+
+ public:
+
+ private:
   void launch_grad_sync(size_t bucket);
   void launch_param_sync(size_t bucket);
 
@@ -66,6 +74,8 @@ class DistributedDataParallel final : public ParameterHooks {
   std::vector<std::unique_ptr<Work>> param_work_;
   std::vector<Tensor> shard_scratch_;  // reduce-scatter outputs (distributed optimizer)
   std::vector<Parameter*> sequence_parallel_params_;
+  std::vector<Parameter*> embedding_group_params_;  // the word embedding and its tied copies
+  const Backend& backend_;
   bool sync_enabled_ = false;
 };
 

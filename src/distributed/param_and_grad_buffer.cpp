@@ -55,10 +55,8 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
   }
 }
 
-void ParamAndGradBuffer::zero_grad() {
-  float* g = grads_.f32();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < numel_; ++i) g[i] = 0.0f;
+void ParamAndGradBuffer::zero_grad(const Backend& backend) {
+  backend.kernels.fill_zero(backend.context, grads_.f32(), numel_);
 }
 
 void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, int tp_rank,

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "transformer/parameter.h"
+#include "kernels/backend.h"
+#include "module/parameter.h"
 
 namespace mindspeed {
 
@@ -38,7 +39,7 @@ class ParamAndGradBuffer {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   /// Parameters in buffer order.
   const std::vector<Parameter*>& params() const { return order_; }
-  void zero_grad();
+  void zero_grad(const Backend& backend);
 
  private:
   int64_t numel_ = 0;

@@ -46,6 +46,24 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.softmax_cross_entropy = fast ? cpu::softmax_cross_entropy : ref::softmax_cross_entropy;
   t.adamw_step = fast ? cpu::adamw_step : ref::adamw_step;
   t.sum_of_squares = fast ? cpu::sum_of_squares : ref::sum_of_squares;
+  t.attention_workspace_floats = fast ? cpu::attention_workspace_floats : ref::attention_workspace_floats;
+  t.vocab_parallel_ce_row_max = fast ? cpu::vocab_parallel_ce_row_max : ref::vocab_parallel_ce_row_max;
+  t.vocab_parallel_ce_sum_exp = fast ? cpu::vocab_parallel_ce_sum_exp : ref::vocab_parallel_ce_sum_exp;
+  t.vocab_parallel_ce_finish = fast ? cpu::vocab_parallel_ce_finish : ref::vocab_parallel_ce_finish;
+  t.masked_sums = fast ? cpu::masked_sums : ref::masked_sums;
+  t.fill_zero = fast ? cpu::fill_zero : ref::fill_zero;
+  t.copy = fast ? cpu::copy : ref::copy;
+  t.add_inplace = fast ? cpu::add_inplace : ref::add_inplace;
+  t.scale_inplace = fast ? cpu::scale_inplace : ref::scale_inplace;
+  t.scale_copy = fast ? cpu::scale_copy : ref::scale_copy;
+  t.round_to_bf16 = fast ? cpu::round_to_bf16 : ref::round_to_bf16;
+  t.convert_to_bf16 = fast ? cpu::convert_to_bf16 : ref::convert_to_bf16;
+  t.convert_to_fp32 = fast ? cpu::convert_to_fp32 : ref::convert_to_fp32;
+  t.transpose_01_f32 = fast ? cpu::transpose_01_f32 : ref::transpose_01_f32;
+  t.transpose_01_i32 = fast ? cpu::transpose_01_i32 : ref::transpose_01_i32;
+  t.linear_forward = fast ? cpu::linear_forward : ref::linear_forward;
+  t.linear_backward_input = fast ? cpu::linear_backward_input : ref::linear_backward_input;
+  t.linear_backward_weight = fast ? cpu::linear_backward_weight : ref::linear_backward_weight;
   return t;
 }
 

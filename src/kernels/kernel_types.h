@@ -12,9 +12,20 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/rng.h"
 
 namespace mindspeed {
+
+/// What every kernel call carries: where and with what it runs. On the CPU backend, the
+/// thread pool a kernel may use (its OpenMP team size; BLAS is set to the same count); a
+/// CUDA backend adds its stream here. Built once, by the backend (kernels/backend.h).
+struct KernelContext {
+  int num_threads = 1;
+};
+
+/// Which attention kernel a workspace is for.
+enum class AttentionKernel { kCore, kFlash };
 
 enum class GeluApproximation { kErf, kTanh };
 

@@ -21,20 +21,16 @@ namespace cpu {
 /// Blocked online-softmax attention (FlashAttention-2 algorithm, Dao 2023): never
 /// materialises T x T; saves only the log-sum-exp per query row. Fast path only; its
 /// specification is ref::core_attention_*.
-void flash_attention_forward(float* out /*[T,B,NQ*D] =*/, float* lse /*[B,NQ,T] =*/,
+void flash_attention_forward(const KernelContext& kc, float* out /*[T,B,NQ*D] =*/, float* lse /*[B,NQ,T] =*/,
                              const float* q, const float* k, const float* v,
                              const AttentionMask& mask, const AttentionDims& dims,
                              const DropoutSpec& dropout, float* workspace);
-void flash_attention_backward(float* dq /*[B,NQ,T,D] =*/, float* dk /*[B,NKV,T,D] =*/,
+void flash_attention_backward(const KernelContext& kc, float* dq /*[B,NQ,T,D] =*/, float* dk /*[B,NKV,T,D] =*/,
                               float* dv /*[B,NKV,T,D] =*/, const float* dout /*[T,B,NQ*D]*/,
                               const float* out /*[T,B,NQ*D]*/, const float* lse /*[B,NQ,T]*/,
                               const float* q, const float* k, const float* v,
                               const AttentionMask& mask, const AttentionDims& dims,
                               const DropoutSpec& dropout, float* workspace);
-enum class AttentionKernel { kCore, kFlash };
-/// Floats of workspace the attention kernel needs (for every OpenMP thread).
-int64_t attention_workspace_floats(const AttentionDims& dims, AttentionKernel kernel,
-                                   bool backward);
 /// True when this machine can run the cpu/ kernels (built for AVX2+FMA on x86-64).
 bool cpu_kernels_supported();
 }  // namespace cpu
@@ -65,6 +61,24 @@ struct KernelTable {
   decltype(&ref::softmax_cross_entropy) softmax_cross_entropy = nullptr;
   decltype(&ref::adamw_step) adamw_step = nullptr;
   decltype(&ref::sum_of_squares) sum_of_squares = nullptr;
+  decltype(&ref::attention_workspace_floats) attention_workspace_floats = nullptr;
+  decltype(&ref::vocab_parallel_ce_row_max) vocab_parallel_ce_row_max = nullptr;
+  decltype(&ref::vocab_parallel_ce_sum_exp) vocab_parallel_ce_sum_exp = nullptr;
+  decltype(&ref::vocab_parallel_ce_finish) vocab_parallel_ce_finish = nullptr;
+  decltype(&ref::masked_sums) masked_sums = nullptr;
+  decltype(&ref::fill_zero) fill_zero = nullptr;
+  decltype(&ref::copy) copy = nullptr;
+  decltype(&ref::add_inplace) add_inplace = nullptr;
+  decltype(&ref::scale_inplace) scale_inplace = nullptr;
+  decltype(&ref::scale_copy) scale_copy = nullptr;
+  decltype(&ref::round_to_bf16) round_to_bf16 = nullptr;
+  decltype(&ref::convert_to_bf16) convert_to_bf16 = nullptr;
+  decltype(&ref::convert_to_fp32) convert_to_fp32 = nullptr;
+  decltype(&ref::transpose_01_f32) transpose_01_f32 = nullptr;
+  decltype(&ref::transpose_01_i32) transpose_01_i32 = nullptr;
+  decltype(&ref::linear_forward) linear_forward = nullptr;
+  decltype(&ref::linear_backward_input) linear_backward_input = nullptr;
+  decltype(&ref::linear_backward_weight) linear_backward_weight = nullptr;
 };
 
 /// What selects each kernel. `fast` is --optimization-level >= 1; the per-op flags are

@@ -9,9 +9,9 @@
 namespace mindspeed {
 
 Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
-                     const ParallelState& ps, Allocator& alloc, const KernelTable& kernels,
+                     const ParallelState& ps, Allocator& alloc, const Backend& backend,
                      bool distributed)
-    : config_(config), buffer_(buffer), ps_(ps), kernels_(kernels), distributed_(distributed) {
+    : config_(config), buffer_(buffer), ps_(ps), backend_(backend), distributed_(distributed) {
   const int dp = ps.dp_cp().size(), dp_rank = ps.dp_cp().rank();
   // The owned ranges: the whole buffer, or this rank's 1/dp of every bucket.
   std::vector<std::pair<int64_t, int64_t>> owned;
@@ -35,9 +35,10 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
       seg.end = s_hi;
       seg.shard_offset = shard_numel_ + (s_lo - lo);
       seg.weight_decay = p->spec.weight_decay;
-      // Megatron's clip_grads rule: skip shared duplicates; replicated (non tensor-parallel)
-      // params count once, on tensor-parallel rank 0.
-      seg.in_grad_norm = (p->is_tensor_parallel() || ps.tp_rank == 0);
+      // Megatron's clip_grads rule: skip shared duplicates (a tied copy counts on the stage
+      // that owns the original); replicated (non tensor-parallel) params count once, on
+      // tensor-parallel rank 0.
+      seg.in_grad_norm = !p->is_tied_copy() && (p->is_tensor_parallel() || ps.tp_rank == 0);
       segments_.push_back(seg);
     }
     shard_numel_ += hi - lo;
@@ -51,9 +52,10 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
     // copy (Megatron's FP32Optimizer / the distributed optimizer's view of an fp32 param).
     main_params_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
     const bf16* src = static_cast<const bf16*>(buffer.param_data());
-    for (const Segment& s : segments_)
-      for (int64_t i = s.begin; i < s.end; ++i)
-        main_params_.f32()[s.shard_offset + (i - s.begin)] = bf16_to_float(src[i]);
+    for (const Segment& s : segments_) {
+      backend.kernels.convert_to_fp32(backend.context, main_params_.f32() + s.shard_offset, src + s.begin,
+                                      s.end - s.begin);
+    }
   }
 }
 
@@ -61,7 +63,7 @@ double Optimizer::grad_norm() const {
   const float* g = buffer_.grad_data();
   double local = 0.0;
   for (const Segment& s : segments_) {
-    if (s.in_grad_norm) local += kernels_.sum_of_squares(g + s.begin, s.end - s.begin);
+    if (s.in_grad_norm) local += backend_.kernels.sum_of_squares(backend_.context, g + s.begin, s.end - s.begin);
   }
   // Non-distributed: every DP rank holds the same full gradient; sum over the model-parallel
   // group. Distributed: each rank holds its own shard; sum over all ranks.
@@ -85,7 +87,7 @@ Optimizer::StepResult Optimizer::step(double lr) {
     const int64_t n = s.end - s.begin;
     float* param = bf16_params ? main_params_.f32() + s.shard_offset
                                : static_cast<float*>(buffer_.param_data()) + s.begin;
-    kernels_.adamw_step(param, exp_avg_.f32() + s.shard_offset, exp_avg_sq_.f32() + s.shard_offset,
+    backend_.kernels.adamw_step(backend_.context, param, exp_avg_.f32() + s.shard_offset, exp_avg_sq_.f32() + s.shard_offset,
                         grads + s.begin, n, static_cast<float>(lr), config_.adam_beta1,
                         config_.adam_beta2, config_.adam_eps,
                         s.weight_decay ? config_.weight_decay : 0.0f, step_, scale);
@@ -99,9 +101,7 @@ void Optimizer::copy_main_to_model_params() {
   bf16* dst = static_cast<bf16*>(buffer_.param_data());
   const float* src = main_params_.f32();
   for (const Segment& s : segments_) {
-    const int64_t n = s.end - s.begin;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) dst[s.begin + i] = float_to_bf16(src[s.shard_offset + i]);
+    backend_.kernels.convert_to_bf16(backend_.context, dst + s.begin, src + s.shard_offset, s.end - s.begin);
   }
 }
 

@@ -14,7 +14,7 @@
 #include "config/optimizer_config.h"
 #include "core/tensor.h"
 #include "distributed/param_and_grad_buffer.h"
-#include "kernels/kernels.h"
+#include "kernels/backend.h"
 #include "parallel/parallel_state.h"
 
 namespace mindspeed {
@@ -28,7 +28,7 @@ class Optimizer {
   };
 
   Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer, const ParallelState& ps,
-            Allocator& alloc, const KernelTable& kernels, bool distributed);
+            Allocator& alloc, const Backend& backend, bool distributed);
 
   /// Clips and applies one AdamW step with learning rate `lr` to the owned elements.
   StepResult step(double lr);
@@ -57,7 +57,7 @@ class Optimizer {
   OptimizerConfig config_;
   ParamAndGradBuffer& buffer_;
   const ParallelState& ps_;
-  const KernelTable& kernels_;
+  const Backend& backend_;
   bool distributed_;
   std::vector<Segment> segments_;
   int64_t shard_numel_ = 0;

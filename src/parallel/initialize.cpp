@@ -2,14 +2,12 @@
 #include "parallel/initialize.h"
 
 #include <mpi.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <thread>
 
 #include "core/check.h"
-#include "kernels/blas/gemm.h"
 #include "parallel/mpi_process_group.h"
 #include "parallel/rank_generator.h"
 
@@ -88,17 +86,6 @@ StatusOr<std::unique_ptr<ParallelState>> initialize_model_parallel(const Paralle
   ps->embedding_ = split_group(groups, "embedding", world.rank, &unused);
   ps->ep_rank = 0;
   return ps;
-}
-
-int configure_threads(int requested, const MpiWorld& world) {
-  int threads = requested;
-  if (threads <= 0) {
-    const int cores = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
-    threads = std::max(1, cores / std::max(1, world.local_size));
-  }
-  omp_set_num_threads(threads);
-  blas_set_num_threads(threads);
-  return threads;
 }
 
 }  // namespace mindspeed

@@ -29,8 +29,5 @@ void finalize_mpi();
 StatusOr<std::unique_ptr<ParallelState>> initialize_model_parallel(const ParallelConfig& config,
                                                                    const MpiWorld& world);
 
-/// OpenMP and BLAS threads of this rank: `requested` if > 0, else the node's cores divided
-/// by the ranks on the node (at least 1). Returns the number set.
-int configure_threads(int requested, const MpiWorld& world);
 
 }  // namespace mindspeed

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "transformer/forward_context.h"
+#include "module/forward_context.h"
 
 namespace mindspeed {
 

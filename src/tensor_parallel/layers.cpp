@@ -1,8 +1,8 @@
 // ColumnParallelLinear and RowParallelLinear (layers.h).
 #include "tensor_parallel/layers.h"
 
-#include "core/precision.h"
-#include "kernels/blas/gemm.h"
+#include "module/module_scope.h"
+#include "module/weight_grad_queue.h"
 
 #include <algorithm>
 
@@ -30,66 +30,77 @@ ColumnParallelLinear::ColumnParallelLinear(ParameterRegistry& registry, const st
 }
 
 namespace {
-// Sequence parallelism: the full [N, C] rows from this rank's [N/tp, C] (all-gather along s).
-Tensor gather_sequence(const ForwardContext& ctx, const float* local, int64_t N, int64_t C) {
-  Tensor full(*ctx.alloc, Shape{N, C}, DType::kFloat32, MemoryCategory::kWorkspace);
-  ProcessGroup& tp = ctx.ps->tp();
-  tp.all_gather(full.f32(), local, N / tp.size() * C);
-  return full;
-}
-
-// dW += dy^T x, directly into the gradient buffer (fused) or through a temporary.
-void accumulate_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* b, const float* dy,
-                            const float* x, int64_t N, int64_t in, int64_t out) {
+// Runs dW += dy^T x (+ db), fused into the gradient buffer or through a temporary.
+void compute_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* b, const float* dy, const float* x,
+                         int64_t N, int64_t in, int64_t out) {
   if (ctx.gradient_accumulation_fusion) {
-    linear_backward_weight(w->g(), b ? b->g() : nullptr, dy, x, N, in, out);
+    ctx.k().linear_backward_weight(ctx.kc(), w->g(), b ? b->g() : nullptr, dy, x, N, in, out);
     return;
   }
   Tensor tmp = Tensor::zeros(*ctx.alloc, Shape{out, in}, DType::kFloat32, MemoryCategory::kWorkspace);
   Tensor tmp_b = Tensor::zeros(*ctx.alloc, Shape{b ? out : 1}, DType::kFloat32, MemoryCategory::kWorkspace);
-  linear_backward_weight(tmp.f32(), b ? tmp_b.f32() : nullptr, dy, x, N, in, out);
+  ctx.k().linear_backward_weight(ctx.kc(), tmp.f32(), b ? tmp_b.f32() : nullptr, dy, x, N, in, out);
   // The unfused path of a bf16 model produces the weight gradient in bf16 before adding it
   // to the fp32 main gradient (MindSpeed npu_matmul_add_fp32's note).
-  if (ctx.bf16) round_to_bf16_inplace(tmp.f32(), tmp.numel());
-  float* g = w->g();
-  const float* t = tmp.f32();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < out * in; ++i) g[i] += t[i];
-  if (b) {
-    for (int64_t i = 0; i < out; ++i) b->g()[i] += tmp_b.f32()[i];
-  }
+  round_if_bf16(ctx, tmp);
+  ctx.k().add_inplace(ctx.kc(), w->g(), tmp.f32(), out * in);
+  if (b) ctx.k().add_inplace(ctx.kc(), b->g(), tmp_b.f32(), out);
+}
+
+Tensor copy_of(const ForwardContext& ctx, const float* x, int64_t rows, int64_t cols) {
+  Tensor t(*ctx.alloc, Shape{rows, cols}, DType::kFloat32, MemoryCategory::kActivations);
+  ctx.k().copy(ctx.kc(), t.f32(), x, rows * cols);
+  return t;
 }
 }  // namespace
+
+void accumulate_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* b, const float* dy, const float* x,
+                            Tensor x_owned, int64_t N, int64_t in, int64_t out) {
+  if (ctx.wgrad_queue == nullptr) {
+    compute_weight_grad(ctx, w, b, dy, x, N, in, out);
+    return;
+  }
+  if (x_owned.empty()) x_owned = copy_of(ctx, x, N, in);
+  auto job = [w, b, N, in, out, dy_saved = std::make_shared<Tensor>(copy_of(ctx, dy, N, out)),
+              x_saved = std::make_shared<Tensor>(std::move(x_owned))](const ForwardContext& run) {
+    compute_weight_grad(run, w, b, dy_saved->f32(), x_saved->f32(), N, in, out);
+  };
+  ctx.wgrad_queue->push(std::move(job));
+}
 
 void ColumnParallelLinear::forward(const ForwardContext& ctx, const float* x, float* y,
                                    int64_t N) const {
   Tensor gathered;
   if (ctx.sequence_parallel) {
-    gathered = gather_sequence(ctx, x, N, in_);
+    gathered = Tensor(*ctx.alloc, Shape{N, in_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    GatherFromSequenceParallelRegion::forward(ctx, gathered.f32(), x, N, in_);
     x = gathered.f32();
   }
-  linear_forward(y, x, weight_->w(), bias_ ? bias_->w() : nullptr, N, in_, out_local_);
+  // Without sequence parallelism the input enters the region by CopyToTensorModelParallelRegion
+  // (identity forward).
+  ctx.k().linear_forward(ctx.kc(), y, x, ctx.w(*weight_), bias_ ? ctx.w(*bias_) : nullptr, N, in_, out_local_);
 }
 
 void ColumnParallelLinear::backward(const ForwardContext& ctx, const float* x, const float* dy,
                                     float* dx, int64_t N) const {
-  ProcessGroup& tp = ctx.ps->tp();
   Tensor gathered;
   if (ctx.sequence_parallel) {  // gathered again rather than kept from forward (Megatron)
-    gathered = gather_sequence(ctx, x, N, in_);
+    gathered = Tensor(*ctx.alloc, Shape{N, in_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    GatherFromSequenceParallelRegion::forward(ctx, gathered.f32(), x, N, in_);
     x = gathered.f32();
   }
   if (dx != nullptr) {
     if (ctx.sequence_parallel) {
       Tensor full(*ctx.alloc, Shape{N, in_}, DType::kFloat32, MemoryCategory::kWorkspace);
-      linear_backward_input(full.f32(), dy, weight_->w(), N, in_, out_local_, /*accumulate=*/false);
-      tp.reduce_scatter(dx, full.f32(), N / tp.size() * in_);
+      ctx.k().linear_backward_input(ctx.kc(), full.f32(), dy, ctx.w(*weight_), N, in_, out_local_,
+                                    /*accumulate=*/false);
+      GatherFromSequenceParallelRegion::backward(ctx, dx, full.f32(), N, in_);
     } else {
-      linear_backward_input(dx, dy, weight_->w(), N, in_, out_local_, /*accumulate=*/false);
-      tp.all_reduce(dx, N * in_);
+      ctx.k().linear_backward_input(ctx.kc(), dx, dy, ctx.w(*weight_), N, in_, out_local_, /*accumulate=*/false);
+      CopyToTensorModelParallelRegion::backward(ctx, dx, N * in_);
     }
   }
-  accumulate_weight_grad(ctx, weight_, bias_, dy, x, N, in_, out_local_);
+  accumulate_weight_grad(ctx, weight_, bias_, dy, x, std::move(gathered), N, in_, out_local_);
 }
 
 RowParallelLinear::RowParallelLinear(ParameterRegistry& registry, const std::string& prefix,
@@ -114,14 +125,13 @@ RowParallelLinear::RowParallelLinear(ParameterRegistry& registry, const std::str
 
 void RowParallelLinear::forward(const ForwardContext& ctx, const float* x, float* y,
                                 int64_t N) const {
-  ProcessGroup& tp = ctx.ps->tp();
   if (ctx.sequence_parallel) {
     Tensor full(*ctx.alloc, Shape{N, out_}, DType::kFloat32, MemoryCategory::kWorkspace);
-    linear_forward(full.f32(), x, weight_->w(), nullptr, N, in_local_, out_);
-    tp.reduce_scatter(y, full.f32(), N / tp.size() * out_);
+    ctx.k().linear_forward(ctx.kc(), full.f32(), x, ctx.w(*weight_), nullptr, N, in_local_, out_);
+    ReduceScatterToSequenceParallelRegion::forward(ctx, y, full.f32(), N, out_);
   } else {
-    linear_forward(y, x, weight_->w(), nullptr, N, in_local_, out_);
-    tp.all_reduce(y, N * out_);
+    ctx.k().linear_forward(ctx.kc(), y, x, ctx.w(*weight_), nullptr, N, in_local_, out_);
+    ReduceFromTensorModelParallelRegion::forward(ctx, y, N * out_);
   }
 }
 
@@ -129,11 +139,12 @@ void RowParallelLinear::backward(const ForwardContext& ctx, const float* x, cons
                                  float* dx, int64_t N) const {
   Tensor gathered;
   if (ctx.sequence_parallel) {
-    gathered = gather_sequence(ctx, dy, N, out_);
+    gathered = Tensor(*ctx.alloc, Shape{N, out_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    ReduceScatterToSequenceParallelRegion::backward(ctx, gathered.f32(), dy, N, out_);
     dy = gathered.f32();
   }
-  linear_backward_input(dx, dy, weight_->w(), N, in_local_, out_, /*accumulate=*/false);
-  accumulate_weight_grad(ctx, weight_, nullptr, dy, x, N, in_local_, out_);
+  ctx.k().linear_backward_input(ctx.kc(), dx, dy, ctx.w(*weight_), N, in_local_, out_, /*accumulate=*/false);
+  accumulate_weight_grad(ctx, weight_, nullptr, dy, x, Tensor{}, N, in_local_, out_);
 }
 
 }  // namespace mindspeed

@@ -13,7 +13,9 @@
 // gradient; Row reduce-scatters its output and all-gathers the output gradient.
 // Weight gradients accumulate straight into the fp32 gradient buffer (beta = 1 GEMM: the
 // gradient-accumulation fusion; --no-gradient-accumulation-fusion computes the product
-// into a temporary first and then adds it).
+// into a temporary first and then adds it). With ForwardContext::wgrad_queue set, backward
+// computes the input gradient only and queues the weight-gradient GEMM (the B/W split).
+// Communication goes through the named pairs of mappings.h.
 // Activations are [N, C] with N = s*b rows ([s, b, h] flattened); N below is always the
 // full (unsplit) row count.
 #pragma once
@@ -21,8 +23,9 @@
 #include <cstdint>
 #include <string>
 
-#include "transformer/forward_context.h"
-#include "transformer/parameter.h"
+#include "module/forward_context.h"
+#include "module/parameter.h"
+#include "tensor_parallel/mappings.h"
 
 namespace mindspeed {
 
@@ -32,6 +35,12 @@ struct LinearOptions {
   float init_std = 0.02f;
   bool glu = false;  ///< fc1 of SwiGLU: the output is [gate; up] and each half is split by tp
 };
+
+/// dW += dy^T x and db += colsum(dy) (b may be null), now or -- with ctx.wgrad_queue -- as a
+/// queued job that owns copies of dy [N, out] and x [N, in] (or takes `x_owned` when the
+/// caller has no further use of it).
+void accumulate_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* b, const float* dy, const float* x,
+                            Tensor x_owned, int64_t N, int64_t in, int64_t out);
 
 class ColumnParallelLinear {
  public:

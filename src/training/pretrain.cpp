@@ -1,11 +1,7 @@
 // pretrain() (pretrain.h).
 #include "training/pretrain.h"
 
-#include <omp.h>
-
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 
 #include "config/validate.h"
@@ -40,7 +36,7 @@ KernelOptions kernel_options(const TrainingConfig& t) {
   return k;
 }
 
-TokenizerOptions tokenizer_options(const DataConfig& d) {
+TokenizerOptions tokenizer_options_of(const DataConfig& d) {
   TokenizerOptions o;
   o.tokenizer_type = d.tokenizer_type;
   o.vocab_file = d.vocab_file;
@@ -61,8 +57,17 @@ TokenizerIdentity tokenizer_identity(const Tokenizer& tokenizer) {
 
 // Token and label ids must index the (padded) embedding table: a dataset written with another
 // tokenizer, or Megatron's mock data (ids up to 4095) with a smaller --vocab-size, is refused
-// here with the sample named instead of reading outside the table.
-Status check_token_ids(const MicroBatch& mb, int64_t padded_vocab, int64_t vocab) {
+// here with the sample named instead of reading outside the table. Position ids must index
+// the position table (learned or rotary).
+Status check_token_ids(const MicroBatch& mb, int64_t padded_vocab, int64_t vocab, int64_t max_positions) {
+  for (size_t i = 0; i < mb.position_ids.size(); ++i) {
+    const int32_t pos = mb.position_ids[i];
+    if (pos < 0 || pos >= max_positions) {
+      return invalid_argument("sample ", mb.first_sample + static_cast<int64_t>(i) / mb.T, " holds position id ", pos,
+                              ", outside --max-position-embeddings (", max_positions,
+                              "); raise --max-position-embeddings to at least --seq-length");
+    }
+  }
   for (size_t i = 0; i < mb.tokens.size(); ++i) {
     const int32_t ids[2] = {mb.tokens[i], mb.labels[i]};
     for (int32_t id : ids) {
@@ -94,7 +99,8 @@ StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, int64_
     mb.position_ids = std::move(batch.position_ids);
     if (c.data.reset_attention_mask) mb.doc_start = std::move(batch.doc_start);
     mb.first_sample = batch.sample_ids.empty() ? 0 : batch.sample_ids.front();
-    MS_RETURN_IF_ERROR(check_token_ids(mb, c.model.padded_vocab_size, c.model.vocab_size));
+    MS_RETURN_IF_ERROR(
+        check_token_ids(mb, c.model.padded_vocab_size, c.model.vocab_size, c.model.max_position_embeddings));
     out.push_back(std::move(mb));
   }
   return true;
@@ -112,7 +118,7 @@ StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptD
       return failed_precondition("the validation/test data ran out after ", i, " of --eval-iters (",
                                  c.training.eval_iters, ") iterations");
     }
-    const GPTModel::LossSums s = evaluate_step(model, ctx, mbs);
+    const LossSums s = evaluate_step(model, ctx, mbs);
     loss_sum += s.loss_sum;
     tokens += s.num_tokens;
   }
@@ -123,19 +129,26 @@ StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptD
 
 }  // namespace
 
-Status pretrain(Configs c, const MpiWorld& world) {
+StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer_from_config(const DataConfig& data) {
+  return build_tokenizer(tokenizer_options_of(data));
+}
+
+Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld& world, const PretrainHooks& hooks) {
   Timer setup_timer;
   MS_ASSIGN_OR_RETURN(std::unique_ptr<ParallelState> ps_owner, initialize_model_parallel(c.parallel, world));
   const ParallelState& ps = *ps_owner;
   const bool log_rank0 = world.rank == 0;
   const bool log_last = world.rank == world.size - 1;  // Megatron's print_rank_last
-  const int threads = configure_threads(c.training.num_threads, world);
-  if (c.training.deterministic_mode) omp_set_dynamic(0);
-
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, build_tokenizer(tokenizer_options(c.data)));
-  set_vocab_size(c, tokenizer->vocab_size());
+  const Tokenizer* tokenizer = &tokenizer_ref;
+  MS_CHECK(c.model.padded_vocab_size == padded_vocab(tokenizer->vocab_size(), c.model.make_vocab_size_divisible_by,
+                                                     c.parallel.tensor_model_parallel_size),
+           "pretrain() needs the configs validated with this tokenizer's vocabulary size");
   const KernelOptions kopts = kernel_options(c.training);
-  const KernelTable kernels = select_kernels(kopts);
+  const Backend backend = select_backend(
+      kopts, c.training.num_threads > 0 ? c.training.num_threads : default_threads_per_rank(world.local_size));
+  const KernelTable& kernels = backend.kernels;
+  const int threads = backend.context.num_threads;
+  if (c.training.deterministic_mode) set_deterministic_threads();
   if (log_rank0) {
     log_info("> mindspeed-cpp: world size ", world.size, " (tp ", ps.sizes.tensor, ", pp ", ps.sizes.pipeline,
              ", cp ", ps.sizes.context, ", dp ", ps.sizes.data, "), ", threads, " OpenMP threads per rank");
@@ -150,7 +163,8 @@ Status pretrain(Configs c, const MpiWorld& world) {
   }
 
   Allocator alloc;
-  GPTModel model(c.model, ps, c.parallel.sequence_parallel);
+  ParameterRegistry registry;
+  GPTModel model(c.model, ps, registry, {.sequence_parallel = c.parallel.sequence_parallel});
   BufferOptions bopts;
   bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
@@ -180,8 +194,8 @@ Status pretrain(Configs c, const MpiWorld& world) {
   dconf.overlap_grad_reduce = c.parallel.overlap_grad_reduce;
   dconf.overlap_param_gather = c.parallel.overlap_param_gather;
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
-  DistributedDataParallel ddp(buffer, ps, dconf, alloc);
-  Optimizer optimizer(c.optimizer, buffer, ps, alloc, kernels, c.parallel.use_distributed_optimizer);
+  DistributedDataParallel ddp(buffer, ps, dconf, backend, alloc);
+  Optimizer optimizer(c.optimizer, buffer, ps, alloc, backend, c.parallel.use_distributed_optimizer);
   LrScheduler scheduler(c.optimizer, c.training.train_iters);
 
   // Data.
@@ -233,7 +247,7 @@ Status pretrain(Configs c, const MpiWorld& world) {
   if (log_rank0) log_info("> setup done in ", setup_timer.seconds(), " s; training ...");
 
   ForwardContext ctx;
-  ctx.kernels = &kernels;
+  ctx.backend = &backend;
   ctx.alloc = &alloc;
   ctx.ps = &ps;
   ctx.seed = static_cast<uint64_t>(c.training.seed);
@@ -248,24 +262,13 @@ Status pretrain(Configs c, const MpiWorld& world) {
   double interval_loss = 0.0;
   int64_t interval_iters = 0;
   double last_grad_norm = 0.0;
-  // Fault injection for the failure tests: MS_FAULT_INJECT="<rank>:<iteration>" makes that
-  // rank fail inside that iteration, after its forward/backward started communicating.
-  int fault_rank = -1;
-  long long fault_iteration = -1;
-  if (const char* f = std::getenv("MS_FAULT_INJECT")) {
-    if (std::sscanf(f, "%d:%lld", &fault_rank, &fault_iteration) != 2) {
-      return invalid_argument("MS_FAULT_INJECT must be <rank>:<iteration>, got '", f, "'");
-    }
-  }
   std::vector<MicroBatch> mbs;
   for (int64_t it = 1; it <= c.training.train_iters; ++it) {
     MS_ASSIGN_OR_RETURN(const bool got, next_global_batch(train_loader, c, num_micro, mbs));
     if (!got) return failed_precondition("the training data ran out at iteration ", it);
     ctx.training = true;
     ctx.iteration = it;
-    if (world.rank == fault_rank && it == fault_iteration) {
-      fatal(str_cat("fault injected by MS_FAULT_INJECT at iteration ", it));
-    }
+    if (hooks.on_iteration) hooks.on_iteration(world.rank, it);
     const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(it - 1));
     const double loss_sum = ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum);
     const double tokens = ps.dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);

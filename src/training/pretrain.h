@@ -5,13 +5,31 @@
 // --eval-interval, and validation/test evaluation at the end.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <memory>
+
 #include "config/configs.h"
 #include "core/status.h"
 #include "parallel/initialize.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mindspeed {
 
-/// Runs the whole job on this rank. Every rank calls it with the same configs.
-Status pretrain(Configs configs, const MpiWorld& world);
+/// The tokenizer the data flags name (--tokenizer-type, --vocab-file, ...); built before
+/// validation, which needs its vocabulary size for the padded vocabulary.
+StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer_from_config(const DataConfig& data);
+
+/// Callbacks into the training loop for tests and tools (nothing in the library reads the
+/// environment for them).
+struct PretrainHooks {
+  /// Called on every rank at the start of each iteration, after the batch was fetched.
+  std::function<void(int rank, int64_t iteration)> on_iteration;
+};
+
+/// Runs the whole job on this rank. Every rank calls it with the same validated configs
+/// (validate_configs with the tokenizer's vocabulary size).
+Status pretrain(const Configs& configs, const Tokenizer& tokenizer, const MpiWorld& world,
+                const PretrainHooks& hooks = {});
 
 }  // namespace mindspeed

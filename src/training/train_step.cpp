@@ -1,4 +1,4 @@
-// train_step / evaluate_step (train_step.h).
+// gpt_forward_step / train_step / evaluate_step (train_step.h).
 #include "training/train_step.h"
 
 #include "core/check.h"
@@ -6,48 +6,59 @@
 
 namespace mindspeed {
 
+ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_iterator, const ModelChunk& model,
+                             Tensor input, int64_t num_microbatches) {
+  ForwardStep step;
+  step.microbatch = data_iterator.next();
+  if (step.microbatch == nullptr) return step;
+  const MicroBatch& mb = *step.microbatch;
+  double tokens = 0.0;
+  for (float m : mb.loss_mask) tokens += m;
+  // Megatron: loss / num_tokens / num_microbatches.
+  const float scale = tokens > 0.0 ? static_cast<float>(1.0 / (tokens * static_cast<double>(num_microbatches))) : 0.0f;
+  step.result = model.forward(ctx, mb, std::move(input), scale);
+  return step;
+}
+
+namespace {
+ForwardBackwardResult run_schedule(const GPTModel& model, const ForwardContext& ctx,
+                                   std::span<const MicroBatch> microbatches, bool forward_only,
+                                   DistributedDataParallel* ddp, bool defer_weight_grad) {
+  auto schedule = get_forward_backward_func(1);
+  MS_CHECK_OK(schedule.status());
+  SpanDataIterator data(microbatches);
+  ForwardBackwardArgs args;
+  args.forward_step_func = gpt_forward_step;
+  args.data_iterator = &data;
+  args.model = {&model};
+  args.num_microbatches = static_cast<int64_t>(microbatches.size());
+  args.forward_only = forward_only;
+  args.defer_weight_grad = defer_weight_grad;
+  if (ddp != nullptr) args.set_grad_sync = [ddp](bool enabled) { ddp->enable_grad_sync(enabled); };
+  return (*schedule)(ctx, args);
+}
+}  // namespace
+
 TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
                            DistributedDataParallel* ddp, const ForwardContext& ctx_in,
-                           std::span<const MicroBatch> microbatches, double lr) {
+                           std::span<const MicroBatch> microbatches, double lr, const TrainStepOptions& options) {
   MS_CHECK(ctx_in.training, "train_step needs a training context");
   ForwardContext ctx = ctx_in;
   ctx.hooks = ddp;
   TrainStepResult result;
-  buffer.zero_grad();
-  const double num_micro = static_cast<double>(microbatches.size());
-  for (size_t i = 0; i < microbatches.size(); ++i) {
-    const MicroBatch& mb = microbatches[i];
-    // Gradient reduction may overlap only the last micro-batch's backward (no_sync before).
-    if (ddp) ddp->enable_grad_sync(i + 1 == microbatches.size());
-    double tokens = 0.0;
-    for (float m : mb.loss_mask) tokens += m;
-    // Megatron: loss / num_tokens / num_microbatches (a micro-batch without any counted token
-    // contributes nothing).
-    const float scale = tokens > 0.0 ? static_cast<float>(1.0 / (tokens * num_micro)) : 0.0f;
-    GPTModel::Saved saved;
-    const GPTModel::LossSums sums = model.forward(ctx, mb, scale, saved);
-    model.backward(ctx, mb, saved);
-    result.loss_sum += sums.loss_sum;
-    result.num_tokens += sums.num_tokens;
-  }
+  buffer.zero_grad(*ctx.backend);
+  const ForwardBackwardResult fb = run_schedule(model, ctx, microbatches, false, ddp, options.defer_weight_grad);
+  result.loss_sum = fb.total.loss_sum;
+  result.num_tokens = fb.total.num_tokens;
   if (ddp) ddp->finish_grad_sync();
   result.optimizer = optimizer.step(lr);
   if (ddp) ddp->start_param_sync();
   return result;
 }
 
-GPTModel::LossSums evaluate_step(const GPTModel& model, const ForwardContext& ctx,
-                                 std::span<const MicroBatch> microbatches) {
-  ForwardContext eval = ctx;
-  eval.training = false;  // hooks (parameter gathers) stay as the caller set them
-  GPTModel::LossSums total;
-  for (const MicroBatch& mb : microbatches) {
-    GPTModel::Saved saved;
-    const GPTModel::LossSums sums = model.forward(eval, mb, 0.0f, saved);
-    total.loss_sum += sums.loss_sum;
-    total.num_tokens += sums.num_tokens;
-  }
-  return total;
+LossSums evaluate_step(const GPTModel& model, const ForwardContext& ctx, std::span<const MicroBatch> microbatches) {
+  // Hooks (parameter gathers) stay as the caller set them.
+  return run_schedule(model, ctx, microbatches, /*forward_only=*/true, nullptr, false).total;
 }
 
 }  // namespace mindspeed

@@ -1,17 +1,19 @@
-// One training iteration (port of megatron/training/training.py train_step with
-// pipeline_parallel/schedules.py forward_backward_no_pipelining): zero the gradient buffer,
-// run forward and backward over the global batch's micro-batches (each micro-batch's loss
-// divided by its own token count and by the number of micro-batches, Megatron's default
-// without --calculate-per-token-loss), finalise the gradients (data-parallel reduction), then
-// clip and step the optimizer.
+// One training iteration (port of megatron/training/training.py train_step) and the GPT
+// forward step (pretrain_gpt.py forward_step): zero the gradient buffer, run the schedule
+// of get_forward_backward_func() over the global batch's micro-batches (each micro-batch's
+// loss divided by its own token count and by the number of micro-batches, Megatron's
+// default without --calculate-per-token-loss), finalise the gradients (data-parallel
+// reduction), then clip and step the optimizer. Evaluation runs the same schedule
+// forward-only.
 #pragma once
 
 #include <span>
 
 #include "distributed/param_and_grad_buffer.h"
 #include "models/gpt/gpt_model.h"
+#include "module/forward_context.h"
 #include "optimizer/optimizer.h"
-#include "transformer/forward_context.h"
+#include "pipeline_parallel/schedules.h"
 
 namespace mindspeed {
 
@@ -23,13 +25,22 @@ struct TrainStepResult {
   Optimizer::StepResult optimizer;
 };
 
+/// Megatron's forward_step for GPT: the next micro-batch, its loss scale
+/// 1 / (tokens * num_microbatches) (a micro-batch without counted tokens contributes
+/// nothing), and the chunk's forward.
+ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_iterator, const ModelChunk& model,
+                             Tensor input, int64_t num_microbatches);
+
+struct TrainStepOptions {
+  bool defer_weight_grad = false;  ///< see ForwardBackwardArgs::defer_weight_grad
+};
+
 /// `ddp` may be null (one process, no data-parallel reduction).
 TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
                            DistributedDataParallel* ddp, const ForwardContext& ctx,
-                           std::span<const MicroBatch> microbatches, double lr);
+                           std::span<const MicroBatch> microbatches, double lr, const TrainStepOptions& options = {});
 
 /// Forward only over micro-batches (evaluation): the summed loss and token count.
-GPTModel::LossSums evaluate_step(const GPTModel& model, const ForwardContext& ctx,
-                                 std::span<const MicroBatch> microbatches);
+LossSums evaluate_step(const GPTModel& model, const ForwardContext& ctx, std::span<const MicroBatch> microbatches);
 
 }  // namespace mindspeed

@@ -1,7 +1,7 @@
 // SelfAttention (attention.h).
 #include "transformer/attention.h"
 
-#include "core/precision.h"
+#include "module/module_scope.h"
 
 #include <cmath>
 
@@ -65,29 +65,27 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
     saved.q = Tensor(a, Shape{d.B, d.NQ, d.T, d.D}, DType::kFloat32, MemoryCategory::kActivations);
     saved.k = Tensor(a, Shape{d.B, d.NKV, d.T, d.D}, DType::kFloat32, MemoryCategory::kActivations);
     saved.v = Tensor(a, Shape{d.B, d.NKV, d.T, d.D}, DType::kFloat32, MemoryCategory::kActivations);
-    ctx.k().qkv_split_rope_forward(saved.q.f32(), saved.k.f32(), saved.v.f32(), qkv.f32(),
+    ctx.k().qkv_split_rope_forward(ctx.kc(), saved.q.f32(), saved.k.f32(), saved.v.f32(), qkv.f32(),
                                    mb.position_ids.data(), rope_cos_, rope_sin_, d.T, d.B, d.NQ,
                                    d.NKV, d.D);
-    if (ctx.bf16) {
-      for (Tensor* t : {&saved.q, &saved.k, &saved.v}) round_to_bf16_inplace(t->f32(), t->numel());
-    }
+    for (Tensor* t : {&saved.q, &saved.k, &saved.v}) round_if_bf16(ctx, *t);
   }
   saved.context = Tensor(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kActivations);
   const DropoutSpec drop = dropout(ctx, mb);
   if (use_flash(ctx)) {
     saved.lse = Tensor(a, Shape{d.B, d.NQ, d.T}, DType::kFloat32, MemoryCategory::kActivations);
-    Tensor ws(a, Shape{cpu::attention_workspace_floats(d, cpu::AttentionKernel::kFlash, false)},
+    Tensor ws(a, Shape{ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, false)},
               DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.k().flash_attention_forward(saved.context.f32(), saved.lse.f32(), saved.q.f32(),
+    ctx.k().flash_attention_forward(ctx.kc(), saved.context.f32(), saved.lse.f32(), saved.q.f32(),
                                     saved.k.f32(), saved.v.f32(), mask, d, drop, ws.f32());
   } else {
     saved.probs = Tensor(a, Shape{d.B, d.NQ, d.T, d.T}, DType::kFloat32, MemoryCategory::kActivations);
-    Tensor ws(a, Shape{cpu::attention_workspace_floats(d, cpu::AttentionKernel::kCore, false)},
+    Tensor ws(a, Shape{ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kCore, false)},
               DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.k().core_attention_forward(saved.context.f32(), saved.probs.f32(), saved.q.f32(),
+    ctx.k().core_attention_forward(ctx.kc(), saved.context.f32(), saved.probs.f32(), saved.q.f32(),
                                    saved.k.f32(), saved.v.f32(), mask, d, drop, ws.f32());
   }
-  if (ctx.bf16) round_to_bf16_inplace(saved.context.f32(), saved.context.numel());
+  round_if_bf16(ctx, saved.context);
   linear_proj_.forward(ctx, saved.context.f32(), out, N);
 }
 
@@ -106,19 +104,19 @@ void SelfAttention::backward(const ForwardContext& ctx, const MicroBatch& mb, co
     Tensor dv(a, saved.v.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
     const DropoutSpec drop = dropout(ctx, mb);
     if (use_flash(ctx)) {
-      Tensor ws(a, Shape{cpu::attention_workspace_floats(d, cpu::AttentionKernel::kFlash, true)},
+      Tensor ws(a, Shape{ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, true)},
                 DType::kFloat32, MemoryCategory::kWorkspace);
-      ctx.k().flash_attention_backward(dq.f32(), dk.f32(), dv.f32(), dcontext.f32(),
+      ctx.k().flash_attention_backward(ctx.kc(), dq.f32(), dk.f32(), dv.f32(), dcontext.f32(),
                                        saved.context.f32(), saved.lse.f32(), saved.q.f32(),
                                        saved.k.f32(), saved.v.f32(), mask, d, drop, ws.f32());
     } else {
-      Tensor ws(a, Shape{cpu::attention_workspace_floats(d, cpu::AttentionKernel::kCore, true)},
+      Tensor ws(a, Shape{ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kCore, true)},
                 DType::kFloat32, MemoryCategory::kWorkspace);
-      ctx.k().core_attention_backward(dq.f32(), dk.f32(), dv.f32(), dcontext.f32(),
+      ctx.k().core_attention_backward(ctx.kc(), dq.f32(), dk.f32(), dv.f32(), dcontext.f32(),
                                       saved.probs.f32(), saved.q.f32(), saved.k.f32(),
                                       saved.v.f32(), d, drop, ws.f32());
     }
-    ctx.k().qkv_split_rope_backward(dqkv.f32(), dq.f32(), dk.f32(), dv.f32(),
+    ctx.k().qkv_split_rope_backward(ctx.kc(), dqkv.f32(), dq.f32(), dk.f32(), dv.f32(),
                                     mb.position_ids.data(), rope_cos_, rope_sin_, d.T, d.B, d.NQ,
                                     d.NKV, d.D);
   }

@@ -1,7 +1,7 @@
 // MLP (mlp.h).
 #include "transformer/mlp.h"
 
-#include "core/precision.h"
+#include "module/module_scope.h"
 
 #include <cmath>
 
@@ -30,14 +30,14 @@ void MLP::forward(const ForwardContext& ctx, const float* x, int64_t N, float* o
   Allocator& a = *ctx.alloc;
   saved.fc1_out = Tensor(a, Shape{N, linear_fc1_.out_local()}, DType::kFloat32, MemoryCategory::kActivations);
   linear_fc1_.forward(ctx, x, saved.fc1_out.f32(), N);
-  if (ctx.bf16) round_to_bf16_inplace(saved.fc1_out.f32(), saved.fc1_out.numel());
+  round_if_bf16(ctx, saved.fc1_out);
   saved.act_out = Tensor(a, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kActivations);
   if (swiglu_) {
-    ctx.k().swiglu_forward(saved.act_out.f32(), saved.fc1_out.f32(), N, ffn_local_);
+    ctx.k().swiglu_forward(ctx.kc(), saved.act_out.f32(), saved.fc1_out.f32(), N, ffn_local_);
   } else {
-    ctx.k().gelu_forward(saved.act_out.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
+    ctx.k().gelu_forward(ctx.kc(), saved.act_out.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
   }
-  if (ctx.bf16) round_to_bf16_inplace(saved.act_out.f32(), saved.act_out.numel());
+  round_if_bf16(ctx, saved.act_out);
   linear_fc2_.forward(ctx, saved.act_out.f32(), out, N);
 }
 
@@ -48,9 +48,9 @@ void MLP::backward(const ForwardContext& ctx, const Saved& saved, const float* x
   linear_fc2_.backward(ctx, saved.act_out.f32(), dout, dact.f32(), N);
   Tensor dfc1(a, saved.fc1_out.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
   if (swiglu_) {
-    ctx.k().swiglu_backward(dfc1.f32(), dact.f32(), saved.fc1_out.f32(), N, ffn_local_);
+    ctx.k().swiglu_backward(ctx.kc(), dfc1.f32(), dact.f32(), saved.fc1_out.f32(), N, ffn_local_);
   } else {
-    ctx.k().gelu_backward(dfc1.f32(), dact.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
+    ctx.k().gelu_backward(ctx.kc(), dfc1.f32(), dact.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
   }
   dact.reset();
   linear_fc1_.backward(ctx, x, dfc1.f32(), dx, N);

@@ -7,7 +7,7 @@
 #include "config/model_config.h"
 #include "core/tensor.h"
 #include "tensor_parallel/layers.h"
-#include "transformer/forward_context.h"
+#include "module/forward_context.h"
 
 namespace mindspeed {
 

@@ -3,9 +3,9 @@
 
 namespace mindspeed {
 
-Norm::Norm(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
+Norm::Norm(ParameterRegistry& registry, const std::string& prefix, Normalization kind, const ModelConfig& config,
            bool sequence_parallel, int tp_size)
-    : kind_(config.normalization), eps_(config.norm_epsilon), hidden_(config.hidden_size) {
+    : kind_(kind), eps_(config.norm_epsilon), hidden_(config.hidden_size) {
   weight_ = registry.add({.name = prefix + ".weight",
                           .global_shape = Shape{hidden_},
                           .init = InitMethod::kOnes,
@@ -28,20 +28,20 @@ void Norm::forward(const ForwardContext& ctx, const float* x, int64_t N, Saved& 
   saved.rstd = Tensor(a, Shape{N}, DType::kFloat32, MemoryCategory::kActivations);
   if (kind_ == Normalization::kLayerNorm) {
     saved.mean = Tensor(a, Shape{N}, DType::kFloat32, MemoryCategory::kActivations);
-    ctx.k().layer_norm_forward(saved.out.f32(), saved.mean.f32(), saved.rstd.f32(), x,
-                               weight_->w(), bias_->w(), N, hidden_, eps_);
+    ctx.k().layer_norm_forward(ctx.kc(), saved.out.f32(), saved.mean.f32(), saved.rstd.f32(), x,
+                               ctx.w(*weight_), ctx.w(*bias_), N, hidden_, eps_);
   } else {
-    ctx.k().rms_norm_forward(saved.out.f32(), saved.rstd.f32(), x, weight_->w(), N, hidden_, eps_);
+    ctx.k().rms_norm_forward(ctx.kc(), saved.out.f32(), saved.rstd.f32(), x, ctx.w(*weight_), N, hidden_, eps_);
   }
 }
 
 void Norm::backward(const ForwardContext& ctx, const Saved& saved, const float* x,
                     const float* dout, float* dx, int64_t N) const {
   if (kind_ == Normalization::kLayerNorm) {
-    ctx.k().layer_norm_backward(dx, weight_->g(), bias_->g(), dout, x, weight_->w(),
+    ctx.k().layer_norm_backward(ctx.kc(), dx, weight_->g(), bias_->g(), dout, x, ctx.w(*weight_),
                                 saved.mean.f32(), saved.rstd.f32(), N, hidden_);
   } else {
-    ctx.k().rms_norm_backward(dx, weight_->g(), dout, x, weight_->w(), saved.rstd.f32(), N, hidden_);
+    ctx.k().rms_norm_backward(ctx.kc(), dx, weight_->g(), dout, x, ctx.w(*weight_), saved.rstd.f32(), N, hidden_);
   }
 }
 

@@ -8,8 +8,8 @@
 
 #include "config/model_config.h"
 #include "core/tensor.h"
-#include "transformer/forward_context.h"
-#include "transformer/parameter.h"
+#include "module/forward_context.h"
+#include "module/parameter.h"
 
 namespace mindspeed {
 
@@ -21,7 +21,7 @@ class Norm {
     Tensor rstd;  ///< [N]
   };
 
-  Norm(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
+  Norm(ParameterRegistry& registry, const std::string& prefix, Normalization kind, const ModelConfig& config,
        bool sequence_parallel, int tp_size);
   /// saved.out = norm(x), x [N, h].
   void forward(const ForwardContext& ctx, const float* x, int64_t N, Saved& saved) const;

@@ -1,7 +1,7 @@
 // TransformerLayer (transformer_layer.h).
 #include "transformer/transformer_layer.h"
 
-#include "core/precision.h"
+#include "module/module_scope.h"
 
 namespace mindspeed {
 namespace {
@@ -9,19 +9,28 @@ std::string layer_prefix(int64_t index) { return "decoder.layers." + std::to_str
 }  // namespace
 
 TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfig& config,
-                                   int64_t layer_index, int tp_size, int tp_rank,
-                                   bool sequence_parallel, const float* rope_cos,
+                                   const TransformerLayerSpec& spec, int64_t layer_index, int tp_size,
+                                   int tp_rank, bool sequence_parallel, const float* rope_cos,
                                    const float* rope_sin)
-    : layer_index_(layer_index),
-      hidden_(config.hidden_size),
-      hidden_dropout_(config.hidden_dropout),
-      input_layernorm_(registry, layer_prefix(layer_index) + ".input_layernorm", config,
-                       sequence_parallel, tp_size),
-      self_attention_(registry, layer_prefix(layer_index) + ".self_attention", config, layer_index,
-                      tp_size, tp_rank, sequence_parallel, rope_cos, rope_sin),
-      pre_mlp_layernorm_(registry, layer_prefix(layer_index) + ".pre_mlp_layernorm", config,
-                         sequence_parallel, tp_size),
-      mlp_(registry, layer_prefix(layer_index) + ".mlp", config, tp_size, sequence_parallel) {}
+    : layer_index_(layer_index), hidden_(config.hidden_size), hidden_dropout_(config.hidden_dropout) {
+  if (spec.noop) return;
+  const std::string prefix = layer_prefix(layer_index);
+  input_layernorm_ = std::make_unique<Norm>(registry, prefix + ".input_layernorm", spec.input_layernorm, config,
+                                            sequence_parallel, tp_size);
+  switch (spec.self_attention) {
+    case AttentionKind::kSelfAttention:
+      self_attention_ = std::make_unique<SelfAttention>(registry, prefix + ".self_attention", config, layer_index,
+                                                        tp_size, tp_rank, sequence_parallel, rope_cos, rope_sin);
+      break;
+  }
+  pre_mlp_layernorm_ = std::make_unique<Norm>(registry, prefix + ".pre_mlp_layernorm", spec.pre_mlp_layernorm,
+                                              config, sequence_parallel, tp_size);
+  switch (spec.mlp) {
+    case MlpKind::kDense:
+      mlp_ = std::make_unique<MLP>(registry, prefix + ".mlp", config, tp_size, sequence_parallel);
+      break;
+  }
+}
 
 DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const MicroBatch& mb,
                                                DropoutSite site) const {
@@ -41,69 +50,69 @@ std::array<Tensor*, 10> TransformerLayer::Saved::activations() {
           &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out};
 }
 
-void TransformerLayer::Saved::compact(Allocator& alloc) {
-  for (Tensor* t : activations()) compact_to_bf16(alloc, *t, MemoryCategory::kActivations);
+void TransformerLayer::Saved::compact(const ForwardContext& ctx) {
+  for (Tensor* t : activations()) compact_to_bf16(ctx, *t);
 }
 
-void TransformerLayer::Saved::expand(Allocator& alloc) {
-  for (Tensor* t : activations()) expand_to_fp32(alloc, *t, MemoryCategory::kActivations);
+void TransformerLayer::Saved::expand(const ForwardContext& ctx) {
+  for (Tensor* t : activations()) expand_to_fp32(ctx, *t);
 }
 
 Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input_tensor,
                                  Saved& saved) const {
+  if (is_noop()) return input_tensor;
   Allocator& a = *ctx.alloc;
   const int64_t N = mb.T * mb.B, n = ctx.local_rows(N);
   // bf16: what a bf16 kernel would have written (the values saved for backward are these).
-  auto round = [&](Tensor& t) {
-    if (ctx.bf16) round_to_bf16_inplace(t.f32(), t.numel());
-  };
+  auto round = [&](Tensor& t) { round_if_bf16(ctx, t); };
   saved.input = std::move(input_tensor);
   const float* input = saved.input.f32();
-  input_layernorm_.forward(ctx, input, n, saved.input_layernorm);
+  input_layernorm_->forward(ctx, input, n, saved.input_layernorm);
   round(saved.input_layernorm.out);
   Tensor branch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
-  self_attention_.forward(ctx, mb, saved.input_layernorm.out.f32(), branch.f32(),
+  self_attention_->forward(ctx, mb, saved.input_layernorm.out.f32(), branch.f32(),
                           saved.self_attention);
   saved.mid = Tensor(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
-  Parameter* proj_bias = self_attention_.proj_bias();
-  ctx.k().bias_dropout_add_forward(saved.mid.f32(), branch.f32(), proj_bias ? proj_bias->w() : nullptr,
+  Parameter* proj_bias = self_attention_->proj_bias();
+  ctx.k().bias_dropout_add_forward(ctx.kc(), saved.mid.f32(), branch.f32(), proj_bias ? ctx.w(*proj_bias) : nullptr,
                                    input, n, hidden_,
                                    residual_dropout(ctx, mb, DropoutSite::kAttentionOutput));
   round(saved.mid);
-  pre_mlp_layernorm_.forward(ctx, saved.mid.f32(), n, saved.pre_mlp_layernorm);
+  pre_mlp_layernorm_->forward(ctx, saved.mid.f32(), n, saved.pre_mlp_layernorm);
   round(saved.pre_mlp_layernorm.out);
-  mlp_.forward(ctx, saved.pre_mlp_layernorm.out.f32(), N, branch.f32(), saved.mlp);
+  mlp_->forward(ctx, saved.pre_mlp_layernorm.out.f32(), N, branch.f32(), saved.mlp);
   Tensor output(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
-  Parameter* fc2_bias = mlp_.fc2_bias();
-  ctx.k().bias_dropout_add_forward(output.f32(), branch.f32(), fc2_bias ? fc2_bias->w() : nullptr,
+  Parameter* fc2_bias = mlp_->fc2_bias();
+  ctx.k().bias_dropout_add_forward(ctx.kc(), output.f32(), branch.f32(), fc2_bias ? ctx.w(*fc2_bias) : nullptr,
                                    saved.mid.f32(), n, hidden_,
                                    residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
   round(output);
-  if (ctx.bf16) saved.compact(a);
+  if (ctx.bf16) saved.compact(ctx);
   return output;
 }
 
 void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved,
                                 float* dresid) const {
+  if (is_noop()) return;  // the identity: dresid passes through
   Allocator& a = *ctx.alloc;
-  saved.expand(a);
+  saved.expand(ctx);
   const int64_t N = mb.T * mb.B, n = ctx.local_rows(N);
   Tensor dbranch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   Tensor dnorm(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   // MLP half: dresid holds d(output) = d(mid) through the residual.
-  Parameter* fc2_bias = mlp_.fc2_bias();
-  ctx.k().bias_dropout_add_backward(dbranch.f32(), fc2_bias ? fc2_bias->g() : nullptr, dresid, n,
+  Parameter* fc2_bias = mlp_->fc2_bias();
+  ctx.k().bias_dropout_add_backward(ctx.kc(), dbranch.f32(), fc2_bias ? fc2_bias->g() : nullptr, dresid, n,
                                     hidden_, residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
-  mlp_.backward(ctx, saved.mlp, saved.pre_mlp_layernorm.out.f32(), dbranch.f32(), dnorm.f32(), N);
-  pre_mlp_layernorm_.backward(ctx, saved.pre_mlp_layernorm, saved.mid.f32(), dnorm.f32(), dresid, n);
+  mlp_->backward(ctx, saved.mlp, saved.pre_mlp_layernorm.out.f32(), dbranch.f32(), dnorm.f32(), N);
+  pre_mlp_layernorm_->backward(ctx, saved.pre_mlp_layernorm, saved.mid.f32(), dnorm.f32(), dresid, n);
   // Attention half: dresid now holds d(mid).
-  Parameter* proj_bias = self_attention_.proj_bias();
-  ctx.k().bias_dropout_add_backward(dbranch.f32(), proj_bias ? proj_bias->g() : nullptr, dresid,
+  Parameter* proj_bias = self_attention_->proj_bias();
+  ctx.k().bias_dropout_add_backward(ctx.kc(), dbranch.f32(), proj_bias ? proj_bias->g() : nullptr, dresid,
                                     n, hidden_,
                                     residual_dropout(ctx, mb, DropoutSite::kAttentionOutput));
-  self_attention_.backward(ctx, mb, saved.self_attention, saved.input_layernorm.out.f32(),
+  self_attention_->backward(ctx, mb, saved.self_attention, saved.input_layernorm.out.f32(),
                            dbranch.f32(), dnorm.f32());
-  input_layernorm_.backward(ctx, saved.input_layernorm, saved.input.f32(), dnorm.f32(), dresid, n);
+  input_layernorm_->backward(ctx, saved.input_layernorm, saved.input.f32(), dnorm.f32(), dresid, n);
 }
 
 }  // namespace mindspeed

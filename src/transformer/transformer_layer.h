@@ -6,15 +6,19 @@
 // The layer owns its input (the previous layer's output, moved in) for backward. With --bf16
 // every saved activation is rounded to bf16 when produced and kept in bf16 between forward
 // and backward (Saved::compact / expand); statistics (mean, rstd, lse) stay fp32.
+// The layer is assembled from a TransformerLayerSpec (layer_spec.h); a no-op spec gives the
+// identity layer of MindSpeed's --noop-layers.
 #pragma once
 
 #include <array>
+#include <memory>
 #include <string>
 
 #include "config/model_config.h"
 #include "core/tensor.h"
 #include "transformer/attention.h"
-#include "transformer/forward_context.h"
+#include "transformer/layer_spec.h"
+#include "module/forward_context.h"
 #include "transformer/mlp.h"
 #include "transformer/norm.h"
 
@@ -32,14 +36,15 @@ class TransformerLayer {
     /// The activations kept in bf16 with --bf16 (statistics stay fp32).
     std::array<Tensor*, 10> activations();
     /// bf16 storage of the saved activations (forward end) and back to fp32 (backward start).
-    void compact(Allocator& alloc);
-    void expand(Allocator& alloc);
+    void compact(const ForwardContext& ctx);
+    void expand(const ForwardContext& ctx);
   };
 
   /// layer_index: global 0-based index (Megatron's layer_number - 1).
-  TransformerLayer(ParameterRegistry& registry, const ModelConfig& config, int64_t layer_index,
-                   int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos,
+  TransformerLayer(ParameterRegistry& registry, const ModelConfig& config, const TransformerLayerSpec& spec,
+                   int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos,
                    const float* rope_sin);
+  bool is_noop() const { return self_attention_ == nullptr; }
   /// Takes the input [n, h] and returns the output [n, h].
   Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved) const;
   /// dresid [N, h]: in, the gradient of the layer's output; out, that of its input.
@@ -50,10 +55,11 @@ class TransformerLayer {
                                DropoutSite site) const;
   int64_t layer_index_, hidden_;
   float hidden_dropout_;
-  Norm input_layernorm_;
-  SelfAttention self_attention_;
-  Norm pre_mlp_layernorm_;
-  MLP mlp_;
+  // The spec's slots (all null for a no-op layer).
+  std::unique_ptr<Norm> input_layernorm_;
+  std::unique_ptr<SelfAttention> self_attention_;
+  std::unique_ptr<Norm> pre_mlp_layernorm_;
+  std::unique_ptr<MLP> mlp_;
 };
 
 }  // namespace mindspeed

@@ -28,17 +28,18 @@ TEST_P(HfRoundTrip, ExportThenImportIsTheIdentity) {
   c.padded_vocab_size = padded_vocab(c.vocab_size, 128, 1);
   auto ps = ParallelState::single_process();
   Allocator alloc;
-  GPTModel model(c, *ps);
+  ParameterRegistry registry;
+  GPTModel model(c, *ps, registry);
   ParamAndGradBuffer buffer(model.registry(), alloc, BufferOptions{});
   initialize_parameters(model.registry(), 3, 0, 1);
   // Padded vocabulary rows are not part of a Hugging Face checkpoint: zero them first.
   for (const auto& p : model.registry().params()) {
     if (p->spec.name == "embedding.word_embeddings.weight" || p->spec.name == "output_layer.weight") {
-      std::fill(p->w() + c.vocab_size * c.hidden_size, p->w() + p->local_shape.numel(), 0.0f);
+      std::fill(p->data.f32() + c.vocab_size * c.hidden_size, p->data.f32() + p->local_shape.numel(), 0.0f);
     }
   }
   FullTensors before;
-  for (const auto& p : model.registry().params()) before[p->spec.name].assign(p->w(), p->w() + p->local_shape.numel());
+  for (const auto& p : model.registry().params()) before[p->spec.name].assign(p->data.f32(), p->data.f32() + p->local_shape.numel());
   auto hf = export_hf_tensors(c, info->architecture, before);
   ASSERT_TRUE(hf.ok()) << hf.status().to_string();
   const std::string dir = "/tmp/ms_hf_roundtrip_" + std::to_string(getpid());
@@ -55,10 +56,10 @@ TEST_P(HfRoundTrip, ExportThenImportIsTheIdentity) {
   }
   const Status written = write_safetensors(dir + "/model.safetensors", tensors);
   ASSERT_TRUE(written.ok()) << written.to_string();
-  for (const auto& p : model.registry().params()) std::fill(p->w(), p->w() + p->local_shape.numel(), -7.0f);
+  for (const auto& p : model.registry().params()) std::fill(p->data.f32(), p->data.f32() + p->local_shape.numel(), -7.0f);
   ASSERT_TRUE(load_hf_checkpoint(dir, model, *ps).ok());
   for (const auto& p : model.registry().params()) {
-    EXPECT_EQ(std::vector<float>(p->w(), p->w() + p->local_shape.numel()), before[p->spec.name]) << p->spec.name;
+    EXPECT_EQ(std::vector<float>(p->data.f32(), p->data.f32() + p->local_shape.numel()), before[p->spec.name]) << p->spec.name;
   }
   std::filesystem::remove_all(dir);
 }

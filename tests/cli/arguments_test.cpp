@@ -94,8 +94,11 @@ TEST(Validate, DerivesMegatronDefaults) {
   EXPECT_EQ(c.model.kv_channels, 24);
   EXPECT_EQ(c.model.query_groups(), 4);
   EXPECT_EQ(c.training.global_batch_size, 4);  // micro 2 x dp 2
-  set_vocab_size(c, 50257);
-  EXPECT_EQ(c.model.padded_vocab_size, 50304);
+  EXPECT_EQ(c.model.padded_vocab_size, 0);  // not known before the tokenizer
+  Configs with_vocab = parsed->configs;
+  ASSERT_TRUE(validate_configs(with_vocab, 2, 50257).ok());
+  EXPECT_EQ(with_vocab.model.vocab_size, 50257);
+  EXPECT_EQ(with_vocab.model.padded_vocab_size, 50304);
 }
 
 TEST(Validate, NamesTheFlagsOfABrokenRule) {

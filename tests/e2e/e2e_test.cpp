@@ -36,6 +36,8 @@ Result run(const std::string& command) {
 }
 
 const std::string kBin = MS_PRETRAIN_GPT;
+// pretrain_gpt with PretrainHooks that fail a rank on request (pretrain_gpt_with_faults.cpp).
+const std::string kFaultyBin = MS_PRETRAIN_GPT_WITH_FAULTS;
 const std::string kMpirun = std::string(MS_MPIRUN) +
                             " --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1"
                             " -x OMP_WAIT_POLICY=PASSIVE";
@@ -93,7 +95,7 @@ TEST(EndToEnd, BadParallelSizeIsNamed) {
 }
 
 TEST(EndToEnd, FailingRankAbortsTheWholeJobQuickly) {
-  const Result r = run("MS_FAULT_INJECT=1:3 " + kMpirun + " -x MS_FAULT_INJECT -np 2 " + kBin + kTiny +
+  const Result r = run("MS_FAULT_INJECT=1:3 " + kMpirun + " -x MS_FAULT_INJECT -np 2 " + kFaultyBin + kTiny +
                        " --train-iters 50 --log-interval 1 --tensor-model-parallel-size 2");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("[rank 1] FATAL: fault injected by MS_FAULT_INJECT at iteration 3"), std::string::npos)

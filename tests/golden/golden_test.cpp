@@ -52,18 +52,18 @@ class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kerne
     ASSERT_TRUE(expected.ok()) << expected.status().to_string();
     expected_ = std::make_unique<SafetensorsFile>(std::move(*expected));
     const Kernels k = std::get<1>(GetParam());
-    kernels_ = select_kernels(KernelOptions{.fast = k != Kernels::kReference,
-                                            .flash_attention = k == Kernels::kFlash});
+    backend_ = select_backend(KernelOptions{.fast = k != Kernels::kReference, .flash_attention = k == Kernels::kFlash});
     ps_ = ParallelState::single_process();
   }
 
   struct Instance {
+    std::unique_ptr<ParameterRegistry> registry = std::make_unique<ParameterRegistry>();
     std::unique_ptr<GPTModel> model;
     std::unique_ptr<ParamAndGradBuffer> buffer;
   };
   Instance load() {
     Instance in;
-    in.model = std::make_unique<GPTModel>(config_, *ps_);
+    in.model = std::make_unique<GPTModel>(config_, *ps_, *in.registry);
     in.buffer = std::make_unique<ParamAndGradBuffer>(in.model->registry(), alloc_, BufferOptions{});
     Status s = load_hf_checkpoint(dir_, *in.model, *ps_);
     EXPECT_TRUE(s.ok()) << s.to_string();
@@ -71,7 +71,7 @@ class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kerne
   }
   ForwardContext context() {
     ForwardContext ctx;
-    ctx.kernels = &kernels_;
+    ctx.backend = &backend_;
     ctx.alloc = &alloc_;
     ctx.ps = ps_.get();
     return ctx;
@@ -107,7 +107,7 @@ class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kerne
   HfModelInfo info_;
   ModelConfig config_;
   std::unique_ptr<SafetensorsFile> expected_;
-  KernelTable kernels_;
+  Backend backend_;
   Allocator alloc_;
   std::unique_ptr<ParallelState> ps_;
 };
@@ -127,7 +127,7 @@ TEST_P(GoldenTest, LogitsLossAndGradientsMatchPyTorch) {
   double tokens = 0.0;
   for (float m : mb.loss_mask) tokens += m;
   GPTModel::Saved saved;
-  in.buffer->zero_grad();
+  in.buffer->zero_grad(backend_);
   const auto sums = in.model->forward(ctx, mb, static_cast<float>(1.0 / tokens), saved);
   in.model->backward(ctx, mb, saved);
   const double loss = sums.loss_sum / sums.num_tokens;
@@ -176,7 +176,7 @@ TEST_P(GoldenTest, FiveAdamWStepsMatchPyTorch) {
   const int64_t steps = t["train_iters"];
 
   Instance in = load();
-  Optimizer optimizer(oc, *in.buffer, *ps_, alloc_, kernels_, /*distributed=*/false);
+  Optimizer optimizer(oc, *in.buffer, *ps_, alloc_, backend_, /*distributed=*/false);
   LrScheduler scheduler(oc, steps);
   const auto& shape = expected_->find("train_tokens")->shape;  // [steps, micro, B, T]
   const int64_t micro = shape[1], B = shape[2], T = shape[3];

@@ -14,6 +14,7 @@
 
 namespace mindspeed {
 namespace {
+using testing::kKc;
 
 using testing::all_close;
 using testing::check_gradient;
@@ -62,9 +63,9 @@ Grads run_reference(const Problem& pr) {
   Grads g{std::vector<float>(pr.nout()), std::vector<float>(pr.nq()), std::vector<float>(pr.nkv()),
           std::vector<float>(pr.nkv())};
   std::vector<float> probs(d.B * d.NQ * d.T * d.T);
-  ref::core_attention_forward(g.out.data(), probs.data(), pr.q.data(), pr.k.data(), pr.v.data(),
+  ref::core_attention_forward(kKc, g.out.data(), probs.data(), pr.q.data(), pr.k.data(), pr.v.data(),
                               pr.mask(), d, pr.dropout, nullptr);
-  ref::core_attention_backward(g.dq.data(), g.dk.data(), g.dv.data(), pr.dout.data(), probs.data(),
+  ref::core_attention_backward(kKc, g.dq.data(), g.dk.data(), g.dv.data(), pr.dout.data(), probs.data(),
                                pr.q.data(), pr.k.data(), pr.v.data(), d, pr.dropout, nullptr);
   return g;
 }
@@ -78,7 +79,7 @@ TEST(AttentionGradCheck, ReferenceBackwardMatchesFiniteDifferences) {
       auto forward = [&](const std::vector<float>& q, const std::vector<float>& k,
                          const std::vector<float>& v) {
         std::vector<float> out(pr.nout()), probs(pr.dims.B * pr.dims.NQ * pr.dims.T * pr.dims.T);
-        ref::core_attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(),
+        ref::core_attention_forward(kKc, out.data(), probs.data(), q.data(), k.data(), v.data(),
                                     pr.mask(), pr.dims, pr.dropout, nullptr);
         return out;
       };
@@ -113,13 +114,13 @@ TEST_P(FastAttentionTest, CoreAndFlashMatchReference) {
 
   // BLAS core attention.
   {
-    std::vector<float> ws(cpu::attention_workspace_floats(d, cpu::AttentionKernel::kCore, true));
+    std::vector<float> ws(cpu::attention_workspace_floats(kKc, d, AttentionKernel::kCore, true));
     Grads g{std::vector<float>(pr.nout()), std::vector<float>(pr.nq()),
             std::vector<float>(pr.nkv()), std::vector<float>(pr.nkv())};
     std::vector<float> probs(d.B * d.NQ * d.T * d.T);
-    cpu::core_attention_forward(g.out.data(), probs.data(), pr.q.data(), pr.k.data(), pr.v.data(),
+    cpu::core_attention_forward(kKc, g.out.data(), probs.data(), pr.q.data(), pr.k.data(), pr.v.data(),
                                 pr.mask(), d, pr.dropout, ws.data());
-    cpu::core_attention_backward(g.dq.data(), g.dk.data(), g.dv.data(), pr.dout.data(), probs.data(),
+    cpu::core_attention_backward(kKc, g.dq.data(), g.dk.data(), g.dv.data(), pr.dout.data(), probs.data(),
                                  pr.q.data(), pr.k.data(), pr.v.data(), d, pr.dropout, ws.data());
     EXPECT_TRUE(all_close(g.out, want.out, 1e-4, 1e-5)) << "core out";
     EXPECT_TRUE(all_close(g.dq, want.dq, 1e-4, 1e-5)) << "core dq";
@@ -128,14 +129,14 @@ TEST_P(FastAttentionTest, CoreAndFlashMatchReference) {
   }
   // Flash attention.
   {
-    std::vector<float> ws(std::max(cpu::attention_workspace_floats(d, cpu::AttentionKernel::kFlash, false),
-                                   cpu::attention_workspace_floats(d, cpu::AttentionKernel::kFlash, true)));
+    std::vector<float> ws(std::max(cpu::attention_workspace_floats(kKc, d, AttentionKernel::kFlash, false),
+                                   cpu::attention_workspace_floats(kKc, d, AttentionKernel::kFlash, true)));
     Grads g{std::vector<float>(pr.nout()), std::vector<float>(pr.nq()),
             std::vector<float>(pr.nkv()), std::vector<float>(pr.nkv())};
     std::vector<float> lse(d.B * d.NQ * d.T);
-    cpu::flash_attention_forward(g.out.data(), lse.data(), pr.q.data(), pr.k.data(), pr.v.data(),
+    cpu::flash_attention_forward(kKc, g.out.data(), lse.data(), pr.q.data(), pr.k.data(), pr.v.data(),
                                  pr.mask(), d, pr.dropout, ws.data());
-    cpu::flash_attention_backward(g.dq.data(), g.dk.data(), g.dv.data(), pr.dout.data(), g.out.data(),
+    cpu::flash_attention_backward(kKc, g.dq.data(), g.dk.data(), g.dv.data(), pr.dout.data(), g.out.data(),
                                   lse.data(), pr.q.data(), pr.k.data(), pr.v.data(), pr.mask(), d,
                                   pr.dropout, ws.data());
     EXPECT_TRUE(all_close(g.out, want.out, 1e-4, 1e-5)) << "flash out";

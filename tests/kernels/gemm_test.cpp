@@ -11,6 +11,7 @@
 
 namespace mindspeed {
 namespace {
+using testing::kKc;
 
 using testing::all_close;
 using testing::random_vector;
@@ -41,7 +42,7 @@ TEST(Linear, ForwardAndBackwardFollowTheirFormulas) {
   const auto x = random_vector(N * IN, 4), w = random_vector(OUT * IN, 5), b = random_vector(OUT, 6);
   const auto dy = random_vector(N * OUT, 7);
   std::vector<float> y(N * OUT), y_ref(N * OUT);
-  linear_forward(y.data(), x.data(), w.data(), b.data(), N, IN, OUT);
+  blas_linear_forward(kKc, y.data(), x.data(), w.data(), b.data(), N, IN, OUT);
   gemm_reference(false, true, N, OUT, IN, 1.0f, x.data(), IN, w.data(), IN, 0.0f, y_ref.data(), OUT);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OUT; ++o) y_ref[n * OUT + o] += b[o];
@@ -49,7 +50,7 @@ TEST(Linear, ForwardAndBackwardFollowTheirFormulas) {
 
   // dweight and dbias accumulate into what is there (+=).
   std::vector<float> dw(OUT * IN, 1.0f), db(OUT, 2.0f), dw_ref(OUT * IN, 1.0f), db_ref(OUT, 2.0f);
-  linear_backward_weight(dw.data(), db.data(), dy.data(), x.data(), N, IN, OUT);
+  blas_linear_backward_weight(kKc, dw.data(), db.data(), dy.data(), x.data(), N, IN, OUT);
   gemm_reference(true, false, OUT, IN, N, 1.0f, dy.data(), OUT, x.data(), IN, 1.0f, dw_ref.data(), IN);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OUT; ++o) db_ref[o] += dy[n * OUT + o];
@@ -57,10 +58,10 @@ TEST(Linear, ForwardAndBackwardFollowTheirFormulas) {
   EXPECT_TRUE(all_close(db, db_ref, 1e-5, 1e-5));
 
   std::vector<float> dx(N * IN, 3.0f), dx_ref(N * IN, 3.0f);
-  linear_backward_input(dx.data(), dy.data(), w.data(), N, IN, OUT, /*accumulate=*/true);
+  blas_linear_backward_input(kKc, dx.data(), dy.data(), w.data(), N, IN, OUT, /*accumulate=*/true);
   gemm_reference(false, false, N, IN, OUT, 1.0f, dy.data(), OUT, w.data(), IN, 1.0f, dx_ref.data(), IN);
   EXPECT_TRUE(all_close(dx, dx_ref, 1e-5, 1e-5));
-  linear_backward_input(dx.data(), dy.data(), w.data(), N, IN, OUT, /*accumulate=*/false);
+  blas_linear_backward_input(kKc, dx.data(), dy.data(), w.data(), N, IN, OUT, /*accumulate=*/false);
   gemm_reference(false, false, N, IN, OUT, 1.0f, dy.data(), OUT, w.data(), IN, 0.0f, dx_ref.data(), IN);
   EXPECT_TRUE(all_close(dx, dx_ref, 1e-5, 1e-5));
 }

@@ -12,6 +12,7 @@
 
 namespace mindspeed {
 namespace {
+using testing::kKc;
 
 using testing::all_close;
 using testing::random_vector;
@@ -27,15 +28,15 @@ TEST_P(RowKernelTest, LayerNorm) {
   const auto x = random_vector(N * C, 1, 2.0f, 0.5f), w = random_vector(C, 2), b = random_vector(C, 3);
   const auto dy = random_vector(N * C, 4);
   std::vector<float> y1(N * C), y2(N * C), m1(N), m2(N), r1(N), r2(N);
-  ref::layer_norm_forward(y1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
-  cpu::layer_norm_forward(y2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+  ref::layer_norm_forward(kKc, y1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+  cpu::layer_norm_forward(kKc, y2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
   EXPECT_TRUE(all_close(y2, y1, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(m2, m1, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(r2, r1, 1e-5, 1e-6));
   std::vector<float> dx1(N * C, 0.5f), dx2(N * C, 0.5f), dw1(C, 0.1f), dw2(C, 0.1f), db1(C), db2(C);
-  ref::layer_norm_backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(),
+  ref::layer_norm_backward(kKc, dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(),
                            m1.data(), r1.data(), N, C);
-  cpu::layer_norm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(),
+  cpu::layer_norm_backward(kKc, dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(),
                            m1.data(), r1.data(), N, C);
   EXPECT_TRUE(all_close(dx2, dx1, 1e-4, 1e-5));
   EXPECT_TRUE(all_close(dw2, dw1, 1e-4, 1e-5));
@@ -46,13 +47,13 @@ TEST_P(RowKernelTest, RmsNorm) {
   const int64_t N = this->N(), C = this->C();
   const auto x = random_vector(N * C, 5), w = random_vector(C, 6), dy = random_vector(N * C, 7);
   std::vector<float> y1(N * C), y2(N * C), r1(N), r2(N);
-  ref::rms_norm_forward(y1.data(), r1.data(), x.data(), w.data(), N, C, 1e-6f);
-  cpu::rms_norm_forward(y2.data(), r2.data(), x.data(), w.data(), N, C, 1e-6f);
+  ref::rms_norm_forward(kKc, y1.data(), r1.data(), x.data(), w.data(), N, C, 1e-6f);
+  cpu::rms_norm_forward(kKc, y2.data(), r2.data(), x.data(), w.data(), N, C, 1e-6f);
   EXPECT_TRUE(all_close(y2, y1, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(r2, r1, 1e-5, 1e-6));
   std::vector<float> dx1(N * C), dx2(N * C), dw1(C), dw2(C);
-  ref::rms_norm_backward(dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), N, C);
-  cpu::rms_norm_backward(dx2.data(), dw2.data(), dy.data(), x.data(), w.data(), r1.data(), N, C);
+  ref::rms_norm_backward(kKc, dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), N, C);
+  cpu::rms_norm_backward(kKc, dx2.data(), dw2.data(), dy.data(), x.data(), w.data(), r1.data(), N, C);
   EXPECT_TRUE(all_close(dx2, dx1, 1e-4, 1e-5));
   EXPECT_TRUE(all_close(dw2, dw1, 1e-4, 1e-5));
 }
@@ -63,12 +64,12 @@ TEST_P(RowKernelTest, Embedding) {
   for (int64_t n = 0; n < N; ++n) ids[n] = static_cast<int32_t>((n * 7) % 15);  // some off-shard
   const auto wte = random_vector(V * C, 8), dy = random_vector(N * C, 9);
   std::vector<float> y1(N * C), y2(N * C);
-  ref::embedding_forward(y1.data(), ids.data(), wte.data(), 2, V, N, C);
-  cpu::embedding_forward(y2.data(), ids.data(), wte.data(), 2, V, N, C);
+  ref::embedding_forward(kKc, y1.data(), ids.data(), wte.data(), 2, V, N, C);
+  cpu::embedding_forward(kKc, y2.data(), ids.data(), wte.data(), 2, V, N, C);
   EXPECT_EQ(y1, y2);
   std::vector<float> d1(V * C, 1.0f), d2(V * C, 1.0f);
-  ref::embedding_backward(d1.data(), dy.data(), ids.data(), 2, V, N, C);
-  cpu::embedding_backward(d2.data(), dy.data(), ids.data(), 2, V, N, C);
+  ref::embedding_backward(kKc, d1.data(), dy.data(), ids.data(), 2, V, N, C);
+  cpu::embedding_backward(kKc, d2.data(), dy.data(), ids.data(), 2, V, N, C);
   EXPECT_EQ(d1, d2);  // same order of additions per element
 }
 
@@ -79,11 +80,11 @@ TEST_P(RowKernelTest, GeluBothForms) {
   const auto dy = random_vector(n, 11);
   for (auto approx : {GeluApproximation::kErf, GeluApproximation::kTanh}) {
     std::vector<float> y1(n), y2(n), d1(n), d2(n);
-    ref::gelu_forward(y1.data(), x.data(), n, approx);
-    cpu::gelu_forward(y2.data(), x.data(), n, approx);
+    ref::gelu_forward(kKc, y1.data(), x.data(), n, approx);
+    cpu::gelu_forward(kKc, y2.data(), x.data(), n, approx);
     EXPECT_TRUE(all_close(y2, y1, 2e-6, 1e-7));
-    ref::gelu_backward(d1.data(), dy.data(), x.data(), n, approx);
-    cpu::gelu_backward(d2.data(), dy.data(), x.data(), n, approx);
+    ref::gelu_backward(kKc, d1.data(), dy.data(), x.data(), n, approx);
+    cpu::gelu_backward(kKc, d2.data(), dy.data(), x.data(), n, approx);
     // GELU' = Phi + x phi cancels near x = -0.75; the fp32 result carries ~1e-7 absolute error.
     EXPECT_TRUE(all_close(d2, d1, 2e-6, 5e-7));
   }
@@ -93,11 +94,11 @@ TEST_P(RowKernelTest, SwiGlu) {
   const int64_t N = this->N(), F = this->C();
   const auto x = random_vector(N * 2 * F, 12, 2.0f), dy = random_vector(N * F, 13);
   std::vector<float> y1(N * F), y2(N * F), d1(N * 2 * F), d2(N * 2 * F);
-  ref::swiglu_forward(y1.data(), x.data(), N, F);
-  cpu::swiglu_forward(y2.data(), x.data(), N, F);
+  ref::swiglu_forward(kKc, y1.data(), x.data(), N, F);
+  cpu::swiglu_forward(kKc, y2.data(), x.data(), N, F);
   EXPECT_TRUE(all_close(y2, y1, 2e-6, 1e-7));
-  ref::swiglu_backward(d1.data(), dy.data(), x.data(), N, F);
-  cpu::swiglu_backward(d2.data(), dy.data(), x.data(), N, F);
+  ref::swiglu_backward(kKc, d1.data(), dy.data(), x.data(), N, F);
+  cpu::swiglu_backward(kKc, d2.data(), dy.data(), x.data(), N, F);
   EXPECT_TRUE(all_close(d2, d1, 2e-6, 1e-7));
 }
 
@@ -113,17 +114,17 @@ TEST_P(RowKernelTest, BiasDropoutAddSameMaskAsReference) {
       spec.t_offset = 3;
     }
     std::vector<float> y1(N * C), y2(N * C);
-    ref::bias_dropout_add_forward(y1.data(), x.data(), b.data(), r.data(), N, C, spec);
-    cpu::bias_dropout_add_forward(y2.data(), x.data(), b.data(), r.data(), N, C, spec);
+    ref::bias_dropout_add_forward(kKc, y1.data(), x.data(), b.data(), r.data(), N, C, spec);
+    cpu::bias_dropout_add_forward(kKc, y2.data(), x.data(), b.data(), r.data(), N, C, spec);
     EXPECT_TRUE(all_close(y2, y1, 1e-6, 1e-7));
     std::vector<float> d1(N * C), d2(N * C), db1(C), db2(C);
-    ref::bias_dropout_add_backward(d1.data(), db1.data(), r.data(), N, C, spec);
-    cpu::bias_dropout_add_backward(d2.data(), db2.data(), r.data(), N, C, spec);
+    ref::bias_dropout_add_backward(kKc, d1.data(), db1.data(), r.data(), N, C, spec);
+    cpu::bias_dropout_add_backward(kKc, d2.data(), db2.data(), r.data(), N, C, spec);
     EXPECT_EQ(d1, d2);
     EXPECT_TRUE(all_close(db2, db1, 1e-5, 1e-6));
     std::vector<float> o1(N * C), o2(N * C);
-    ref::dropout_forward(o1.data(), x.data(), N * C, spec);
-    cpu::dropout_forward(o2.data(), x.data(), N * C, spec);
+    ref::dropout_forward(kKc, o1.data(), x.data(), N * C, spec);
+    cpu::dropout_forward(kKc, o2.data(), x.data(), N * C, spec);
     EXPECT_EQ(o1, o2);
   }
 }
@@ -140,8 +141,8 @@ TEST_P(RowKernelTest, SoftmaxCrossEntropy) {
   for (bool grad : {false, true}) {
     auto g1 = logits, g2 = logits;
     std::vector<float> l1(N), l2(N);
-    ref::softmax_cross_entropy(g1.data(), l1.data(), targets.data(), scale.data(), N, V, grad);
-    cpu::softmax_cross_entropy(g2.data(), l2.data(), targets.data(), scale.data(), N, V, grad);
+    ref::softmax_cross_entropy(kKc, g1.data(), l1.data(), targets.data(), scale.data(), N, V, grad);
+    cpu::softmax_cross_entropy(kKc, g2.data(), l2.data(), targets.data(), scale.data(), N, V, grad);
     EXPECT_TRUE(all_close(l2, l1, 1e-5, 1e-6));
     EXPECT_TRUE(all_close(g2, g1, 1e-5, 1e-7));
   }
@@ -154,14 +155,14 @@ TEST_P(RowKernelTest, AdamWAndSumOfSquares) {
   for (float& x : v1) x = x * x;
   auto p2 = p1, m2 = m1, v2 = v1;
   for (int64_t step = 1; step <= 3; ++step) {
-    ref::adamw_step(p1.data(), m1.data(), v1.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
-    cpu::adamw_step(p2.data(), m2.data(), v2.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+    ref::adamw_step(kKc, p1.data(), m1.data(), v1.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+    cpu::adamw_step(kKc, p2.data(), m2.data(), v2.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
   }
   EXPECT_TRUE(all_close(p2, p1, 1e-6, 1e-7));
   EXPECT_TRUE(all_close(m2, m1, 1e-6, 1e-9));
   EXPECT_TRUE(all_close(v2, v1, 1e-6, 1e-12));
-  EXPECT_NEAR(cpu::sum_of_squares(g.data(), n), ref::sum_of_squares(g.data(), n),
-              1e-6 * ref::sum_of_squares(g.data(), n) + 1e-12);
+  EXPECT_NEAR(cpu::sum_of_squares(kKc, g.data(), n), ref::sum_of_squares(kKc, g.data(), n),
+              1e-6 * ref::sum_of_squares(kKc, g.data(), n) + 1e-12);
 }
 
 TEST(Dropout, SequenceShardsReproduceTheWholeMask) {
@@ -171,12 +172,12 @@ TEST(Dropout, SequenceShardsReproduceTheWholeMask) {
   const auto x = random_vector(N * C, 30), r = random_vector(N * C, 31);
   DropoutSpec whole{0.4f, RngStream{1, 2}, 0, B, 7, T, 0};
   std::vector<float> y(N * C), half(N * C / 2);
-  cpu::bias_dropout_add_forward(y.data(), x.data(), nullptr, r.data(), N, C, whole);
+  cpu::bias_dropout_add_forward(kKc, y.data(), x.data(), nullptr, r.data(), N, C, whole);
   for (int64_t shard = 0; shard < 2; ++shard) {
     DropoutSpec part = whole;
     part.t_offset = shard * T / 2;
     const int64_t off = shard * N * C / 2;
-    cpu::bias_dropout_add_forward(half.data(), x.data() + off, nullptr, r.data() + off, N / 2, C, part);
+    cpu::bias_dropout_add_forward(kKc, half.data(), x.data() + off, nullptr, r.data() + off, N / 2, C, part);
     for (int64_t i = 0; i < N * C / 2; ++i) EXPECT_EQ(half[i], y[off + i]);
   }
 }
@@ -200,14 +201,14 @@ TEST_P(RopeTest, QkvSplitRopeMatchesReference) {
   const int32_t* p = with_pos ? pos.data() : nullptr;
   std::vector<float> q1(B * nq * T * D), k1(B * nkv * T * D), v1(B * nkv * T * D);
   auto q2 = q1, k2 = k1, v2 = v1;
-  ref::qkv_split_rope_forward(q1.data(), k1.data(), v1.data(), qkv.data(), p, c, s, T, B, nq, nkv, D);
-  cpu::qkv_split_rope_forward(q2.data(), k2.data(), v2.data(), qkv.data(), p, c, s, T, B, nq, nkv, D);
+  ref::qkv_split_rope_forward(kKc, q1.data(), k1.data(), v1.data(), qkv.data(), p, c, s, T, B, nq, nkv, D);
+  cpu::qkv_split_rope_forward(kKc, q2.data(), k2.data(), v2.data(), qkv.data(), p, c, s, T, B, nq, nkv, D);
   EXPECT_TRUE(all_close(q2, q1, 1e-6, 1e-6));
   EXPECT_TRUE(all_close(k2, k1, 1e-6, 1e-6));
   EXPECT_EQ(v1, v2);
   std::vector<float> d1(T * B * row), d2(T * B * row);
-  ref::qkv_split_rope_backward(d1.data(), q1.data(), k1.data(), v1.data(), p, c, s, T, B, nq, nkv, D);
-  cpu::qkv_split_rope_backward(d2.data(), q1.data(), k1.data(), v1.data(), p, c, s, T, B, nq, nkv, D);
+  ref::qkv_split_rope_backward(kKc, d1.data(), q1.data(), k1.data(), v1.data(), p, c, s, T, B, nq, nkv, D);
+  cpu::qkv_split_rope_backward(kKc, d2.data(), q1.data(), k1.data(), v1.data(), p, c, s, T, B, nq, nkv, D);
   EXPECT_TRUE(all_close(d2, d1, 1e-6, 1e-6));
 }
 
@@ -228,8 +229,8 @@ TEST(Rope, RotationWithUnitCosIsIdentityAndInverseRestores) {
     sin[i] = std::sin(0.1f * static_cast<float>(i));
   }
   std::vector<float> q(B * NQ * T * D), k(B * NKV * T * D), v(B * NKV * T * D), back(qkv.size());
-  ref::qkv_split_rope_forward(q.data(), k.data(), v.data(), qkv.data(), nullptr, cos.data(), sin.data(), T, B, NQ, NKV, D);
-  ref::qkv_split_rope_backward(back.data(), q.data(), k.data(), v.data(), nullptr, cos.data(), sin.data(), T, B, NQ, NKV, D);
+  ref::qkv_split_rope_forward(kKc, q.data(), k.data(), v.data(), qkv.data(), nullptr, cos.data(), sin.data(), T, B, NQ, NKV, D);
+  ref::qkv_split_rope_backward(kKc, back.data(), q.data(), k.data(), v.data(), nullptr, cos.data(), sin.data(), T, B, NQ, NKV, D);
   EXPECT_TRUE(all_close(back, qkv, 1e-5, 1e-6));
 }
 

@@ -59,24 +59,25 @@ MicroBatch batch(int64_t first, int64_t B, int64_t T) {
 struct ModelRig {
   Allocator alloc;
   std::unique_ptr<ParallelState> ps = ParallelState::single_process();
-  KernelTable kernels;
+  Backend backend;
+  ParameterRegistry registry;
   std::unique_ptr<GPTModel> model;
   std::unique_ptr<ParamAndGradBuffer> buffer;
-  ModelRig(bool llama, KernelOptions k) : kernels(select_kernels(k)) {
-    model = std::make_unique<GPTModel>(config(llama), *ps);
+  ModelRig(bool llama, KernelOptions k) : backend(select_backend(k)) {
+    model = std::make_unique<GPTModel>(config(llama), *ps, registry);
     buffer = std::make_unique<ParamAndGradBuffer>(model->registry(), alloc, BufferOptions{});
     initialize_parameters(model->registry(), 7, 0, 1);
   }
   ForwardContext ctx() {
     ForwardContext c;
-    c.kernels = &kernels;
+    c.backend = &backend;
     c.alloc = &alloc;
     c.ps = ps.get();
     return c;
   }
   // Loss over the micro-batches, gradients accumulated with weight 1/tokens overall.
   double run(const std::vector<MicroBatch>& mbs) {
-    buffer->zero_grad();
+    buffer->zero_grad(backend);
     double tokens = 0.0, sum = 0.0;
     for (const auto& mb : mbs)
       for (float m : mb.loss_mask) tokens += m;

@@ -9,6 +9,7 @@
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/param_and_grad_buffer.h"
 #include "models/gpt/gpt_model.h"
+#include "module/compute_weights.h"
 #include "optimizer/lr_scheduler.h"
 #include "optimizer/optimizer.h"
 #include "training/train_step.h"
@@ -112,9 +113,10 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     ps = std::move(*s);
   }
   const bool sp = !single && layout.sequence_parallel && layout.tp > 1;
-  const KernelTable kernels = select_kernels(KernelOptions{.fast = true, .flash_attention = run.flash_attention});
+  const Backend backend = select_backend(KernelOptions{.fast = true, .flash_attention = run.flash_attention});
   Allocator alloc;
-  GPTModel model(run.model, *ps, sp);
+  ParameterRegistry registry;
+  GPTModel model(run.model, *ps, registry, {.sequence_parallel = sp});
   BufferOptions bo;
   bo.param_dtype = layout.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bo.pad_for_distributed_optimizer = !single && layout.distributed_optimizer;
@@ -126,7 +128,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   dc.use_distributed_optimizer = bo.pad_for_distributed_optimizer;
   dc.overlap_grad_reduce = !single && layout.overlap_grad_reduce;
   dc.overlap_param_gather = !single && layout.overlap_param_gather;
-  DistributedDataParallel ddp(buffer, *ps, dc, alloc);
+  DistributedDataParallel ddp(buffer, *ps, dc, backend, alloc);
   OptimizerConfig oc;
   oc.lr = run.lr;
   oc.min_lr = run.lr / 10;
@@ -135,10 +137,10 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   oc.weight_decay = 0.1f;
   oc.clip_grad = 1.0f;
   oc.adam_eps = run.adam_eps;
-  Optimizer optimizer(oc, buffer, *ps, alloc, kernels, dc.use_distributed_optimizer);
+  Optimizer optimizer(oc, buffer, *ps, alloc, backend, dc.use_distributed_optimizer);
   LrScheduler scheduler(oc, run.steps);
   ForwardContext ctx;
-  ctx.kernels = &kernels;
+  ctx.backend = &backend;
   ctx.alloc = &alloc;
   ctx.ps = ps.get();
   ctx.seed = run.seed;
@@ -160,8 +162,9 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ddp.finish_param_sync();
   for (const auto& p : model.registry().params()) {
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
-    ComputeWeights w(alloc, {p.get()});
-    unslice_from_rank(full.data(), p->w(), p->spec, ps->tp_rank, ps->sizes.tensor);
+    const ComputeWeights w(backend, alloc, {p.get()});
+    const float* values = p->data.dtype == DType::kFloat32 ? p->data.f32() : w.find(*p);
+    unslice_from_rank(full.data(), values, p->spec, ps->tp_rank, ps->sizes.tensor);
     if (p->is_tensor_parallel()) ps->tp().all_reduce(full.data(), static_cast<int64_t>(full.size()));
     result.weights[p->spec.name] = std::move(full);
   }

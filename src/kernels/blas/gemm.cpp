@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/kernels.h"
 
 namespace mindspeed {
 
@@ -27,12 +28,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
               beta, C, static_cast<int>(ldc));
 }
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
+void blas_linear_forward(const KernelContext& kc, float* out, const float* inp, const float* weight, const float* bias,
                     int64_t N, int64_t IN, int64_t OUT) {
   float beta = 0.0f;
   if (bias != nullptr) {
     // Pre-fill with the bias and let the GEMM accumulate (beta = 1): no extra pass later.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       float* row = out + n * OUT;
       for (int64_t o = 0; o < OUT; ++o) row[o] = bias[o];
@@ -42,18 +43,18 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
   gemm(false, true, N, OUT, IN, 1.0f, inp, IN, weight, IN, beta, out, OUT);
 }
 
-void linear_backward_input(float* dinp, const float* dout, const float* weight, int64_t N,
+void blas_linear_backward_input(const KernelContext& kc, float* dinp, const float* dout, const float* weight, int64_t N,
                            int64_t IN, int64_t OUT, bool accumulate) {
   gemm(false, false, N, IN, OUT, 1.0f, dout, OUT, weight, IN, accumulate ? 1.0f : 0.0f, dinp, IN);
 }
 
-void linear_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp,
+void blas_linear_backward_weight(const KernelContext& kc, float* dweight, float* dbias, const float* dout, const float* inp,
                             int64_t N, int64_t IN, int64_t OUT) {
   gemm(true, false, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dweight, IN);
   if (dbias != nullptr) {
     // Column sums: each thread owns a slice of columns and walks the rows in order, so the
     // result does not depend on the thread count.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
     for (int64_t o0 = 0; o0 < OUT; o0 += 64) {
       const int64_t o1 = o0 + 64 < OUT ? o0 + 64 : OUT;
       float acc[64] = {};
@@ -84,5 +85,36 @@ void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
     }
   }
 }
+
+// The GEMM entries of both kernel tables are the BLAS wrappers above.
+namespace ref {
+void linear_forward(const KernelContext& kc, float* out, const float* inp, const float* weight, const float* bias,
+                    int64_t N, int64_t IN, int64_t OUT) {
+  blas_linear_forward(kc, out, inp, weight, bias, N, IN, OUT);
+}
+void linear_backward_input(const KernelContext& kc, float* dinp, const float* dout, const float* weight, int64_t N,
+                           int64_t IN, int64_t OUT, bool accumulate) {
+  blas_linear_backward_input(kc, dinp, dout, weight, N, IN, OUT, accumulate);
+}
+void linear_backward_weight(const KernelContext& kc, float* dweight, float* dbias, const float* dout,
+                            const float* inp, int64_t N, int64_t IN, int64_t OUT) {
+  blas_linear_backward_weight(kc, dweight, dbias, dout, inp, N, IN, OUT);
+}
+}  // namespace ref
+
+namespace cpu {
+void linear_forward(const KernelContext& kc, float* out, const float* inp, const float* weight, const float* bias,
+                    int64_t N, int64_t IN, int64_t OUT) {
+  blas_linear_forward(kc, out, inp, weight, bias, N, IN, OUT);
+}
+void linear_backward_input(const KernelContext& kc, float* dinp, const float* dout, const float* weight, int64_t N,
+                           int64_t IN, int64_t OUT, bool accumulate) {
+  blas_linear_backward_input(kc, dinp, dout, weight, N, IN, OUT, accumulate);
+}
+void linear_backward_weight(const KernelContext& kc, float* dweight, float* dbias, const float* dout,
+                            const float* inp, int64_t N, int64_t IN, int64_t OUT) {
+  blas_linear_backward_weight(kc, dweight, dbias, dout, inp, N, IN, OUT);
+}
+}  // namespace cpu
 
 }  // namespace mindspeed

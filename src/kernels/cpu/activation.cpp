@@ -58,10 +58,10 @@ inline Vec8 sigmoid(Vec8 x) { return Vec8::set1(1.0f) / (Vec8::set1(1.0f) + Vec8
 inline float sigmoid(float x) { return 1.0f / (1.0f + exp_scalar(-x)); }
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, int64_t n, GeluApproximation approx) {
+void gelu_forward(const KernelContext& kc, float* out, const float* inp, int64_t n, GeluApproximation approx) {
   const int64_t nv = n / 8 * 8;
   const bool exact = approx == GeluApproximation::kErf;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t i = 0; i < nv; i += 8) {
     const Vec8 x = Vec8::load(inp + i);
     Vec8 du;
@@ -75,11 +75,11 @@ void gelu_forward(float* out, const float* inp, int64_t n, GeluApproximation app
   }
 }
 
-void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n,
+void gelu_backward(const KernelContext& kc, float* dinp, const float* dout, const float* inp, int64_t n,
                    GeluApproximation approx) {
   const int64_t nv = n / 8 * 8;
   const bool exact = approx == GeluApproximation::kErf;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t i = 0; i < nv; i += 8) {
     const Vec8 x = Vec8::load(inp + i);
     Vec8 grad;
@@ -107,8 +107,8 @@ void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n,
   }
 }
 
-void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) {
-#pragma omp parallel for schedule(static)
+void swiglu_forward(const KernelContext& kc, float* out, const float* inp, int64_t N, int64_t F) {
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* gate = inp + n * 2 * F;
     const float* up = gate + F;
@@ -122,8 +122,8 @@ void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) {
   }
 }
 
-void swiglu_backward(float* dinp, const float* dout, const float* inp, int64_t N, int64_t F) {
-#pragma omp parallel for schedule(static)
+void swiglu_backward(const KernelContext& kc, float* dinp, const float* dout, const float* inp, int64_t N, int64_t F) {
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* gate = inp + n * 2 * F;
     const float* up = gate + F;

@@ -8,7 +8,7 @@
 
 namespace mindspeed::cpu {
 
-void adamw_step(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
+void adamw_step(const KernelContext& kc, float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
                 float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                 float grad_scale) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
@@ -22,7 +22,7 @@ void adamw_step(float* param, float* exp_avg, float* exp_avg_sq, const float* gr
   const Vec8 vb1 = Vec8::set1(beta1), vb2 = Vec8::set1(beta2), vomb1 = Vec8::set1(omb1),
              vomb2 = Vec8::set1(omb2), veps = Vec8::set1(eps), vgs = Vec8::set1(grad_scale);
   const int64_t nv = n / 8 * 8;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t i = 0; i < nv; i += 8) {
     const Vec8 g = Vec8::load(grad + i) * vgs;
     const Vec8 p = Vec8::load(param + i) * vdecay;
@@ -43,10 +43,10 @@ void adamw_step(float* param, float* exp_avg, float* exp_avg_sq, const float* gr
   }
 }
 
-double sum_of_squares(const float* x, int64_t n) {
+double sum_of_squares(const KernelContext& kc, const float* x, int64_t n) {
   const int64_t chunks = reduction_chunks(n, 1 << 16);
   double partial[64] = {};
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
     int64_t i0, i1;
     chunk_range(n, chunks, k, i0, i1);

@@ -90,18 +90,18 @@ int64_t per_thread_floats(const AttentionDims& d, AttentionKernel kernel, bool b
 }
 }  // namespace
 
-int64_t attention_workspace_floats(const AttentionDims& dims, AttentionKernel kernel,
+int64_t attention_workspace_floats(const KernelContext& kc, const AttentionDims& dims, AttentionKernel kernel,
                                    bool backward) {
-  return per_thread_floats(dims, kernel, backward) * omp_get_max_threads();
+  return per_thread_floats(dims, kernel, backward) * kc.num_threads;
 }
 
 // ---------------------------------------------------------------------------------------
-void core_attention_forward(float* out, float* probs, const float* q, const float* k,
+void core_attention_forward(const KernelContext& kc, float* out, float* probs, const float* q, const float* k,
                             const float* v, const AttentionMask& mask, const AttentionDims& d,
                             const DropoutSpec& dropout, float* workspace) {
   const int64_t T = d.T, D = d.D, G = d.NQ / d.NKV, ldo = d.B * d.NQ * D;
   const int64_t per_thread = per_thread_floats(d, AttentionKernel::kCore, false);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(dynamic, 1)
   for (int64_t task = 0; task < d.B * d.NQ; ++task) {
     const int64_t b = task / d.NQ, h = task % d.NQ;
     const float* qh = q + task * T * D;
@@ -131,13 +131,13 @@ void core_attention_forward(float* out, float* probs, const float* q, const floa
   }
 }
 
-void core_attention_backward(float* dq, float* dk, float* dv, const float* dout,
+void core_attention_backward(const KernelContext& kc, float* dq, float* dk, float* dv, const float* dout,
                              const float* probs, const float* q, const float* k, const float* v,
                              const AttentionDims& d, const DropoutSpec& dropout,
                              float* workspace) {
   const int64_t T = d.T, D = d.D, G = d.NQ / d.NKV, ldo = d.B * d.NQ * D;
   const int64_t per_thread = per_thread_floats(d, AttentionKernel::kCore, true);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(dynamic, 1)
   for (int64_t task = 0; task < d.B * d.NKV; ++task) {
     const int64_t b = task / d.NKV;
     const float* kg = k + task * T * D;
@@ -180,13 +180,13 @@ void core_attention_backward(float* dq, float* dk, float* dv, const float* dout,
 }
 
 // ---------------------------------------------------------------------------------------
-void flash_attention_forward(float* out, float* lse, const float* q, const float* k,
+void flash_attention_forward(const KernelContext& kc, float* out, float* lse, const float* q, const float* k,
                              const float* v, const AttentionMask& mask, const AttentionDims& d,
                              const DropoutSpec& dropout, float* workspace) {
   const int64_t T = d.T, D = d.D, G = d.NQ / d.NKV, ldo = d.B * d.NQ * D;
   const int64_t nqb = (T + kBlockQ - 1) / kBlockQ;
   const int64_t per_thread = per_thread_floats(d, AttentionKernel::kFlash, false);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(dynamic, 1)
   for (int64_t task = 0; task < d.B * d.NQ * nqb; ++task) {
     // Longest blocks (last query rows, most keys) first for load balance.
     const int64_t qb = nqb - 1 - task % nqb;
@@ -243,13 +243,13 @@ void flash_attention_forward(float* out, float* lse, const float* q, const float
   }
 }
 
-void flash_attention_backward(float* dq, float* dk, float* dv, const float* dout,
+void flash_attention_backward(const KernelContext& kc, float* dq, float* dk, float* dv, const float* dout,
                               const float* out, const float* lse, const float* q, const float* k,
                               const float* v, const AttentionMask& mask, const AttentionDims& d,
                               const DropoutSpec& dropout, float* workspace) {
   const int64_t T = d.T, D = d.D, G = d.NQ / d.NKV, ldo = d.B * d.NQ * D;
   const int64_t per_thread = per_thread_floats(d, AttentionKernel::kFlash, true);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(dynamic, 1)
   for (int64_t task = 0; task < d.B * d.NKV; ++task) {
     const int64_t b = task / d.NKV;
     const float* kg = k + task * T * D;

@@ -9,15 +9,15 @@ namespace {
 constexpr int64_t kTile = 1024;
 }  // namespace
 
-void dropout_forward(float* out, const float* inp, int64_t n, const DropoutSpec& dropout) {
+void dropout_forward(const KernelContext& kc, float* out, const float* inp, int64_t n, const DropoutSpec& dropout) {
   if (!dropout.active()) {
     if (out != inp) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
       for (int64_t i = 0; i < n; ++i) out[i] = inp[i];
     }
     return;
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t t0 = 0; t0 < n; t0 += kTile) {
     const int64_t len = t0 + kTile < n ? kTile : n - t0;
     float factor[kTile];
@@ -26,14 +26,14 @@ void dropout_forward(float* out, const float* inp, int64_t n, const DropoutSpec&
   }
 }
 
-void dropout_backward(float* dinp, const float* dout, int64_t n, const DropoutSpec& dropout) {
-  dropout_forward(dinp, dout, n, dropout);
+void dropout_backward(const KernelContext& kc, float* dinp, const float* dout, int64_t n, const DropoutSpec& dropout) {
+  dropout_forward(kc, dinp, dout, n, dropout);
 }
 
-void bias_dropout_add_forward(float* out, const float* inp, const float* bias,
+void bias_dropout_add_forward(const KernelContext& kc, float* out, const float* inp, const float* bias,
                               const float* residual, int64_t N, int64_t C,
                               const DropoutSpec& dropout) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
     const float* r = residual + n * C;
@@ -59,10 +59,10 @@ void bias_dropout_add_forward(float* out, const float* inp, const float* bias,
   }
 }
 
-void bias_dropout_add_backward(float* dinp, float* dbias, const float* dout, int64_t N,
+void bias_dropout_add_backward(const KernelContext& kc, float* dinp, float* dbias, const float* dout, int64_t N,
                                int64_t C, const DropoutSpec& dropout) {
   if (dropout.active()) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       for (int64_t c0 = 0; c0 < C; c0 += kTile) {
         const int64_t len = c0 + kTile < C ? kTile : C - c0;
@@ -72,11 +72,11 @@ void bias_dropout_add_backward(float* dinp, float* dbias, const float* dout, int
       }
     }
   } else {
-    dropout_forward(dinp, dout, N * C, dropout);
+    dropout_forward(kc, dinp, dout, N * C, dropout);
   }
   if (dbias == nullptr) return;
   constexpr int64_t kSlice = 64;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t c0 = 0; c0 < C; c0 += kSlice) {
     const int64_t c1 = c0 + kSlice < C ? c0 + kSlice : C;
     float acc[kSlice] = {};

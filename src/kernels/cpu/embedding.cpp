@@ -7,9 +7,9 @@
 
 namespace mindspeed::cpu {
 
-void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t vocab_start,
+void embedding_forward(const KernelContext& kc, float* out, const int32_t* ids, const float* wte, int64_t vocab_start,
                        int64_t V, int64_t N, int64_t C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const int64_t row = static_cast<int64_t>(ids[n]) - vocab_start;
     float* o = out + n * C;
@@ -21,10 +21,10 @@ void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t
   }
 }
 
-void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t vocab_start,
+void embedding_backward(const KernelContext& kc, float* dwte, const float* dout, const int32_t* ids, int64_t vocab_start,
                         int64_t V, int64_t N, int64_t C) {
   constexpr int64_t kSlice = 64;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t c0 = 0; c0 < C; c0 += kSlice) {
     const int64_t c1 = c0 + kSlice < C ? c0 + kSlice : C;
     for (int64_t n = 0; n < N; ++n) {

@@ -22,8 +22,8 @@ float row_sum(const float* x, int64_t C) {
 }
 
 // Adds the per-chunk partial sums partial[chunks][C] into out[C] in chunk order.
-void add_partials(float* out, const std::vector<float>& partial, int64_t chunks, int64_t C) {
-#pragma omp parallel for schedule(static)
+void add_partials(const KernelContext& kc, float* out, const std::vector<float>& partial, int64_t chunks, int64_t C) {
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t c = 0; c < C; ++c) {
     float s = 0.0f;
     for (int64_t k = 0; k < chunks; ++k) s += partial[k * C + c];
@@ -32,10 +32,10 @@ void add_partials(float* out, const std::vector<float>& partial, int64_t chunks,
 }
 }  // namespace
 
-void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp,
+void layer_norm_forward(const KernelContext& kc, float* out, float* mean, float* rstd, const float* inp,
                         const float* weight, const float* bias, int64_t N, int64_t C,
                         float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
     const float m = row_sum(x, C) / static_cast<float>(C);
@@ -63,12 +63,12 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp,
   }
 }
 
-void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+void layer_norm_backward(const KernelContext& kc, float* dinp, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, const float* mean,
                          const float* rstd, int64_t N, int64_t C) {
   const int64_t chunks = reduction_chunks(N, kRowGrain);
   std::vector<float> dw_part(chunks * C, 0.0f), db_part(dbias ? chunks * C : 0, 0.0f);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
     int64_t n0, n1;
     chunk_range(N, chunks, k, n0, n1);
@@ -116,13 +116,13 @@ void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float*
       }
     }
   }
-  add_partials(dweight, dw_part, chunks, C);
-  if (dbias) add_partials(dbias, db_part, chunks, C);
+  add_partials(kc, dweight, dw_part, chunks, C);
+  if (dbias) add_partials(kc, dbias, db_part, chunks, C);
 }
 
-void rms_norm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+void rms_norm_forward(const KernelContext& kc, float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                       int64_t C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
     Vec8 acc = Vec8::zero();
@@ -143,11 +143,11 @@ void rms_norm_forward(float* out, float* rstd, const float* inp, const float* we
   }
 }
 
-void rms_norm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+void rms_norm_backward(const KernelContext& kc, float* dinp, float* dweight, const float* dout, const float* inp,
                        const float* weight, const float* rstd, int64_t N, int64_t C) {
   const int64_t chunks = reduction_chunks(N, kRowGrain);
   std::vector<float> dw_part(chunks * C, 0.0f);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
     int64_t n0, n1;
     chunk_range(N, chunks, k, n0, n1);
@@ -179,7 +179,7 @@ void rms_norm_backward(float* dinp, float* dweight, const float* dout, const flo
       }
     }
   }
-  add_partials(dweight, dw_part, chunks, C);
+  add_partials(kc, dweight, dw_part, chunks, C);
 }
 
 }  // namespace mindspeed::cpu

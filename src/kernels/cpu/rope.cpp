@@ -36,12 +36,12 @@ inline void copy_or_rotate(float* dst, const float* src, const float* cos, const
 }
 }  // namespace
 
-void qkv_split_rope_forward(float* q, float* k, float* v, const float* qkv, const int32_t* pos,
+void qkv_split_rope_forward(const KernelContext& kc, float* q, float* k, float* v, const float* qkv, const int32_t* pos,
                             const float* rope_cos, const float* rope_sin, int64_t T, int64_t B,
                             int64_t NQ, int64_t NKV, int64_t D) {
   const int64_t G = NQ / NKV;
   const int64_t row = NKV * (G + 2) * D;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t tb = 0; tb < T * B; ++tb) {
     const int64_t t = tb / B, b = tb % B;
     const float* src = qkv + tb * row;
@@ -58,12 +58,12 @@ void qkv_split_rope_forward(float* q, float* k, float* v, const float* qkv, cons
   }
 }
 
-void qkv_split_rope_backward(float* dqkv, const float* dq, const float* dk, const float* dv,
+void qkv_split_rope_backward(const KernelContext& kc, float* dqkv, const float* dq, const float* dk, const float* dv,
                              const int32_t* pos, const float* rope_cos, const float* rope_sin,
                              int64_t T, int64_t B, int64_t NQ, int64_t NKV, int64_t D) {
   const int64_t G = NQ / NKV;
   const int64_t row = NKV * (G + 2) * D;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t tb = 0; tb < T * B; ++tb) {
     const int64_t t = tb / B, b = tb % B;
     float* dst = dqkv + tb * row;

@@ -29,16 +29,16 @@ double gelu_grad(double x, GeluApproximation approx) {
 }
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, int64_t n, GeluApproximation approx) {
+void gelu_forward(const KernelContext& kc, float* out, const float* inp, int64_t n, GeluApproximation approx) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(gelu(inp[i], approx));
 }
 
-void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n,
+void gelu_backward(const KernelContext& kc, float* dinp, const float* dout, const float* inp, int64_t n,
                    GeluApproximation approx) {
   for (int64_t i = 0; i < n; ++i) dinp[i] = static_cast<float>(gelu_grad(inp[i], approx) * dout[i]);
 }
 
-void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) {
+void swiglu_forward(const KernelContext& kc, float* out, const float* inp, int64_t N, int64_t F) {
   for (int64_t n = 0; n < N; ++n) {
     const float* gate = inp + n * 2 * F;
     const float* up = gate + F;
@@ -49,7 +49,7 @@ void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) {
   }
 }
 
-void swiglu_backward(float* dinp, const float* dout, const float* inp, int64_t N, int64_t F) {
+void swiglu_backward(const KernelContext& kc, float* dinp, const float* dout, const float* inp, int64_t N, int64_t F) {
   for (int64_t n = 0; n < N; ++n) {
     const float* gate = inp + n * 2 * F;
     const float* up = gate + F;

@@ -6,7 +6,7 @@
 
 namespace mindspeed::ref {
 
-void adamw_step(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
+void adamw_step(const KernelContext& kc, float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
                 float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                 float grad_scale) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
@@ -26,7 +26,7 @@ void adamw_step(float* param, float* exp_avg, float* exp_avg_sq, const float* gr
   }
 }
 
-double sum_of_squares(const float* x, int64_t n) {
+double sum_of_squares(const KernelContext& kc, const float* x, int64_t n) {
   double acc = 0.0;
   for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * x[i];
   return acc;

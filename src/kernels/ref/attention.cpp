@@ -26,7 +26,7 @@ inline float keep_scale(const DropoutSpec& dropout, uint64_t index) {
 }
 }  // namespace
 
-void core_attention_forward(float* out, float* probs, const float* q, const float* k,
+void core_attention_forward(const KernelContext& kc, float* out, float* probs, const float* q, const float* k,
                             const float* v, const AttentionMask& mask, const AttentionDims& d,
                             const DropoutSpec& dropout, float* /*workspace*/) {
   const int64_t T = d.T, D = d.D, G = d.NQ / d.NKV;
@@ -66,7 +66,7 @@ void core_attention_forward(float* out, float* probs, const float* q, const floa
   }
 }
 
-void core_attention_backward(float* dq, float* dk, float* dv, const float* dout,
+void core_attention_backward(const KernelContext& kc, float* dq, float* dk, float* dv, const float* dout,
                              const float* probs, const float* q, const float* k, const float* v,
                              const AttentionDims& d, const DropoutSpec& dropout,
                              float* /*workspace*/) {
@@ -121,6 +121,11 @@ void core_attention_backward(float* dq, float* dk, float* dv, const float* dout,
       }
     }
   }
+}
+
+int64_t attention_workspace_floats(const KernelContext& kc, const AttentionDims& dims, AttentionKernel kernel,
+                                   bool backward) {
+  return 0;  // the reference kernels allocate what they need
 }
 
 }  // namespace mindspeed::ref

@@ -13,15 +13,15 @@ inline float dropout_factor(const DropoutSpec& d, int64_t i) {
 }
 }  // namespace
 
-void dropout_forward(float* out, const float* inp, int64_t n, const DropoutSpec& dropout) {
+void dropout_forward(const KernelContext& kc, float* out, const float* inp, int64_t n, const DropoutSpec& dropout) {
   for (int64_t i = 0; i < n; ++i) out[i] = inp[i] * dropout_factor(dropout, i);
 }
 
-void dropout_backward(float* dinp, const float* dout, int64_t n, const DropoutSpec& dropout) {
+void dropout_backward(const KernelContext& kc, float* dinp, const float* dout, int64_t n, const DropoutSpec& dropout) {
   for (int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * dropout_factor(dropout, i);
 }
 
-void bias_dropout_add_forward(float* out, const float* inp, const float* bias,
+void bias_dropout_add_forward(const KernelContext& kc, float* out, const float* inp, const float* bias,
                               const float* residual, int64_t N, int64_t C,
                               const DropoutSpec& dropout) {
   for (int64_t n = 0; n < N; ++n) {
@@ -33,7 +33,7 @@ void bias_dropout_add_forward(float* out, const float* inp, const float* bias,
   }
 }
 
-void bias_dropout_add_backward(float* dinp, float* dbias, const float* dout, int64_t N,
+void bias_dropout_add_backward(const KernelContext& kc, float* dinp, float* dbias, const float* dout, int64_t N,
                                int64_t C, const DropoutSpec& dropout) {
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t c = 0; c < C; ++c) {

@@ -6,7 +6,7 @@
 
 namespace mindspeed::ref {
 
-void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t vocab_start,
+void embedding_forward(const KernelContext& kc, float* out, const int32_t* ids, const float* wte, int64_t vocab_start,
                        int64_t V, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const int64_t row = static_cast<int64_t>(ids[n]) - vocab_start;
@@ -19,7 +19,7 @@ void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t
   }
 }
 
-void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t vocab_start,
+void embedding_backward(const KernelContext& kc, float* dwte, const float* dout, const int32_t* ids, int64_t vocab_start,
                         int64_t V, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const int64_t row = static_cast<int64_t>(ids[n]) - vocab_start;

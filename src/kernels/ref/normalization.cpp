@@ -7,7 +7,7 @@
 
 namespace mindspeed::ref {
 
-void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp,
+void layer_norm_forward(const KernelContext& kc, float* out, float* mean, float* rstd, const float* inp,
                         const float* weight, const float* bias, int64_t N, int64_t C,
                         float eps) {
   for (int64_t n = 0; n < N; ++n) {
@@ -29,7 +29,7 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp,
   }
 }
 
-void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+void layer_norm_backward(const KernelContext& kc, float* dinp, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, const float* mean,
                          const float* rstd, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
@@ -56,7 +56,7 @@ void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float*
   }
 }
 
-void rms_norm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+void rms_norm_forward(const KernelContext& kc, float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                       int64_t C, float eps) {
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
@@ -69,7 +69,7 @@ void rms_norm_forward(float* out, float* rstd, const float* inp, const float* we
   }
 }
 
-void rms_norm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+void rms_norm_backward(const KernelContext& kc, float* dinp, float* dweight, const float* dout, const float* inp,
                        const float* weight, const float* rstd, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;

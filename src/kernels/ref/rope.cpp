@@ -18,7 +18,7 @@ void rotate(float* out, const float* x, const float* cos, const float* sin, int6
 }
 }  // namespace
 
-void qkv_split_rope_forward(float* q, float* k, float* v, const float* qkv, const int32_t* pos,
+void qkv_split_rope_forward(const KernelContext& kc, float* q, float* k, float* v, const float* qkv, const int32_t* pos,
                             const float* rope_cos, const float* rope_sin, int64_t T, int64_t B,
                             int64_t NQ, int64_t NKV, int64_t D) {
   const int64_t G = NQ / NKV;
@@ -52,7 +52,7 @@ void qkv_split_rope_forward(float* q, float* k, float* v, const float* qkv, cons
   }
 }
 
-void qkv_split_rope_backward(float* dqkv, const float* dq, const float* dk, const float* dv,
+void qkv_split_rope_backward(const KernelContext& kc, float* dqkv, const float* dq, const float* dk, const float* dv,
                              const int32_t* pos, const float* rope_cos, const float* rope_sin,
                              int64_t T, int64_t B, int64_t NQ, int64_t NKV, int64_t D) {
   const int64_t G = NQ / NKV;

@@ -2,6 +2,7 @@
 #include "models/common/language_model_embedding.h"
 
 #include "core/check.h"
+#include "tensor_parallel/mappings.h"
 
 namespace mindspeed {
 
@@ -46,17 +47,12 @@ void LanguageModelEmbedding::forward(const ForwardContext& ctx, const MicroBatch
                                      Saved& saved) const {
   Allocator& a = *ctx.alloc;
   const int64_t B = mb.B, T = mb.T, N = B * T;
+  // [b, s] -> Megatron's [s, b] order. Token and position ids were checked against the
+  // vocabulary and --max-position-embeddings when the batch was made (training/).
   saved.ids = Tensor(a, Shape{N}, DType::kInt32, MemoryCategory::kActivations);
   saved.positions = Tensor(a, Shape{N}, DType::kInt32, MemoryCategory::kActivations);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t b = 0; b < B; ++b) {
-      saved.ids.i32()[t * B + b] = mb.tokens[b * T + t];
-      const int32_t pos = mb.position_ids[b * T + t];
-      MS_CHECK(pos >= 0 && pos < max_positions_, "position id ", pos,
-               " outside --max-position-embeddings (", max_positions_, ")");
-      saved.positions.i32()[t * B + b] = pos;
-    }
-  }
+  ctx.k().transpose_01_i32(ctx.kc(), saved.ids.i32(), mb.tokens.data(), B, T, 1);
+  ctx.k().transpose_01_i32(ctx.kc(), saved.positions.i32(), mb.position_ids.data(), B, T, 1);
   // Vocab-parallel lookup: rows off this rank's shard are 0, the partial rows are summed over
   // tp (all-reduce; reduce-scatter along s with sequence parallelism).
   const int64_t n = ctx.local_rows(N), row0 = N - n == 0 ? 0 : ctx.ps->tp_rank * n;
@@ -64,25 +60,24 @@ void LanguageModelEmbedding::forward(const ForwardContext& ctx, const MicroBatch
   float* out = saved.output.f32();
   if (ctx.sequence_parallel) {
     Tensor partial(a, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.k().embedding_forward(partial.f32(), saved.ids.i32(), word_->w(), vocab_start_, vocab_local_, N, hidden_);
-    ctx.ps->tp().reduce_scatter(out, partial.f32(), n * hidden_);
+    ctx.k().embedding_forward(ctx.kc(), partial.f32(), saved.ids.i32(), ctx.w(*word_), vocab_start_, vocab_local_, N,
+                              hidden_);
+    ReduceScatterToSequenceParallelRegion::forward(ctx, out, partial.f32(), N, hidden_);
   } else {
-    ctx.k().embedding_forward(out, saved.ids.i32(), word_->w(), vocab_start_, vocab_local_, N, hidden_);
-    ctx.ps->tp().all_reduce(out, N * hidden_);
+    ctx.k().embedding_forward(ctx.kc(), out, saved.ids.i32(), ctx.w(*word_), vocab_start_, vocab_local_, N, hidden_);
+    ReduceFromTensorModelParallelRegion::forward(ctx, out, N * hidden_);
   }
   if (position_ != nullptr) {
     Tensor pos(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.k().embedding_forward(pos.f32(), saved.positions.i32() + row0, position_->w(), 0, max_positions_,
+    ctx.k().embedding_forward(ctx.kc(), pos.f32(), saved.positions.i32() + row0, ctx.w(*position_), 0, max_positions_,
                               n, hidden_);
-    const float* p = pos.f32();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n * hidden_; ++i) out[i] += p[i];
+    ctx.k().add_inplace(ctx.kc(), out, pos.f32(), n * hidden_);
   }
   const DropoutSpec drop = dropout(ctx, mb);
   if (drop.active()) {
     Tensor zeros = Tensor::zeros(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
     // bias_dropout_add with a zero residual applies the [s, b, h]-indexed mask in place.
-    ctx.k().bias_dropout_add_forward(out, out, nullptr, zeros.f32(), n, hidden_, drop);
+    ctx.k().bias_dropout_add_forward(ctx.kc(), out, out, nullptr, zeros.f32(), n, hidden_, drop);
   }
 }
 
@@ -90,19 +85,19 @@ void LanguageModelEmbedding::backward(const ForwardContext& ctx, const MicroBatc
                                       const Saved& saved, float* dout) const {
   const int64_t N = mb.B * mb.T, n = ctx.local_rows(N), row0 = N - n == 0 ? 0 : ctx.ps->tp_rank * n;
   const DropoutSpec drop = dropout(ctx, mb);
-  if (drop.active()) ctx.k().bias_dropout_add_backward(dout, nullptr, dout, n, hidden_, drop);
+  if (drop.active()) ctx.k().bias_dropout_add_backward(ctx.kc(), dout, nullptr, dout, n, hidden_, drop);
   if (position_ != nullptr) {
-    ctx.k().embedding_backward(position_->g(), dout, saved.positions.i32() + row0, 0, max_positions_, n,
+    ctx.k().embedding_backward(ctx.kc(), position_->g(), dout, saved.positions.i32() + row0, 0, max_positions_, n,
                                hidden_);
   }
   Tensor full;
   const float* dword = dout;
   if (ctx.sequence_parallel) {  // every rank needs the gradient of all rows for its vocab shard
     full = Tensor(*ctx.alloc, Shape{N, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.ps->tp().all_gather(full.f32(), dout, n * hidden_);
+    ReduceScatterToSequenceParallelRegion::backward(ctx, full.f32(), dout, N, hidden_);
     dword = full.f32();
   }
-  ctx.k().embedding_backward(word_->g(), dword, saved.ids.i32(), vocab_start_, vocab_local_, N, hidden_);
+  ctx.k().embedding_backward(ctx.kc(), word_->g(), dword, saved.ids.i32(), vocab_start_, vocab_local_, N, hidden_);
 }
 
 }  // namespace mindspeed

@@ -8,8 +8,8 @@
 
 #include "config/model_config.h"
 #include "core/tensor.h"
-#include "transformer/forward_context.h"
-#include "transformer/parameter.h"
+#include "module/forward_context.h"
+#include "module/parameter.h"
 
 namespace mindspeed {
 

@@ -1,11 +1,12 @@
-// Port of megatron/core/models/gpt/gpt_model.py GPTModel for the GPT-2 family
-// (LayerNorm, learned positions, GELU, biases, tied embeddings) and the LLaMA family
-// (RMSNorm, rotary, SwiGLU, GQA, untied, no biases), built from a ModelConfig.
-// pre_process (embedding) and post_process (final norm, output layer, loss) mark the first
-// and last pipeline stage. The output layer and the loss are fused and run in row chunks:
-// logits of a chunk -> vocab-parallel softmax cross-entropy -> its input gradient and the
-// output weight's gradient right away (the loss gradient is known in the forward pass), so
-// the [tokens, vocab] logits are never materialised whole.
+// Port of megatron/core/models/gpt/gpt_model.py GPTModel for the GPT-2 family (LayerNorm,
+// learned positions, GELU, biases, tied embeddings) and the LLaMA family (RMSNorm, rotary,
+// SwiGLU, GQA, untied, no biases), built from a ModelConfig and the layer specs.
+// One GPTModel is one model chunk (pipeline stage): a contiguous range of global layers,
+// with the embedding when pre_process (first stage) and the final layernorm, output layer
+// and loss when post_process (last stage). Composition only: embedding -> TransformerBlock
+// -> OutputLayerLoss; the modules own their math, ModuleScope the hooks. Several chunks of
+// one rank register their parameters into the same ParameterRegistry, so they share the
+// contiguous parameter/gradient buffers and the data-parallel machinery.
 #pragma once
 
 #include <memory>
@@ -14,76 +15,74 @@
 #include "config/model_config.h"
 #include "core/tensor.h"
 #include "models/common/language_model_embedding.h"
-#include "transformer/forward_context.h"
-#include "transformer/norm.h"
-#include "transformer/parameter.h"
-#include "transformer/transformer_layer.h"
+#include "models/common/output_layer_loss.h"
+#include "models/common/rotary_pos_embedding.h"
+#include "module/forward_context.h"
+#include "module/model_chunk.h"
+#include "module/parameter.h"
+#include "transformer/transformer_block.h"
 
 namespace mindspeed {
 
-class GPTModel {
+struct GPTModelOptions {
+  int64_t first_layer = 0;   ///< global index of this chunk's first layer
+  int64_t num_layers = -1;   ///< layers of this chunk; -1 = all from first_layer on
+  bool pre_process = true;   ///< first stage: owns the embedding
+  bool post_process = true;  ///< last stage: owns the final layernorm, output layer, loss
+  /// Megatron SP (activations outside TP regions split along s); the forward context passed
+  /// to forward/backward must say the same.
+  bool sequence_parallel = false;
+};
+
+class GPTModel final : public ModelChunk {
  public:
-  struct Saved {
+  struct Saved final : ModelChunk::Saved {
     LanguageModelEmbedding::Saved embedding;
-    std::vector<TransformerLayer::Saved> layers;
-    Tensor final_input;      ///< [n, h]: the last layer's output (bf16 storage with --bf16)
-    Norm::Saved final_layernorm;
-    Tensor final_norm_grad;  ///< [n, h]: d loss / d final_layernorm output (training only)
-    Tensor labels;           ///< [N] in [s, b] order
-  };
-  /// Per-micro-batch loss bookkeeping, as Megatron's loss_func returns it.
-  struct LossSums {
-    double loss_sum = 0.0;    ///< sum over tokens of loss * loss_mask
-    double num_tokens = 0.0;  ///< sum of loss_mask
+    TransformerBlock::Saved decoder;
+    Tensor decoder_output_grad;  ///< [n, h]: d loss / d final layernorm output (last stage)
   };
 
-  /// sequence_parallel: Megatron SP (activations outside TP regions split along s); the
-  /// forward context passed to forward/backward must say the same.
-  GPTModel(const ModelConfig& config, const ParallelState& ps, bool sequence_parallel = false);
+  GPTModel(const ModelConfig& config, const ParallelState& ps, ParameterRegistry& registry,
+           const GPTModelOptions& options = {});
   GPTModel(const GPTModel&) = delete;
   GPTModel& operator=(const GPTModel&) = delete;
 
   const ModelConfig& config() const { return config_; }
-  ParameterRegistry& registry() { return registry_; }
-  const ParameterRegistry& registry() const { return registry_; }
+  ParameterRegistry& registry() const { return registry_; }
+  const GPTModelOptions& options() const { return options_; }
 
-  /// Forward pass over one micro-batch. With ctx.training the loss gradient is folded in:
-  /// each token's loss counts with weight loss_mask * loss_scale in the objective (Megatron:
-  /// loss_scale = 1 / (num_tokens * num_microbatches)), and the output layer's gradients are
-  /// accumulated now; backward() does the rest.
-  LossSums forward(const ForwardContext& ctx, const MicroBatch& mb, float loss_scale,
-                   Saved& saved) const;
+  // ModelChunk
+  bool pre_process() const override { return options_.pre_process; }
+  bool post_process() const override { return options_.post_process; }
+  ForwardResult forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input,
+                        float loss_scale) const override;
+  Tensor backward(const ForwardContext& ctx, const MicroBatch& mb, Tensor output_grad,
+                  ModelChunk::Saved& saved) const override;
+
+  /// A whole model (pre and post process) on one micro-batch: the loss sums; with
+  /// ctx.training the loss gradient is folded in (see OutputLayerLoss) and backward() does
+  /// the rest.
+  LossSums forward(const ForwardContext& ctx, const MicroBatch& mb, float loss_scale, Saved& saved) const;
   void backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const;
 
-  /// Logits [B*T, Vp/tp] in sample-major order (tests and evaluation tools).
+  /// Logits [B*T, Vp/tp] in sample-major order (whole model; tests and evaluation tools).
   void compute_logits(const ForwardContext& ctx, const MicroBatch& mb, float* logits) const;
 
-  /// Rows per chunk of the fused output layer + loss.
-  int64_t loss_chunk_rows(int64_t N) const;
-
  private:
-  void run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const;
-  /// The final norm's output over all N rows: itself, or all-gathered along the sequence into
-  /// `storage` with sequence parallelism (the output layer is column parallel).
-  const float* full_final_hidden(const ForwardContext& ctx, const Saved& saved, int64_t N, Tensor& storage) const;
-  const Parameter* output_weight() const;
-
-  /// Parameters declared since `first` (registry index), for the hooks.
-  std::vector<Parameter*> params_since(size_t first) const;
+  /// Runs the stage up to the decoder's output (the final layernorm's on the last stage).
+  Tensor run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved) const;
+  LossSums forward_into(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, float loss_scale,
+                        Saved& saved, Tensor* output) const;
+  Tensor backward_from(const ForwardContext& ctx, const MicroBatch& mb, Tensor output_grad, Saved& saved) const;
 
   ModelConfig config_;
-  int tp_size_, tp_rank_;
-  bool sequence_parallel_;
-  ParameterRegistry registry_;
-  // The parameters of each module, in forward order: embedding, layers..., final norm,
-  // output layer (empty when tied).
-  std::vector<Parameter*> embedding_params_, final_norm_params_, output_params_;
-  std::vector<std::vector<Parameter*>> layer_params_;
-  std::vector<float> rope_cos_, rope_sin_;  // [max_positions, D/2]
+  GPTModelOptions options_;
+  ParameterRegistry& registry_;
+  std::unique_ptr<RotaryEmbedding> rotary_;
   std::unique_ptr<LanguageModelEmbedding> embedding_;
-  std::vector<std::unique_ptr<TransformerLayer>> layers_;
-  std::unique_ptr<Norm> final_layernorm_;
-  Parameter* output_layer_ = nullptr;  // null when tied to the word embeddings
+  std::vector<Parameter*> embedding_params_;
+  std::unique_ptr<TransformerBlock> decoder_;
+  std::unique_ptr<OutputLayerLoss> output_layer_;
 };
 
 }  // namespace mindspeed

@@ -1,13 +1,18 @@
 // ForwardContext and MicroBatch: what every module's forward/backward receives for one
-// micro-batch. Modules never own a step's state; the per-micro-batch Saved structs do.
+// micro-batch. Modules never own a step's state; the per-micro-batch Saved structs do, so a
+// schedule can keep several micro-batches (and several model chunks) in flight at once.
+// Nothing in here is written during compute: the context is a value, copied and narrowed
+// per module (ModuleScope sets `weights`), never shared mutable state.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/check.h"
 #include "core/rng.h"
-#include "kernels/kernels.h"
+#include "kernels/backend.h"
+#include "module/parameter.h"
 #include "parallel/parallel_state.h"
 
 namespace mindspeed {
@@ -23,7 +28,14 @@ struct MicroBatch {
   int64_t first_sample = 0;           ///< global index of sample 0 (keys the dropout masks)
 };
 
-struct Parameter;
+/// Per-micro-batch loss bookkeeping, as Megatron's loss_func returns it.
+struct LossSums {
+  double loss_sum = 0.0;    ///< sum over tokens of loss * loss_mask
+  double num_tokens = 0.0;  ///< sum of loss_mask
+};
+
+class ComputeWeights;
+class WeightGradQueue;
 
 /// Called by the model around each module's use of its parameters, so the data-parallel
 /// layer can overlap communication with compute (Megatron's forward pre-hooks and
@@ -40,7 +52,7 @@ class ParameterHooks {
 enum class DropoutSite : uint64_t { kEmbedding = 1, kAttentionProbs = 2, kAttentionOutput = 3, kMlpOutput = 4 };
 
 struct ForwardContext {
-  const KernelTable* kernels = nullptr;
+  const Backend* backend = nullptr;
   Allocator* alloc = nullptr;
   const ParallelState* ps = nullptr;
   bool training = true;           ///< dropout on, gradients wanted
@@ -51,8 +63,18 @@ struct ForwardContext {
   uint64_t seed = 1234;
   int64_t iteration = 0;          ///< keys the dropout masks with the micro-batch's samples
   ParameterHooks* hooks = nullptr;  ///< data-parallel overlap; null = none
+  /// fp32 views of the current module's bf16 weights (set by ModuleScope); null = fp32 model.
+  const ComputeWeights* weights = nullptr;
+  /// Not null: linear layers (and the output layer and the embedding) queue their weight
+  /// gradients here instead of computing them in backward (the zero-bubble B/W split); the
+  /// schedule flushes the queue. Null (the default): weight gradients are computed at once.
+  WeightGradQueue* wgrad_queue = nullptr;
 
-  const KernelTable& k() const { return *kernels; }
+  const KernelTable& k() const { return backend->kernels; }
+  const KernelContext& kc() const { return backend->context; }
+  /// The weights of `p` as fp32 for the kernels: the parameter buffer itself for fp32
+  /// parameters, the current ModuleScope's converted copy for bf16 ones.
+  const float* w(const Parameter& p) const;
   /// Rows of a [s, b, h] activation outside the tensor-parallel regions on this rank.
   int64_t local_rows(int64_t full_rows) const {
     return sequence_parallel ? full_rows / ps->sizes.tensor : full_rows;

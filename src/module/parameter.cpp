@@ -1,44 +1,16 @@
 // ParameterRegistry, tensor-parallel slicing and master-weight initialisation.
-#include "transformer/parameter.h"
+#include "module/parameter.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
-#include "core/precision.h"
 #include "core/rng.h"
 
 namespace mindspeed {
 
-float* Parameter::w() const {
-  if (data.dtype == DType::kFloat32) return data.f32();
-  MS_CHECK(compute != nullptr, "bf16 parameter ", spec.name, " used outside a ComputeWeights scope");
-  return compute;
-}
-
-ComputeWeights::ComputeWeights(Allocator& alloc, const std::vector<Parameter*>& params) {
-  int64_t total = 0;
-  for (Parameter* p : params) {
-    if (p->data.dtype != DType::kBFloat16 || p->compute != nullptr) continue;
-    converted_.push_back(p);
-    total += p->local_shape.numel();
-  }
-  if (converted_.empty()) return;
-  storage_ = Tensor(alloc, Shape{total}, DType::kFloat32, MemoryCategory::kWorkspace);
-  float* at = storage_.f32();
-  for (Parameter* p : converted_) {
-    convert_to_fp32(at, p->data.bf(), p->local_shape.numel());
-    p->compute = at;
-    at += p->local_shape.numel();
-  }
-}
-
-ComputeWeights::~ComputeWeights() {
-  for (Parameter* p : converted_) p->compute = nullptr;
-}
-
 Parameter* ParameterRegistry::add(ParameterSpec spec, int tp_size) {
-  MS_CHECK(find(spec.name) == nullptr, "parameter ", spec.name, " declared twice");
+  MS_CHECK(by_name_.count(spec.name) == 0, "parameter ", spec.name, " declared twice");
   auto p = std::make_unique<Parameter>();
   Shape local = spec.global_shape;
   switch (spec.split) {
@@ -58,14 +30,14 @@ Parameter* ParameterRegistry::add(ParameterSpec spec, int tp_size) {
   }
   p->spec = std::move(spec);
   p->local_shape = local;
+  by_name_.emplace(p->spec.name, p.get());
   params_.push_back(std::move(p));
   return params_.back().get();
 }
 
 Parameter* ParameterRegistry::find(const std::string& name) const {
-  for (const auto& p : params_)
-    if (p->spec.name == name) return p.get();
-  return nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
 }
 
 int64_t ParameterRegistry::num_local_elements() const {
@@ -129,7 +101,8 @@ void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int t
   MS_CHECK(p.data.dtype == DType::kBFloat16, p.spec.name, ": unsupported parameter dtype");
   std::vector<float> shard(static_cast<size_t>(p.local_shape.numel()));
   slice_for_rank(shard.data(), full, p.spec, tp_rank, tp_size);
-  convert_to_bf16(p.data.bf(), shard.data(), p.local_shape.numel());
+  // Host-side loading (initialisation and checkpoints go through host memory).
+  for (int64_t i = 0; i < p.local_shape.numel(); ++i) p.data.bf()[i] = float_to_bf16(shard[i]);
 }
 
 void init_full_tensor(float* full, const ParameterSpec& spec, uint64_t seed) {
@@ -138,7 +111,9 @@ void init_full_tensor(float* full, const ParameterSpec& spec, uint64_t seed) {
     case InitMethod::kZeros: std::fill(full, full + n, 0.0f); return;
     case InitMethod::kOnes: std::fill(full, full + n, 1.0f); return;
     case InitMethod::kNormal:
-      fill_normal(full, n, 0.0f, spec.init_std, RngStream{seed, hash_name(spec.name)});
+      // A tied copy draws from its original's stream, so both stages start equal.
+      fill_normal(full, n, 0.0f, spec.init_std,
+                  RngStream{seed, hash_name(spec.tied_to.empty() ? spec.name : spec.tied_to)});
       return;
   }
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
@@ -32,6 +33,12 @@ struct ParameterSpec {
   bool weight_decay = true;         ///< false for biases and norm weights (Megatron's rule)
   bool sequence_parallel = false;   ///< norm params: grads all-reduced over tp under SP
   bool shared_embedding = false;    ///< the word embedding also used as the output layer
+  /// Non-empty: this tensor is a copy of the logical parameter of that name living on another
+  /// pipeline stage (Megatron's output_layer.weight on the last stage tied to the first
+  /// stage's word embedding). It is initialised from that name's stream (so the copies start
+  /// equal), its gradient is all-reduced over the embedding group, and it is left out of the
+  /// gradient norm (counted once, on the stage that owns the original).
+  std::string tied_to = {};
 };
 
 struct Parameter {
@@ -40,32 +47,15 @@ struct Parameter {
   TensorView data;         ///< into the parameter buffer (fp32, or bf16 with --bf16)
   TensorView main_grad;    ///< fp32, into the gradient buffer (+= by backward)
   int64_t buffer_offset = -1;  ///< element offset in the buffers
-  /// fp32 values the kernels read when `data` is bf16: set only inside a ComputeWeights scope.
-  float* compute = nullptr;
 
   bool is_tensor_parallel() const { return spec.split != TensorParallelSplit::kReplicated; }
-  /// The weights as fp32 for the kernels.
-  float* w() const;
+  bool is_tied_copy() const { return !spec.tied_to.empty(); }
+  /// The fp32 gradient in the gradient buffer (+= by backward).
   float* g() const { return main_grad.f32(); }
 };
 
-/// Makes bf16 parameters readable as fp32 for the lifetime of the scope (one workspace
-/// conversion per module use, so no permanent fp32 copy exists beside the fp32 main
-/// parameters of the optimizer). A no-op for fp32 parameters and for parameters an
-/// enclosing scope already converted.
-class ComputeWeights {
- public:
-  ComputeWeights(Allocator& alloc, const std::vector<Parameter*>& params);
-  ~ComputeWeights();
-  ComputeWeights(const ComputeWeights&) = delete;
-  ComputeWeights& operator=(const ComputeWeights&) = delete;
-
- private:
-  std::vector<Parameter*> converted_;
-  Tensor storage_;
-};
-
-/// Owns the Parameter records of one model (stable addresses for the modules).
+/// Owns the Parameter records of every model chunk of this rank (stable addresses for the
+/// modules), in declaration order; the gradient buffer lays them all out together.
 class ParameterRegistry {
  public:
   /// Declares a parameter; local_shape follows from `split` and the tensor-parallel size.
@@ -76,6 +66,7 @@ class ParameterRegistry {
 
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
+  std::unordered_map<std::string, Parameter*> by_name_;
 };
 
 /// Fills `out` (local shape) with this rank's shard of the full tensor `full` (global shape).

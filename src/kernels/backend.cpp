@@ -1,0 +1,30 @@
+// select_backend (backend.h).
+#include "kernels/backend.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "kernels/blas/gemm.h"
+
+namespace mindspeed {
+
+int default_threads_per_rank(int ranks_on_node) {
+  const int cores = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
+  return std::max(1, cores / std::max(1, ranks_on_node));
+}
+
+Backend select_backend(const KernelOptions& options, int threads) {
+  if (threads <= 0) threads = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  blas_set_num_threads(threads);
+  Backend backend;
+  backend.kernels = select_kernels(options);
+  backend.context.num_threads = threads;
+  return backend;
+}
+
+void set_deterministic_threads() { omp_set_dynamic(0); }
+
+}  // namespace mindspeed

@@ -1,0 +1,41 @@
+// ModuleScope: what happens around each use of a module's parameters, in one place instead
+// of in every model: before a forward, the data-parallel layer's pre-hook (wait for that
+// module's parameter all-gather, Megatron's forward pre-hook); during forward or backward,
+// fp32 views of bf16 weights (ComputeWeights); after a backward, the "gradients ready"
+// notification (Megatron's backward hook), which starts bucket reductions -- at once, or
+// queued behind the module's deferred weight-gradient jobs.
+#pragma once
+
+#include <vector>
+
+#include "module/compute_weights.h"
+#include "module/forward_context.h"
+
+namespace mindspeed {
+
+class ModuleScope {
+ public:
+  enum class Pass { kForward, kBackward };
+  ModuleScope(const ForwardContext& outer, const std::vector<Parameter*>& params, Pass pass);
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+  /// The context for the module's kernels (outer context + these weights).
+  const ForwardContext& ctx() const { return ctx_; }
+
+ private:
+  ComputeWeights weights_;
+  ForwardContext ctx_;
+};
+
+/// After a module's backward: its parameters' gradients are final (or will be once the
+/// queued weight-gradient jobs before this notification ran).
+void notify_grads_ready(const ForwardContext& ctx, const std::vector<Parameter*>& params);
+
+/// bf16 storage of saved activations: replaces an fp32 tensor by its bf16 copy (forward
+/// end) and back (backward start); tensors already in the target dtype stay as they are.
+void compact_to_bf16(const ForwardContext& ctx, Tensor& t);
+void expand_to_fp32(const ForwardContext& ctx, Tensor& t);
+/// x = bf16-rounded x when the run is bf16 (what a bf16 kernel would have written).
+void round_if_bf16(const ForwardContext& ctx, Tensor& t);
+
+}  // namespace mindspeed

@@ -1,0 +1,83 @@
+// Port of megatron/core/pipeline_parallel/schedules.py: get_forward_backward_func() and the
+// schedules behind it. A schedule runs forward and backward of num_microbatches micro-batches
+// over this rank's model chunks; what one forward step does is the caller's
+// forward_step_func (Megatron's contract: it takes the next micro-batch from the data
+// iterator, runs the chunk, and says how the loss is scaled), so the schedules know nothing
+// of GPT. Training and evaluation both go through here (forward_only for evaluation).
+// Today: forward_backward_no_pipelining (pipeline size 1). The pipeline issue adds 1F1B,
+// interleaved and DualPipeV behind the same function type.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "module/forward_context.h"
+#include "module/model_chunk.h"
+
+namespace mindspeed {
+
+/// Megatron's data_iterator: hands out the step's micro-batches in order.
+class DataIterator {
+ public:
+  virtual ~DataIterator() = default;
+  /// The next micro-batch (valid until the step ends), or null when there is none.
+  virtual const MicroBatch* next() = 0;
+};
+
+/// A data iterator over micro-batches already in memory.
+class SpanDataIterator final : public DataIterator {
+ public:
+  explicit SpanDataIterator(std::span<const MicroBatch> microbatches) : microbatches_(microbatches) {}
+  const MicroBatch* next() override { return next_ < microbatches_.size() ? &microbatches_[next_++] : nullptr; }
+
+ private:
+  std::span<const MicroBatch> microbatches_;
+  size_t next_ = 0;
+};
+
+/// What forward_step_func returns: the micro-batch it consumed and the chunk's result.
+struct ForwardStep {
+  const MicroBatch* microbatch = nullptr;
+  ModelChunk::ForwardResult result;
+};
+
+/// Megatron's forward_step_func(data_iterator, model): input is the previous stage's output
+/// (empty on the first stage).
+using ForwardStepFunc = std::function<ForwardStep(const ForwardContext& ctx, DataIterator& data_iterator,
+                                                  const ModelChunk& model, Tensor input, int64_t num_microbatches)>;
+
+struct ForwardBackwardArgs {
+  ForwardStepFunc forward_step_func;
+  DataIterator* data_iterator = nullptr;
+  std::vector<const ModelChunk*> model;  ///< this rank's chunks, in pipeline order
+  int64_t num_microbatches = 1;
+  bool forward_only = false;
+  /// Megatron's no_sync_func: enables (true) or suppresses (false) the data-parallel
+  /// gradient reduction during backward; the schedule enables it for the last micro-batch.
+  std::function<void(bool enabled)> set_grad_sync;
+  /// Queue weight gradients in backward and run them where the schedule says (the B/W split
+  /// of zero-bubble schedules and --dualpipev-dw-detach). No pipelining flushes after each
+  /// micro-batch's backward, so the gradients equal the undeferred ones bit for bit.
+  bool defer_weight_grad = false;
+};
+
+struct ForwardBackwardResult {
+  std::vector<LossSums> losses;  ///< per micro-batch (last stage; zeros elsewhere)
+  LossSums total;                ///< summed over micro-batches
+};
+
+using ForwardBackwardFunc = std::function<ForwardBackwardResult(const ForwardContext& ctx,
+                                                                const ForwardBackwardArgs& args)>;
+
+/// The schedule for this layout: forward_backward_no_pipelining for pipeline size 1; other
+/// layouts are refused until the pipeline schedules exist.
+StatusOr<ForwardBackwardFunc> get_forward_backward_func(int pipeline_model_parallel_size,
+                                                        int virtual_pipeline_model_parallel_size = 1);
+
+/// Runs every micro-batch forward then backward on the one model chunk.
+ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx, const ForwardBackwardArgs& args);
+
+}  // namespace mindspeed

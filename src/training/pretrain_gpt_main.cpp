@@ -1,0 +1,66 @@
+// pretrain_gpt_main (pretrain_gpt_main.h). Every rank parses and validates the same command
+// line before the first collective, so a bad flag stops all ranks together (rank 0 prints
+// the reason, exit code 2). After that any failure on any rank aborts the whole job with
+// that rank's message (MPI_Abort).
+#include "training/pretrain_gpt_main.h"
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/arguments.h"
+#include "config/validate.h"
+#include "core/check.h"
+#include "core/logging.h"
+#include "parallel/initialize.h"
+#include "parallel/rank_generator.h"
+
+namespace mindspeed {
+namespace {
+
+int run(int argc, char** argv, const PretrainHooks& hooks) {
+  MpiWorld world = initialize_mpi(&argc, &argv);
+  auto stop = [&](const std::string& message, int code) {
+    if (world.rank == 0 && !message.empty()) std::fprintf(stderr, "pretrain_gpt: %s\n", message.c_str());
+    finalize_mpi();
+    return code;
+  };
+  auto parsed = parse_arguments(argc, argv);
+  if (!parsed.ok()) return stop("error: " + parsed.status().to_string(), 2);
+  if (parsed->help_requested) {
+    if (world.rank == 0) std::printf("%s", parsed->help_text.c_str());
+    return stop("", 0);
+  }
+  Configs configs = parsed->configs;
+  if (configs.parallel.dry_run_world_size > 0) {
+    // Print the process groups of a (possibly huge) layout without starting it.
+    const ParallelLayout layout = parallel_layout(configs.parallel, configs.parallel.dry_run_world_size);
+    auto groups = build_parallel_groups(layout);
+    if (!groups.ok()) return stop("error: " + groups.status().to_string(), 2);
+    if (world.rank == 0) std::printf("%s", format_parallel_groups(layout, *groups).c_str());
+    return stop("", 0);
+  }
+  // The tokenizer first: validation derives the padded vocabulary from its size. A bad
+  // tokenizer file is bad input, refused like a bad flag.
+  auto tokenizer = build_tokenizer_from_config(configs.data);
+  if (!tokenizer.ok()) return stop("error: " + tokenizer.status().to_string(), 2);
+  if (Status s = validate_configs(configs, world.size, (*tokenizer)->vocab_size()); !s.ok()) {
+    return stop("error: " + s.to_string(), 2);
+  }
+  const Configs& validated = configs;  // final from here on
+  if (Status s = pretrain(validated, **tokenizer, world, hooks); !s.ok()) fatal(s.to_string());
+  return stop("", 0);
+}
+
+}  // namespace
+
+int pretrain_gpt_main(int argc, char** argv, const PretrainHooks& hooks) {
+  try {
+    return run(argc, argv, hooks);
+  } catch (const std::exception& e) {
+    fatal(std::string("uncaught exception: ") + e.what());
+  } catch (...) {
+    fatal("uncaught exception");
+  }
+}
+
+}  // namespace mindspeed

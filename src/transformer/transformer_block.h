@@ -1,0 +1,54 @@
+// Port of megatron/core/transformer/transformer_block.py TransformerBlock: the decoder
+// layers of one pipeline stage (a contiguous range of global layer numbers, each built from
+// its spec) and, on the last stage (post_process), the final layernorm. Each layer runs
+// inside a ModuleScope (data-parallel hooks, bf16 weight views); activations are [n, h]
+// ([s, b, h] flattened, n = s*b or s*b/tp with sequence parallelism).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "config/model_config.h"
+#include "core/tensor.h"
+#include "module/forward_context.h"
+#include "transformer/layer_spec.h"
+#include "transformer/norm.h"
+#include "transformer/transformer_layer.h"
+
+namespace mindspeed {
+
+class TransformerBlock {
+ public:
+  struct Saved {
+    std::vector<TransformerLayer::Saved> layers;
+    Tensor final_input;  ///< [n, h]: the last layer's output (bf16 storage with --bf16)
+    Norm::Saved final_layernorm;
+  };
+
+  /// specs[i] builds global layer first_layer + i. With post_process the block also owns
+  /// decoder.final_layernorm.
+  TransformerBlock(ParameterRegistry& registry, const ModelConfig& config,
+                   const std::vector<TransformerLayerSpec>& specs, int64_t first_layer, bool post_process,
+                   int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos, const float* rope_sin);
+
+  /// hidden [n, h] -> the last layer's output [n, h], or with post_process the final
+  /// layernorm's output [n, h].
+  Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor hidden, Saved& saved) const;
+  /// dout [n, h]: the gradient of forward's output; returns that of its input [n, h].
+  Tensor backward(const ForwardContext& ctx, const MicroBatch& mb, Tensor dout, Saved& saved) const;
+
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+
+ private:
+  int64_t hidden_;
+  bool post_process_;
+  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  std::vector<std::vector<Parameter*>> layer_params_;
+  std::unique_ptr<Norm> final_layernorm_;
+  std::vector<Parameter*> final_norm_params_;
+};
+
+/// The parameters registry declared since index `first` (one module's, for its scope).
+std::vector<Parameter*> params_since(const ParameterRegistry& registry, size_t first);
+
+}  // namespace mindspeed

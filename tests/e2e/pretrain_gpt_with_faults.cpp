@@ -1,0 +1,29 @@
+// pretrain_gpt with fault injection, for the failure tests (e2e_test.cpp): the environment
+// variable MS_FAULT_INJECT="<rank>:<iteration>" makes that rank fail inside that iteration,
+// after the other ranks started communicating. The library itself reads no such variable;
+// the hook is passed in through PretrainHooks.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "core/check.h"
+#include "core/str_cat.h"
+#include "training/pretrain_gpt_main.h"
+
+int main(int argc, char** argv) {
+  int fault_rank = -1;
+  long long fault_iteration = -1;
+  if (const char* f = std::getenv("MS_FAULT_INJECT")) {
+    if (std::sscanf(f, "%d:%lld", &fault_rank, &fault_iteration) != 2) {
+      std::fprintf(stderr, "MS_FAULT_INJECT must be <rank>:<iteration>, got '%s'\n", f);
+      return 2;
+    }
+  }
+  mindspeed::PretrainHooks hooks;
+  hooks.on_iteration = [=](int rank, int64_t iteration) {
+    if (rank == fault_rank && iteration == fault_iteration) {
+      mindspeed::fatal(mindspeed::str_cat("fault injected by MS_FAULT_INJECT at iteration ", iteration));
+    }
+  };
+  return mindspeed::pretrain_gpt_main(argc, argv, hooks);
+}
