@@ -55,6 +55,54 @@ std::vector<MicroBatch> global_batch(int64_t step, int64_t mbs, int64_t gbs, int
   return out;
 }
 
+// One training step of a pipeline stage without a schedule: every micro-batch forward (the
+// hidden states received from the previous stage, sent to the next), then every backward
+// in the same order (gradients sent back), then the gradient reduction and the step. The
+// accumulation order of every gradient equals the single-process run's.
+TrainStepResult pipeline_step_by_hand(const GPTModel& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
+                                      DistributedDataParallel& ddp, const ForwardContext& ctx,
+                                      const std::vector<MicroBatch>& mbs, double lr) {
+  const ParallelState& ps = *ctx.ps;
+  ProcessGroup& pipe = ps.pp();
+  const int64_t H = model.config().hidden_size;
+  buffer.zero_grad(*ctx.backend);
+  TrainStepResult result;
+  std::vector<std::unique_ptr<ModelChunk::Saved>> saved;
+  for (size_t i = 0; i < mbs.size(); ++i) {
+    const MicroBatch& mb = mbs[i];
+    const int64_t n = ctx.local_rows(mb.B * mb.T);
+    Tensor input;
+    if (!model.pre_process()) {
+      input = Tensor(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
+      pipe.recv_async(input.f32(), n * H, pipe.rank() - 1, static_cast<int>(i))->wait();
+    }
+    double tokens = 0.0;
+    for (float m : mb.loss_mask) tokens += m;
+    const float scale = static_cast<float>(1.0 / (tokens * static_cast<double>(mbs.size())));
+    ModelChunk::ForwardResult r = model.forward(ctx, mb, std::move(input), scale);
+    if (!model.post_process()) pipe.send_async(r.output.f32(), n * H, pipe.rank() + 1, static_cast<int>(i))->wait();
+    result.loss_sum += r.loss.loss_sum;
+    result.num_tokens += r.loss.num_tokens;
+    saved.push_back(std::move(r.saved));
+  }
+  for (size_t i = 0; i < mbs.size(); ++i) {
+    const MicroBatch& mb = mbs[i];
+    const int64_t n = ctx.local_rows(mb.B * mb.T);
+    Tensor grad;
+    if (!model.post_process()) {
+      grad = Tensor(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
+      pipe.recv_async(grad.f32(), n * H, pipe.rank() + 1, 1000 + static_cast<int>(i))->wait();
+    }
+    Tensor dinput = model.backward(ctx, mb, std::move(grad), *saved[i]);
+    if (!model.pre_process()) pipe.send_async(dinput.f32(), n * H, pipe.rank() - 1, 1000 + static_cast<int>(i))->wait();
+    saved[i].reset();
+  }
+  ddp.finish_grad_sync();
+  result.optimizer = optimizer.step(lr);
+  ddp.start_param_sync();
+  return result;
+}
+
 }  // namespace
 
 ModelConfig tiny_gpt_config() {
@@ -108,6 +156,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   } else {
     ParallelConfig pc;
     pc.tensor_model_parallel_size = layout.tp;
+    pc.pipeline_model_parallel_size = layout.pp;
     auto s = initialize_model_parallel(pc, world);
     MS_CHECK_OK(s.status());
     ps = std::move(*s);
@@ -116,7 +165,14 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   const Backend backend = select_backend(KernelOptions{.fast = true, .flash_attention = run.flash_attention});
   Allocator alloc;
   ParameterRegistry registry;
-  GPTModel model(run.model, *ps, registry, {.sequence_parallel = sp});
+  const int pp = ps->sizes.pipeline;
+  const int64_t stage_layers = run.model.num_layers / pp;
+  GPTModel model(run.model, *ps, registry,
+                 {.first_layer = ps->pp_rank * stage_layers,
+                  .num_layers = stage_layers,
+                  .pre_process = ps->is_pipeline_first_stage(),
+                  .post_process = ps->is_pipeline_last_stage(),
+                  .sequence_parallel = sp});
   BufferOptions bo;
   bo.param_dtype = layout.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bo.pad_for_distributed_optimizer = !single && layout.distributed_optimizer;
@@ -153,9 +209,13 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   for (int step = 0; step < run.steps; ++step) {
     const auto mbs = global_batch(step, run.micro_batch, run.global_batch, dp, ps->dp_rank, run.model.seq_length);
     ctx.iteration = step + 1;
-    const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(step));
-    const double loss = ps->dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum) /
-                        ps->dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);
+    const TrainStepResult r = pp == 1 ? train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(step))
+                                      : pipeline_step_by_hand(model, buffer, optimizer, ddp, ctx, mbs, scheduler.lr(step));
+    // The loss lives on the last stage: sum over the pipeline (other stages add 0) and dp.
+    const double loss_sum = ps->pp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum);
+    const double tokens = ps->pp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);
+    const double loss = ps->dp_cp().all_reduce_scalar(loss_sum, ReduceOp::kSum) /
+                        ps->dp_cp().all_reduce_scalar(tokens, ReduceOp::kSum);
     result.losses.push_back(loss);
     result.grad_norms.push_back(r.optimizer.grad_norm);
   }

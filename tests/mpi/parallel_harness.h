@@ -16,6 +16,11 @@ namespace mindspeed::testing {
 
 struct LayoutOptions {
   int tp = 1;
+  /// Pipeline stages (layers split evenly; stage 0 holds the embedding, the last stage the
+  /// output layer, a tied output weight there is a copy). There is no pipeline schedule yet:
+  /// the harness drives the stages by hand, every micro-batch forward, then every backward,
+  /// with send/recv between neighbouring stages.
+  int pp = 1;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
@@ -43,7 +48,7 @@ struct RunOptions {
 struct RunResult {
   std::vector<double> losses;
   std::vector<double> grad_norms;
-  std::map<std::string, std::vector<float>> weights;  ///< full tensors by Megatron name
+  std::map<std::string, std::vector<float>> weights;  ///< full tensors of this rank's stage, by Megatron name
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< this rank's allocator
   int64_t num_params_local = 0;
 };
