@@ -5,12 +5,17 @@
 
 #include <vector>
 
+#include <omp.h>
+
 #include "core/rng.h"
 #include "kernels/kernels.h"
 
 using namespace mindspeed;
 
 namespace {
+
+// The context every kernel call carries: the process's OpenMP threads.
+const KernelContext kKc{omp_get_max_threads()};
 
 std::vector<float> randn(int64_t n, uint64_t stream) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -24,9 +29,9 @@ void BM_LayerNormForwardBackward(benchmark::State& state) {
   auto x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
   std::vector<float> y(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
   for (auto _ : state) {
-    (kFast ? cpu::layer_norm_forward : ref::layer_norm_forward)(y.data(), mean.data(), rstd.data(), x.data(),
+    (kFast ? cpu::layer_norm_forward : ref::layer_norm_forward)(kKc, y.data(), mean.data(), rstd.data(), x.data(),
                                                                 w.data(), b.data(), N, C, 1e-5f);
-    (kFast ? cpu::layer_norm_backward : ref::layer_norm_backward)(dx.data(), dw.data(), db.data(), dy.data(),
+    (kFast ? cpu::layer_norm_backward : ref::layer_norm_backward)(kKc, dx.data(), dw.data(), db.data(), dy.data(),
                                                                   x.data(), w.data(), mean.data(), rstd.data(), N, C);
   }
   state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * N * C * 4 * 5,
@@ -41,8 +46,8 @@ void BM_GeluTanh(benchmark::State& state) {
   auto x = randn(n, 5), dy = randn(n, 6);
   std::vector<float> y(n), dx(n);
   for (auto _ : state) {
-    (kFast ? cpu::gelu_forward : ref::gelu_forward)(y.data(), x.data(), n, GeluApproximation::kTanh);
-    (kFast ? cpu::gelu_backward : ref::gelu_backward)(dx.data(), dy.data(), x.data(), n, GeluApproximation::kTanh);
+    (kFast ? cpu::gelu_forward : ref::gelu_forward)(kKc, y.data(), x.data(), n, GeluApproximation::kTanh);
+    (kFast ? cpu::gelu_backward : ref::gelu_backward)(kKc, dx.data(), dy.data(), x.data(), n, GeluApproximation::kTanh);
   }
   state.counters["bytes/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * n * 4 * 5, benchmark::Counter::kIsRate);
@@ -61,7 +66,7 @@ void BM_SoftmaxCrossEntropy(benchmark::State& state) {
     state.PauseTiming();
     work = logits;
     state.ResumeTiming();
-    (kFast ? cpu::softmax_cross_entropy : ref::softmax_cross_entropy)(work.data(), losses.data(), targets.data(),
+    (kFast ? cpu::softmax_cross_entropy : ref::softmax_cross_entropy)(kKc, work.data(), losses.data(), targets.data(),
                                                                       scale.data(), N, V, true);
   }
   state.counters["bytes/s"] =
@@ -83,9 +88,9 @@ void BM_Attention(benchmark::State& state) {
   auto q = randn(nq, 8), k = randn(nq, 9), v = randn(nq, 10), dout = randn(nq, 11);
   std::vector<float> out(nq), lse(d.B * d.NQ * d.T), dq(nq), dk(nq), dv(nq);
   std::vector<float> probs(kKernel == 2 ? 1 : d.B * d.NQ * d.T * d.T);
-  const auto kind = kKernel == 2 ? cpu::AttentionKernel::kFlash : cpu::AttentionKernel::kCore;
-  std::vector<float> ws(std::max(cpu::attention_workspace_floats(d, kind, false),
-                                 cpu::attention_workspace_floats(d, kind, true)));
+  const auto kind = kKernel == 2 ? AttentionKernel::kFlash : AttentionKernel::kCore;
+  std::vector<float> ws(std::max(cpu::attention_workspace_floats(kKc, d, kind, false),
+                                 cpu::attention_workspace_floats(kKc, d, kind, true)));
   const AttentionMask mask{};
   const DropoutSpec drop{};
   for (auto _ : state) {
@@ -96,8 +101,8 @@ void BM_Attention(benchmark::State& state) {
     } else {
       auto fwd = kKernel == 0 ? ref::core_attention_forward : cpu::core_attention_forward;
       auto bwd = kKernel == 0 ? ref::core_attention_backward : cpu::core_attention_backward;
-      fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), mask, d, drop, ws.data());
-      bwd(dq.data(), dk.data(), dv.data(), dout.data(), probs.data(), q.data(), k.data(), v.data(), d, drop, ws.data());
+      fwd(kKc, out.data(), probs.data(), q.data(), k.data(), v.data(), mask, d, drop, ws.data());
+      bwd(kKc, dq.data(), dk.data(), dv.data(), dout.data(), probs.data(), q.data(), k.data(), v.data(), d, drop, ws.data());
     }
   }
   // Causal: forward 2 GEMMs and backward 4 on half of T x T, 2 FLOPs per multiply-add.
@@ -116,7 +121,7 @@ void BM_AdamW(benchmark::State& state) {
   for (float& x : v) x = x * x;
   int64_t step = 1;
   for (auto _ : state) {
-    (kFast ? cpu::adamw_step : ref::adamw_step)(p.data(), m.data(), v.data(), g.data(), n, 1e-4f, 0.9f, 0.95f,
+    (kFast ? cpu::adamw_step : ref::adamw_step)(kKc, p.data(), m.data(), v.data(), g.data(), n, 1e-4f, 0.9f, 0.95f,
                                                 1e-8f, 0.1f, step++, 1.0f);
   }
   state.counters["bytes/s"] =

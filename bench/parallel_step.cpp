@@ -38,7 +38,6 @@ int main(int argc, char** argv) {
   auto ps_or = initialize_model_parallel(pc, world);
   if (!ps_or.ok()) fatal(ps_or.status().to_string());
   ParallelState& ps = **ps_or;
-  configure_threads(0, world);
   ModelConfig m;
   m.num_layers = 4;
   m.hidden_size = 512;
@@ -50,9 +49,11 @@ int main(int argc, char** argv) {
   m.vocab_size = m.padded_vocab_size = 32768;
   m.attention_dropout = m.hidden_dropout = 0.0f;
   const int64_t mbs = 2, dp = ps.dp_cp().size(), num_micro = 2;
-  const KernelTable kernels = select_kernels(KernelOptions{.fast = true, .flash_attention = true});
+  const Backend backend =
+      select_backend(KernelOptions{.fast = true, .flash_attention = true}, default_threads_per_rank(world.local_size));
   Allocator alloc;
-  GPTModel model(m, ps, sp);
+  ParameterRegistry registry;
+  GPTModel model(m, ps, registry, {.sequence_parallel = sp});
   BufferOptions bo;
   bo.param_dtype = bf16 ? DType::kBFloat16 : DType::kFloat32;
   bo.pad_for_distributed_optimizer = distopt;
@@ -61,12 +62,12 @@ int main(int argc, char** argv) {
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
   initialize_parameters(model.registry(), 1234, ps.tp_rank, ps.sizes.tensor);
   DistributedDataParallel ddp(buffer, ps, {.overlap_grad_reduce = overlap, .overlap_param_gather = overlap && distopt,
-                                          .use_distributed_optimizer = distopt}, alloc);
+                                          .use_distributed_optimizer = distopt}, backend, alloc);
   OptimizerConfig oc;
   oc.lr = 1e-4f;
-  Optimizer optimizer(oc, buffer, ps, alloc, kernels, distopt);
+  Optimizer optimizer(oc, buffer, ps, alloc, backend, distopt);
   ForwardContext ctx;
-  ctx.kernels = &kernels;
+  ctx.backend = &backend;
   ctx.alloc = &alloc;
   ctx.ps = &ps;
   ctx.sequence_parallel = sp;
