@@ -1,6 +1,8 @@
 // Hugging Face checkpoint mapping: export followed by import is the identity for both
 // families (QKV regrouping, Conv1D transposes, [gate; up], vocabulary padding), and a
-// config.json that contradicts the model flags is refused with each mismatch named.
+// config.json that contradicts the model flags is refused with each mismatch named, and a
+// damaged config.json (wrong field types, missing fields, zero or indivisible head counts,
+// truncated JSON) is an error naming the file, the field and what was expected.
 #include "models/gpt/hf_checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -8,10 +10,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "checkpointing/safetensors.h"
 #include "distributed/param_and_grad_buffer.h"
+#include "scratch_dir.h"
 
 namespace mindspeed {
 namespace {
@@ -77,6 +81,142 @@ TEST(HfConfig, MismatchedFlagsAreNamed) {
   EXPECT_NE(s.message().find("--num-layers is 3 but config.json says 2"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("--swiglu"), std::string::npos) << s.message();
   EXPECT_EQ(read_hf_config("/nonexistent").status().code(), StatusCode::kNotFound);
+}
+
+// ---- damaged config.json
+
+using testing::ScratchDir;
+using testing::write_file;
+
+// The fixture's config.json with the fields of `set` replaced (null values are written as
+// null, as Hugging Face writes Python None) and the fields in `erase` removed, written to
+// `dir`. Returns the directory.
+std::string patched_config(const ScratchDir& dir, const char* family, const nlohmann::json& set,
+                           const std::vector<std::string>& erase = {}) {
+  nlohmann::json j = nlohmann::json::parse(testing::read_file(fixture(family) + "/config.json"));
+  for (auto it = set.begin(); it != set.end(); ++it) j[it.key()] = it.value();
+  for (const auto& key : erase) j.erase(key);
+  write_file(dir.file("config.json"), j.dump());
+  return dir.path().string();
+}
+
+void expect_config_error(const std::string& dir, StatusCode code, const std::vector<std::string>& fragments) {
+  auto info = read_hf_config(dir);
+  ASSERT_FALSE(info.ok()) << "accepted " << testing::read_file(dir + "/config.json");
+  EXPECT_EQ(info.status().code(), code) << info.status().to_string();
+  for (const auto& fragment : fragments) {
+    EXPECT_NE(info.status().message().find(fragment), std::string::npos)
+        << "'" << fragment << "' not in: " << info.status().message();
+  }
+}
+
+struct BadField {
+  const char* family;
+  const char* patch;  // fields replaced in the fixture config
+  std::vector<std::string> fragments;
+};
+
+TEST(HfConfig, FieldsOfTheWrongTypeOrRangeAreNamed) {
+  const BadField cases[] = {
+      // Each was ignored (n_inner: 4 * n_embd), divided by zero, accepted or thrown by
+      // nlohmann::json before the fields were type-checked.
+      {"gpt2_tiny", R"({"n_inner": "64"})", {"'n_inner'", "string \"64\"", "expected a positive integer"}},
+      {"gpt2_tiny", R"({"n_head": 0})", {"'n_head'", "number 0", "expected a positive integer"}},
+      {"gpt2_tiny", R"({"vocab_size": -5})", {"'vocab_size'", "number -5"}},
+      {"gpt2_tiny", R"({"n_layer": 18446744073709551615})", {"'n_layer'", "at most 2147483647"}},
+      {"gpt2_tiny", R"({"n_layer": 2.0})", {"'n_layer'", "number 2.0", "expected a positive integer"}},
+      {"gpt2_tiny", R"({"n_embd": 30})", {"'n_embd' (30) is not divisible by field 'n_head' (4)"}},
+      {"gpt2_tiny", R"({"layer_norm_epsilon": "1e-5"})", {"'layer_norm_epsilon'", "expected a positive number"}},
+      {"gpt2_tiny", R"({"layer_norm_epsilon": -1e-5})", {"'layer_norm_epsilon'", "expected a positive number"}},
+      {"gpt2_tiny", R"({"activation_function": 5})", {"'activation_function'", "number 5", "expected a string"}},
+      {"gpt2_tiny", R"({"model_type": 2})", {"'model_type'", "expected a string"}},
+      {"gpt2_tiny", R"({"model_type": null})", {"missing field 'model_type'"}},
+      {"gpt2_tiny", R"({"n_positions": null})", {"missing field 'n_positions'"}},
+      {"gpt2_tiny", R"({"tie_word_embeddings": "yes"})", {"'tie_word_embeddings'", "expected true or false"}},
+      {"llama_tiny", R"({"num_attention_heads": 0})", {"'num_attention_heads'", "number 0"}},
+      {"llama_tiny", R"({"num_key_value_heads": 0})", {"'num_key_value_heads'", "number 0"}},
+      {"llama_tiny", R"({"num_key_value_heads": 3})",
+       {"'num_attention_heads' (4) is not divisible by field 'num_key_value_heads' (3)"}},
+      {"llama_tiny", R"({"hidden_size": 30})", {"'hidden_size' (30) is not divisible"}},
+      {"llama_tiny", R"({"intermediate_size": "64"})", {"'intermediate_size'", "string \"64\""}},
+      {"llama_tiny", R"({"rms_norm_eps": "1e-6"})", {"'rms_norm_eps'", "expected a positive number"}},
+      {"llama_tiny", R"({"rope_theta": 0})", {"'rope_theta'", "expected a positive number"}},
+      {"llama_tiny", R"({"tie_word_embeddings": "false"})", {"'tie_word_embeddings'", "expected true or false"}},
+      {"llama_tiny", R"({"attention_bias": 1})", {"'attention_bias'", "number 1", "expected true or false"}},
+      {"llama_tiny", R"({"hidden_act": ["silu"]})", {"'hidden_act'", "array", "expected a string"}},
+  };
+  for (const BadField& c : cases) {
+    SCOPED_TRACE(std::string(c.family) + " " + c.patch);
+    ScratchDir dir("hf_config");
+    const std::string d = patched_config(dir, c.family, nlohmann::json::parse(c.patch));
+    std::vector<std::string> fragments = c.fragments;
+    fragments.push_back(d + "/config.json");
+    expect_config_error(d, StatusCode::kInvalidArgument, fragments);
+  }
+}
+
+TEST(HfConfig, UnsupportedValuesAreRefusedNotIgnored) {
+  ScratchDir dir("hf_config");
+  // A GPT-2 with an untied output layer, or a LLaMA head size other than hidden / heads,
+  // would load with the wrong weights if the field were ignored.
+  expect_config_error(patched_config(dir, "gpt2_tiny", {{"tie_word_embeddings", false}}),
+                      StatusCode::kUnimplemented, {"tie_word_embeddings false"});
+  expect_config_error(patched_config(dir, "llama_tiny", {{"head_dim", 16}}), StatusCode::kUnimplemented,
+                      {"head_dim 16 differs from hidden_size / num_attention_heads = 8"});
+}
+
+TEST(HfConfig, NullFieldsKeepTheHuggingFaceDefaults) {
+  ScratchDir dir("hf_config");
+  // Hugging Face writes Python None as null; "n_inner": null is in every GPT-2 config.json.
+  auto gpt2 = read_hf_config(patched_config(
+      dir, "gpt2_tiny", {{"n_inner", nullptr}, {"layer_norm_epsilon", nullptr}, {"activation_function", nullptr}}));
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status().to_string();  // j.value() threw on a null
+  EXPECT_EQ(gpt2->config.ffn_hidden_size, 4 * 32);
+  EXPECT_EQ(gpt2->config.norm_epsilon, 1e-5f);
+  EXPECT_TRUE(gpt2->config.openai_gelu);
+  nlohmann::json nulls;
+  for (const char* key : {"num_key_value_heads", "rms_norm_eps", "rope_theta", "rope_scaling", "hidden_act",
+                          "tie_word_embeddings", "attention_bias", "head_dim"}) {
+    nulls[key] = nullptr;
+  }
+  auto llama = read_hf_config(patched_config(dir, "llama_tiny", nulls));
+  ASSERT_TRUE(llama.ok()) << llama.status().to_string();
+  EXPECT_EQ(llama->config.query_groups(), 4);
+  EXPECT_EQ(llama->config.norm_epsilon, 1e-6f);
+  EXPECT_EQ(llama->config.rotary_base, 10000.0f);
+  EXPECT_TRUE(llama->config.untie_embeddings_and_output_weights);
+}
+
+TEST(HfConfig, DamagedJsonNamesTheFileAndPosition) {
+  ScratchDir dir("hf_config");
+  const std::string path = dir.file("config.json");
+  const std::string good = testing::read_file(fixture("gpt2_tiny") + "/config.json");
+  write_file(path, good.substr(0, good.size() / 2));  // truncated
+  expect_config_error(dir.path().string(), StatusCode::kInvalidArgument, {path, "not valid JSON", "line"});
+  write_file(path, "[1, 2]");
+  expect_config_error(dir.path().string(), StatusCode::kInvalidArgument,
+                      {path, "is a JSON array", "expected a JSON object"});
+  write_file(path, "");
+  expect_config_error(dir.path().string(), StatusCode::kInvalidArgument, {path, "not valid JSON"});
+  expect_config_error(patched_config(dir, "llama_tiny", {}, {"vocab_size"}), StatusCode::kInvalidArgument,
+                      {path, "missing field 'vocab_size' (expected a positive integer)"});
+}
+
+TEST(HfExport, TensorsOfTheWrongSizeAreRefused) {
+  auto info = read_hf_config(fixture("llama_tiny"));
+  ASSERT_TRUE(info.ok());
+  FullTensors tensors;
+  tensors["embedding.word_embeddings.weight"].assign(128 * 32, 0.0f);  // padded vocabulary
+  // Export reads the tensors in the config's shapes: a short one was read out of bounds (or,
+  // copied as is, written as a tensor of the wrong size).
+  tensors["decoder.layers.0.input_layernorm.weight"].assign(5, 0.0f);
+  auto hf = export_hf_tensors(info->config, info->architecture, tensors);
+  ASSERT_FALSE(hf.ok());
+  EXPECT_EQ(hf.status().code(), StatusCode::kInvalidArgument) << hf.status().to_string();
+  EXPECT_NE(hf.status().message().find("decoder.layers.0.input_layernorm.weight has 5 values but the model "
+                                       "config needs 32"),
+            std::string::npos)
+      << hf.status().message();
 }
 
 }  // namespace

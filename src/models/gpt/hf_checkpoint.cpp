@@ -1,11 +1,15 @@
 // Hugging Face GPT-2 / LLaMA checkpoint mapping (hf_checkpoint.h).
 #include "models/gpt/hf_checkpoint.h"
 
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 
 #include "checkpointing/safetensors.h"
+#include "core/json_util.h"
 
 namespace mindspeed {
 namespace {
@@ -195,12 +199,91 @@ std::vector<std::vector<float>> export_tensor(const Mapping& m, const ModelConfi
   return {};
 }
 
+// config.json as a JSON object, or an error naming the file (and the line and column of a
+// syntax error).
 StatusOr<nlohmann::json> read_json(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return not_found("cannot open '", path, "' (a Hugging Face checkpoint directory needs config.json)");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return invalid_argument("'", path, "' is not a JSON object");
-  return j;
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return data_loss("cannot read '", path, "'");
+  std::string error;
+  std::optional<nlohmann::json> j = try_parse_json(text.str(), &error);
+  if (!j) return invalid_argument("'", path, "' is not valid JSON: ", error);
+  if (!j->is_object()) {
+    return invalid_argument("'", path, "' is a JSON ", j->type_name(), ", expected a JSON object of config fields");
+  }
+  return std::move(*j);
+}
+
+// Typed access to the fields of config.json. Every error names the file, the field, the
+// value found and what was expected. Optional fields that are absent or null (Python None)
+// leave the output untouched, i.e. keep the Hugging Face default.
+class ConfigFields {
+ public:
+  ConfigFields(const nlohmann::json& j, const std::string& path) : j_(j), path_(path) {}
+
+  /// Present and not null.
+  bool has(const char* key) const {
+    const auto it = j_.find(key);
+    return it != j_.end() && !it->is_null();
+  }
+  /// A required integer in [1, 2^31 - 1] (sizes and counts).
+  Status positive_int(const char* key, int64_t* out) const {
+    if (!has(key)) return invalid_argument(path_, ": missing field '", key, "' (expected a positive integer)");
+    return optional_positive_int(key, out);
+  }
+  Status optional_positive_int(const char* key, int64_t* out) const {
+    if (!has(key)) return ok_status();
+    const nlohmann::json& v = *j_.find(key);
+    // Non-negative integers are stored unsigned (also those above INT64_MAX, which
+    // get<int64_t>() would wrap), negative ones signed; 1.0 or "64" are not integers.
+    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= kMaxSize
+                                             : v.is_number_integer() && v.get<int64_t>() >= 1;
+    if (!fits) return wrong(key, v, "a positive integer (at most 2147483647)");
+    *out = v.get<int64_t>();
+    return ok_status();
+  }
+  /// A finite number > 0 (epsilons, the rotary base).
+  Status optional_positive_number(const char* key, float* out) const {
+    if (!has(key)) return ok_status();
+    const nlohmann::json& v = *j_.find(key);
+    if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(static_cast<float>(v.get<double>()))) {
+      return wrong(key, v, "a positive number");
+    }
+    *out = static_cast<float>(v.get<double>());
+    return ok_status();
+  }
+  Status optional_bool(const char* key, bool* out) const {
+    if (!has(key)) return ok_status();
+    const nlohmann::json& v = *j_.find(key);
+    if (!v.is_boolean()) return wrong(key, v, "true or false");
+    *out = v.get<bool>();
+    return ok_status();
+  }
+  Status optional_string(const char* key, std::string* out) const {
+    if (!has(key)) return ok_status();
+    const nlohmann::json& v = *j_.find(key);
+    if (!v.is_string()) return wrong(key, v, "a string");
+    *out = v.get<std::string>();
+    return ok_status();
+  }
+
+ private:
+  static constexpr int64_t kMaxSize = 2147483647;
+
+  Status wrong(const char* key, const nlohmann::json& v, const char* expected) const {
+    return invalid_argument(path_, ": field '", key, "' is ", describe_json_value(v), "; expected ", expected);
+  }
+
+  const nlohmann::json& j_;
+  const std::string& path_;
+};
+
+// `a` must be a multiple of `b` (two fields of config.json).
+Status check_divisible(const std::string& path, const char* a_key, int64_t a, const char* b_key, int64_t b) {
+  if (a % b == 0) return ok_status();
+  return invalid_argument(path, ": field '", a_key, "' (", a, ") is not divisible by field '", b_key, "' (", b, ")");
 }
 
 }  // namespace
@@ -208,29 +291,36 @@ StatusOr<nlohmann::json> read_json(const std::string& path) {
 StatusOr<HfModelInfo> read_hf_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   MS_ASSIGN_OR_RETURN(nlohmann::json j, read_json(path));
-  auto get_int = [&](const char* key, int64_t& out) -> Status {
-    if (!j.contains(key) || !j[key].is_number_integer()) {
-      return invalid_argument(path, ": missing integer field '", key, "'");
-    }
-    out = j[key].get<int64_t>();
-    return ok_status();
-  };
+  const ConfigFields f(j, path);
   HfModelInfo info;
   ModelConfig& c = info.config;
-  const std::string type = j.value("model_type", "");
+  std::string type;
+  if (!f.has("model_type")) {
+    return invalid_argument(path, ": missing field 'model_type' (expected \"gpt2\" or \"llama\")");
+  }
+  MS_RETURN_IF_ERROR(f.optional_string("model_type", &type));
   if (type == "gpt2") {
     info.architecture = HfArchitecture::kGpt2;
-    MS_RETURN_IF_ERROR(get_int("n_embd", c.hidden_size));
-    MS_RETURN_IF_ERROR(get_int("n_layer", c.num_layers));
-    MS_RETURN_IF_ERROR(get_int("n_head", c.num_attention_heads));
-    MS_RETURN_IF_ERROR(get_int("n_positions", c.max_position_embeddings));
-    MS_RETURN_IF_ERROR(get_int("vocab_size", c.vocab_size));
-    c.ffn_hidden_size = j.contains("n_inner") && j["n_inner"].is_number_integer() ? j["n_inner"].get<int64_t>()
-                                                                                   : 4 * c.hidden_size;
-    c.norm_epsilon = j.value("layer_norm_epsilon", 1e-5f);
-    const std::string act = j.value("activation_function", "gelu_new");
+    MS_RETURN_IF_ERROR(f.positive_int("n_embd", &c.hidden_size));
+    MS_RETURN_IF_ERROR(f.positive_int("n_layer", &c.num_layers));
+    MS_RETURN_IF_ERROR(f.positive_int("n_head", &c.num_attention_heads));
+    MS_RETURN_IF_ERROR(f.positive_int("n_positions", &c.max_position_embeddings));
+    MS_RETURN_IF_ERROR(f.positive_int("vocab_size", &c.vocab_size));
+    MS_RETURN_IF_ERROR(check_divisible(path, "n_embd", c.hidden_size, "n_head", c.num_attention_heads));
+    c.ffn_hidden_size = 4 * c.hidden_size;  // n_inner null or absent: 4 * n_embd
+    MS_RETURN_IF_ERROR(f.optional_positive_int("n_inner", &c.ffn_hidden_size));
+    c.norm_epsilon = 1e-5f;
+    MS_RETURN_IF_ERROR(f.optional_positive_number("layer_norm_epsilon", &c.norm_epsilon));
+    std::string act = "gelu_new";
+    MS_RETURN_IF_ERROR(f.optional_string("activation_function", &act));
     if (act != "gelu_new" && act != "gelu") {
       return unimplemented(path, ": activation_function '", act, "' (supported: gelu_new, gelu)");
+    }
+    bool tie = true;
+    MS_RETURN_IF_ERROR(f.optional_bool("tie_word_embeddings", &tie));
+    if (!tie) {
+      return unimplemented(path, ": tie_word_embeddings false is not supported for gpt2 (the output layer "
+                           "is the word embedding)");
     }
     c.openai_gelu = act == "gelu_new";
     c.normalization = Normalization::kLayerNorm;
@@ -239,29 +329,43 @@ StatusOr<HfModelInfo> read_hf_config(const std::string& dir) {
     c.add_bias_linear = true;
   } else if (type == "llama") {
     info.architecture = HfArchitecture::kLlama;
-    MS_RETURN_IF_ERROR(get_int("hidden_size", c.hidden_size));
-    MS_RETURN_IF_ERROR(get_int("num_hidden_layers", c.num_layers));
-    MS_RETURN_IF_ERROR(get_int("num_attention_heads", c.num_attention_heads));
-    MS_RETURN_IF_ERROR(get_int("intermediate_size", c.ffn_hidden_size));
-    MS_RETURN_IF_ERROR(get_int("max_position_embeddings", c.max_position_embeddings));
-    MS_RETURN_IF_ERROR(get_int("vocab_size", c.vocab_size));
-    int64_t kv = c.num_attention_heads;
-    if (j.contains("num_key_value_heads")) MS_RETURN_IF_ERROR(get_int("num_key_value_heads", kv));
+    MS_RETURN_IF_ERROR(f.positive_int("hidden_size", &c.hidden_size));
+    MS_RETURN_IF_ERROR(f.positive_int("num_hidden_layers", &c.num_layers));
+    MS_RETURN_IF_ERROR(f.positive_int("num_attention_heads", &c.num_attention_heads));
+    MS_RETURN_IF_ERROR(f.positive_int("intermediate_size", &c.ffn_hidden_size));
+    MS_RETURN_IF_ERROR(f.positive_int("max_position_embeddings", &c.max_position_embeddings));
+    MS_RETURN_IF_ERROR(f.positive_int("vocab_size", &c.vocab_size));
+    MS_RETURN_IF_ERROR(
+        check_divisible(path, "hidden_size", c.hidden_size, "num_attention_heads", c.num_attention_heads));
+    int64_t head_dim = c.hidden_size / c.num_attention_heads;
+    MS_RETURN_IF_ERROR(f.optional_positive_int("head_dim", &head_dim));
+    if (head_dim != c.hidden_size / c.num_attention_heads) {
+      return unimplemented(path, ": head_dim ", head_dim, " differs from hidden_size / num_attention_heads = ",
+                           c.hidden_size / c.num_attention_heads, "; only the default head size is supported");
+    }
+    int64_t kv = c.num_attention_heads;  // num_key_value_heads null or absent: no grouping
+    MS_RETURN_IF_ERROR(f.optional_positive_int("num_key_value_heads", &kv));
+    MS_RETURN_IF_ERROR(check_divisible(path, "num_attention_heads", c.num_attention_heads, "num_key_value_heads", kv));
     c.group_query_attention = kv != c.num_attention_heads;
     c.num_query_groups = kv;
-    c.norm_epsilon = j.value("rms_norm_eps", 1e-6f);
-    c.rotary_base = j.value("rope_theta", 10000.0f);
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-      return unimplemented(path, ": rope_scaling is not supported yet");
-    }
-    const std::string act = j.value("hidden_act", "silu");
+    c.norm_epsilon = 1e-6f;
+    MS_RETURN_IF_ERROR(f.optional_positive_number("rms_norm_eps", &c.norm_epsilon));
+    c.rotary_base = 10000.0f;
+    MS_RETURN_IF_ERROR(f.optional_positive_number("rope_theta", &c.rotary_base));
+    if (f.has("rope_scaling")) return unimplemented(path, ": rope_scaling is not supported yet");
+    std::string act = "silu";
+    MS_RETURN_IF_ERROR(f.optional_string("hidden_act", &act));
     if (act != "silu") return unimplemented(path, ": hidden_act '", act, "' (supported: silu)");
+    bool tie = false;
+    MS_RETURN_IF_ERROR(f.optional_bool("tie_word_embeddings", &tie));
+    bool attention_bias = false;
+    MS_RETURN_IF_ERROR(f.optional_bool("attention_bias", &attention_bias));
     c.swiglu = true;
     c.normalization = Normalization::kRMSNorm;
     c.position_embedding_type = PositionEmbeddingType::kRope;
-    c.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", false);
+    c.untie_embeddings_and_output_weights = !tie;
     c.add_bias_linear = false;
-    c.add_qkv_bias = j.value("attention_bias", false);
+    c.add_qkv_bias = attention_bias;
   } else {
     return unimplemented(path, ": model_type '", type, "' (supported: gpt2, llama)");
   }
@@ -336,6 +440,19 @@ StatusOr<std::map<std::string, std::vector<float>>> export_hf_tensors(const Mode
   for (const Mapping& m : mappings(config, arch, arch == HfArchitecture::kGpt2 ? "transformer." : "")) {
     auto it = tensors.find(m.ours);
     if (it == tensors.end()) return not_found("no tensor ", m.ours, " to export");
+    int64_t hf_numel = 0;
+    for (const auto& shape : hf_shapes(m, config, arch)) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      hf_numel += n;
+    }
+    // Word embeddings and the output layer carry the padding rows of the vocabulary.
+    const bool padded = m.layout == Layout::kPadRows;
+    const auto have = static_cast<int64_t>(it->second.size());
+    if (padded ? have < hf_numel : have != hf_numel) {
+      return invalid_argument("tensor ", m.ours, " has ", have, " values but the model config needs ",
+                              padded ? "at least " : "", hf_numel, " (does the config match the tensors?)");
+    }
     auto parts = export_tensor(m, config, it->second);
     for (size_t i = 0; i < m.hf.size(); ++i) out[m.hf[i]] = std::move(parts[i]);
   }
