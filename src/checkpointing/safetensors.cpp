@@ -4,13 +4,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/dtype.h"
+#include "core/json_util.h"
+#include "tokenizer/unicode.h"
 
 namespace mindspeed {
 namespace {
@@ -73,9 +78,16 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   }
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
-  nlohmann::json json = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) {
-    return data_loss("safetensors file '", path, "': the header is not a JSON object");
+  std::string json_error;
+  std::optional<nlohmann::json> parsed = try_parse_json(header, &json_error);
+  if (!parsed) {
+    return data_loss("safetensors file '", path, "': the header is not a JSON object (", json_error,
+                     "; truncated or not a safetensors file?)");
+  }
+  const nlohmann::json& json = *parsed;
+  if (!json.is_object()) {
+    return data_loss("safetensors file '", path, "': the header is not a JSON object but a JSON ",
+                     json.type_name());
   }
   SafetensorsFile file;
   file.path_ = path;
@@ -99,11 +111,30 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     e.name = it.key();
     e.dtype = v["dtype"].get<std::string>();
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) return data_loss(path, ": tensor '", e.name, "' has a bad shape");
+      // Non-negative integers are stored unsigned; get<int64_t>() wraps those above INT64_MAX.
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        return data_loss(path, ": tensor '", e.name, "' has a bad shape entry ", describe_json_value(d),
+                         " (expected a non-negative integer)");
+      }
       e.shape.push_back(d.get<int64_t>());
     }
-    if (!v["data_offsets"][0].is_number_integer() || !v["data_offsets"][1].is_number_integer()) {
-      return data_loss(path, ": tensor '", e.name, "' has non-integer data_offsets");
+    // The element count must fit the data section before it is multiplied out (a shape such
+    // as [2^32, 2^32] would otherwise wrap around to 0 elements and pass the size check).
+    if (std::find(e.shape.begin(), e.shape.end(), 0) == e.shape.end()) {
+      int64_t numel = 1;
+      for (int64_t d : e.shape) {
+        if (numel > data_size / d) {
+          return data_loss(path, ": tensor '", e.name, "' has a shape with more elements than the ", data_size,
+                           "-byte data section holds");
+        }
+        numel *= d;
+      }
+    }
+    if (!v["data_offsets"][0].is_number_unsigned() || !v["data_offsets"][1].is_number_unsigned() ||
+        v["data_offsets"][0].get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ||
+        v["data_offsets"][1].get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      return data_loss(path, ": tensor '", e.name, "' has data_offsets ",
+                       describe_json_value(v["data_offsets"]), " (expected two non-negative integers)");
     }
     e.begin = v["data_offsets"][0].get<int64_t>();
     e.end = v["data_offsets"][1].get<int64_t>();
@@ -214,10 +245,26 @@ Status write_file_atomically(const std::string& path, const std::string& bytes) 
 Status write_safetensors(const std::string& path,
                          const std::vector<SafetensorsTensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata) {
+  // The header is JSON: names and metadata must be UTF-8 (nlohmann's dump() would throw).
+  for (const auto& [key, value] : metadata) {
+    if (find_invalid_utf8(key) != std::string::npos || find_invalid_utf8(value) != std::string::npos) {
+      return invalid_argument("safetensors file '", path, "': metadata entry '", key,
+                              "' is not valid UTF-8 (the header is JSON)");
+    }
+  }
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string data;
+  std::set<std::string> names;
   for (const auto& t : tensors) {
+    if (find_invalid_utf8(t.name) != std::string::npos) {
+      return invalid_argument("safetensors file '", path, "': tensor name '", t.name,
+                              "' is not valid UTF-8 (the header is JSON)");
+    }
+    if (t.name == "__metadata__" || !names.insert(t.name).second) {
+      return invalid_argument("safetensors file '", path, "': tensor name '", t.name, "' is ",
+                              t.name == "__metadata__" ? "reserved for the metadata" : "used twice");
+    }
     const bool is_f32 = !t.f32.empty() || t.i32.empty();
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;
@@ -233,7 +280,8 @@ Status write_safetensors(const std::string& path,
                       {"shape", t.shape},
                       {"data_offsets", {begin, static_cast<int64_t>(data.size())}}};
   }
-  std::string json = header.dump();
+  // Validated above; `replace` only makes sure dump() cannot throw.
+  std::string json = header.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   while (json.size() % 8 != 0) json.push_back(' ');  // the format pads the header with spaces
   const uint64_t len = json.size();
   std::string bytes(reinterpret_cast<const char*>(&len), 8);

@@ -1,7 +1,8 @@
 // Safetensors reader and writer: round trip, dtype conversions, and every kind of damage a
 // file can have (truncation, a header length past the end, bad JSON, offsets outside the
 // data, sizes that do not match the shape, overlapping tensors, unknown dtypes) is an error
-// that names the file and the tensor, never a crash.
+// that names the file and the tensor, never a crash; header fields of the wrong type are
+// named, and names the JSON header cannot hold are refused when writing, not thrown.
 #include "checkpointing/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -96,6 +97,52 @@ TEST(Safetensors, DamagedFilesAreErrorsNamingTheProblem) {
   EXPECT_EQ(SafetensorsFile::open(p).status().code(), StatusCode::kDataLoss);
   std::remove(p.c_str());
   EXPECT_EQ(SafetensorsFile::open(temp_path("absent")).status().code(), StatusCode::kNotFound);
+}
+
+TEST(Safetensors, HeaderFieldsOfTheWrongTypeAreNamed) {
+  const Damage cases[] = {
+      // 2^32 x 2^32 elements wrapped around to 0 and passed the size check.
+      {"wrapping_shape", R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", "",
+       "more elements than the 0-byte data section holds"},
+      {"huge_shape", R"({"x":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,8]}})",
+       std::string(8, '\0'), "bad shape entry number 18446744073709551615 (expected a non-negative integer)"},
+      {"string_shape", R"({"x":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", std::string(8, '\0'),
+       "bad shape entry string \"2\""},
+      {"huge_offset", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})",
+       std::string(8, '\0'), "data_offsets array [0,18446744073709551615] (expected two non-negative integers)"},
+      {"truncated_json", R"({"x":{"dtype":"F32","sha)", "", "parse error at line 1, column"},
+      {"array_header", R"([1,2])", "", "not a JSON object but a JSON array"},
+  };
+  for (const Damage& d : cases) {
+    const std::string path = temp_path(d.name);
+    write_raw(path, d.header, d.data);
+    auto f = SafetensorsFile::open(path);
+    ASSERT_FALSE(f.ok()) << d.name << " was accepted";
+    EXPECT_EQ(f.status().code(), StatusCode::kDataLoss) << d.name;
+    EXPECT_NE(f.status().message().find(d.message), std::string::npos) << d.name << ": " << f.status().message();
+    EXPECT_NE(f.status().message().find(path), std::string::npos) << d.name;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Safetensors, NamesTheHeaderCannotHoldAreRefused) {
+  const std::string path = temp_path("names.safetensors");
+  // nlohmann::json::dump() throws on invalid UTF-8; a repeated name or "__metadata__" was
+  // written into a header that lost a tensor.
+  const std::string bad_utf8 = "w\xff";
+  Status s = write_safetensors(path, {{bad_utf8, {1}, {1.0f}, {}}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("is not valid UTF-8"), std::string::npos) << s.message();
+  s = write_safetensors(path, {{"a", {1}, {1.0f}, {}}}, {{"format", bad_utf8}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("metadata entry 'format' is not valid UTF-8"), std::string::npos) << s.message();
+  s = write_safetensors(path, {{"a", {1}, {1.0f}, {}}, {"a", {1}, {2.0f}, {}}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("tensor name 'a' is used twice"), std::string::npos) << s.message();
+  s = write_safetensors(path, {{"__metadata__", {1}, {1.0f}, {}}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("reserved for the metadata"), std::string::npos) << s.message();
+  std::remove(path.c_str());
 }
 
 TEST(Safetensors, WriteIsAtomic) {
