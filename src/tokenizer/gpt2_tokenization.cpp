@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_util.h"
 #include "core/logging.h"
 #include "tokenizer/unicode.h"
 
@@ -111,14 +113,14 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
 
   // ---- vocabulary: {"symbol": id, ...}
   MS_ASSIGN_OR_RETURN(std::string vocab_text, read_text_file(vocab_file, "vocab file"));
-  nlohmann::json vocab;
-  try {
-    vocab = nlohmann::json::parse(vocab_text);
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument("vocab file '", vocab_file, "': not valid JSON (", e.what(),
+  std::string json_error;
+  std::optional<nlohmann::json> parsed = try_parse_json(vocab_text, &json_error);
+  if (!parsed) {
+    return invalid_argument("vocab file '", vocab_file, "': not valid JSON (", json_error,
                             "); --vocab-file expects a JSON object of token -> id such as "
                             "gpt2-vocab.json (is this the merges file?)");
   }
+  const nlohmann::json& vocab = *parsed;
   if (!vocab.is_object()) {
     return invalid_argument("vocab file '", vocab_file, "': expected a JSON object of token -> id, "
                             "found a JSON ", vocab.type_name());
@@ -133,14 +135,16 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
     const std::string& symbol = it.key();
     if (!it.value().is_number_integer()) {
       return invalid_argument("vocab file '", vocab_file, "': token ", quoted(symbol), " maps to ",
-                              it.value().dump(), ", expected an integer id");
+                              describe_json_value(it.value()), ", expected an integer id");
     }
-    const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= n) {
+    // Non-negative integers are stored unsigned; get<int64_t>() would wrap those above
+    // INT64_MAX into negative ids.
+    if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= static_cast<uint64_t>(n)) {
       return invalid_argument("vocab file '", vocab_file, "': token ", quoted(symbol), " has id ",
-                              id, ", outside 0..", n - 1, " (a vocabulary of ", n,
+                              it.value().dump(), ", outside 0..", n - 1, " (a vocabulary of ", n,
                               " tokens must use each id 0..", n - 1, " once)");
     }
+    const int64_t id = it.value().get<int64_t>();
     if (owner[id] != nullptr) {
       return invalid_argument("vocab file '", vocab_file, "': id ", id, " is used by both ",
                               quoted(*owner[id]), " and ", quoted(symbol));

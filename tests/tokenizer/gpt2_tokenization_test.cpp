@@ -218,8 +218,11 @@ TEST(GPT2BPETokenizer, VocabFileCorruptions) {
   write_file(bad, text.substr(0, text.size() / 2));
   expect_error(load_status(bad, files.merges), StatusCode::kInvalidArgument,
                {"bad.json", "not valid JSON"});
+  // The parse error says where, without nlohmann's exception prefix (parsed without exceptions).
+  EXPECT_EQ(load_status(bad, files.merges).message().find("[json.exception"), std::string::npos);
   write_file(bad, "");
-  expect_error(load_status(bad, files.merges), StatusCode::kInvalidArgument, {"not valid JSON"});
+  expect_error(load_status(bad, files.merges), StatusCode::kInvalidArgument,
+               {"not valid JSON", "parse error at line 1, column 1"});
   write_file(bad, "[1, 2, 3]");
   expect_error(load_status(bad, files.merges), StatusCode::kInvalidArgument,
                {"bad.json", "expected a JSON object", "array"});
@@ -227,7 +230,13 @@ TEST(GPT2BPETokenizer, VocabFileCorruptions) {
   json["he"] = "256";
   write_file(bad, json.dump());
   expect_error(load_status(bad, files.merges), StatusCode::kInvalidArgument,
-               {"\"he\"", "expected an integer id"});
+               {"\"he\"", "maps to string \"256\"", "expected an integer id"});
+  // An id above INT64_MAX is named as written, not wrapped to a negative id.
+  json = files.json;
+  json["he"] = 18446744073709551615ull;
+  write_file(bad, json.dump());
+  expect_error(load_status(bad, files.merges), StatusCode::kInvalidArgument,
+               {"\"he\"", "has id 18446744073709551615, outside 0..259"});
   json = files.json;
   json["he"] = 9999;
   write_file(bad, json.dump());
