@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -195,8 +196,10 @@ Status parse_header_dict(const std::string& path, const std::string& dict, NpyDt
       num.push_back(c);
     } else if (c == ',' || c == ')') {
       if (!num.empty()) {
-        if (num.size() > 18) return bad("shape too large");
-        shape->push_back(std::stoll(num));
+        int64_t dim = 0;
+        const auto [end, error] = std::from_chars(num.data(), num.data() + num.size(), dim);
+        if (error != std::errc() || end != num.data() + num.size()) return bad("shape too large");
+        shape->push_back(dim);
         num.clear();
       } else if (c == ',') {
         return bad("shape");

@@ -37,6 +37,13 @@ std::string python_float_repr(double v) {
   // Shortest round-trip digits in scientific form "d.ddde[+-]x".
   char buf[64];
   auto res = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
+  // to_chars writes "[-]d[.ddd]e[+-]xx": the exponent is read with from_chars (std::stoi
+  // throws); anything else is a bug.
+  const char* exp_mark = std::find(buf, res.ptr, 'e');
+  MS_CHECK(exp_mark + 2 < res.ptr, "to_chars wrote '", std::string(buf, res.ptr), "'");
+  int exp10 = 0;
+  const auto exp_read = std::from_chars(exp_mark + (exp_mark[1] == '+' ? 2 : 1), res.ptr, exp10);
+  MS_CHECK(exp_read.ec == std::errc() && exp_read.ptr == res.ptr, "to_chars wrote '", std::string(buf, res.ptr), "'");
   std::string sci(buf, res.ptr);
   std::string sign;
   if (sci[0] == '-') {
@@ -45,14 +52,16 @@ std::string python_float_repr(double v) {
   }
   const size_t e = sci.find('e');
   std::string digits = sci.substr(0, e);
-  const int exp10 = std::stoi(sci.substr(e + 1));
   digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
   const int decpt = exp10 + 1;  // value = 0.DIGITS * 10^decpt
   const int nd = static_cast<int>(digits.size());
   std::string out = sign;
   if (decpt <= -4 || decpt > 16) {
     out += digits.substr(0, 1);
-    if (nd > 1) out += "." + digits.substr(1);
+    if (nd > 1) {
+      out += '.';
+      out.append(digits, 1);
+    }
     char ebuf[16];
     std::snprintf(ebuf, sizeof(ebuf), "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
     out += ebuf;
@@ -163,7 +172,9 @@ void PyJson::dump_to(std::string& out, int indent, int level) const {
     }
     out += pad_outer + "]";
   } else {
-    const Object& obj = std::get<Object>(value_);
+    const Object* obj_ptr = std::get_if<Object>(&value_);
+    MS_CHECK(obj_ptr != nullptr, "PyJson holds no known alternative");
+    const Object& obj = *obj_ptr;
     if (obj.empty()) {
       out += "{}";
       return;

@@ -102,6 +102,18 @@ TEST(NpyFile, CorruptFilesAreReportedNotCrashed) {
   fortran.replace(fortran.find("False"), 5, "True ");
   write_bytes(p, fortran);
   EXPECT_EQ(read_npy(p).status().code(), StatusCode::kDataLoss);
+  // Dimensions beyond int64 (20 digits) and beyond any file (19 digits), written over the
+  // header's padding so that its length stays the same.
+  for (const std::string& dim : {std::string(20, '9'), std::string("9223372036854775807")}) {
+    std::string huge = good;
+    const std::string from = "(4,), }" + std::string(dim.size() - 1, ' ');
+    ASSERT_NE(huge.find(from), std::string::npos);
+    huge.replace(huge.find(from), from.size(), "(" + dim + ",), }");
+    write_bytes(p, huge);
+    r = read_npy(p);
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << dim;
+    EXPECT_NE(r.status().message().find("shape"), std::string::npos) << r.status().message();
+  }
   write_bytes(p, good);
   EXPECT_TRUE(read_npy(p).ok());
 }
