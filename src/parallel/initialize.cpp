@@ -19,7 +19,9 @@ void abort_job(int exit_code) { MPI_Abort(MPI_COMM_WORLD, exit_code == 0 ? 1 : e
 // The group of `kind` containing `rank`, as a communicator ordered like the group.
 std::unique_ptr<ProcessGroup> split_group(const ParallelGroups& groups, const std::string& kind, int rank,
                                           int* rank_in_group) {
-  const RankGroups& gs = groups.groups.at(kind);
+  const auto found = groups.groups.find(kind);
+  MS_CHECK(found != groups.groups.end(), "build_parallel_groups made no '", kind, "' groups");
+  const RankGroups& gs = found->second;
   for (size_t color = 0; color < gs.size(); ++color) {
     const auto it = std::find(gs[color].begin(), gs[color].end(), rank);
     if (it == gs[color].end()) continue;

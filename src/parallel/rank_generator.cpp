@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "config/parallel_config.h"
+#include "core/check.h"
 
 namespace mindspeed {
 namespace {
@@ -35,6 +37,9 @@ std::vector<std::string> split_order(const std::string& order) {
 
 RankGroups masked_orthogonal_rank_groups(int world_size, const std::vector<int>& sizes,
                                          const std::vector<bool>& mask) {
+  MS_CHECK(mask.size() == sizes.size(), "masked_orthogonal_rank_groups: ", mask.size(), " mask entries for ",
+           sizes.size(), " sizes");
+  for (int size : sizes) MS_CHECK(size >= 1, "masked_orthogonal_rank_groups: a parallel size is ", size);
   std::vector<int> masked_shape, unmasked_shape, masked_stride, unmasked_stride;
   const std::vector<int> global_stride = prefix_product(sizes);
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -58,6 +63,10 @@ RankGroups masked_orthogonal_rank_groups(int world_size, const std::vector<int>&
 }
 
 StatusOr<RankGenerator> RankGenerator::create(int tp, int ep, int dp, int pp, int cp, std::string order) {
+  for (const auto& [name, size] : {std::pair<const char*, int>{"tp", tp}, {"ep", ep}, {"dp", dp}, {"pp", pp},
+                                   {"cp", cp}}) {
+    if (size < 1) return invalid_argument("RankGenerator: ", name, " size is ", size, ", expected at least 1");
+  }
   RankGenerator g;
   g.sizes_ = {{"tp", tp}, {"pp", pp}, {"dp", dp}, {"ep", ep}, {"cp", cp}};
   g.world_size_ = tp * ep * dp * pp * cp;
@@ -100,6 +109,16 @@ ParallelLayout parallel_layout(const ParallelConfig& config, int world_size) {
 }
 
 StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {
+  if (l.world_size < 1) return invalid_argument("world size is ", l.world_size, ", expected at least 1");
+  for (const auto& [flag, size] : {std::pair<const char*, int>{"--tensor-model-parallel-size", l.tp},
+                                   {"--pipeline-model-parallel-size", l.pp},
+                                   {"--context-parallel-size", l.cp},
+                                   {"--expert-model-parallel-size", l.ep}}) {
+    if (size < 1) return invalid_argument(flag, " is ", size, ", expected at least 1");
+  }
+  if (l.etp < 0) {
+    return invalid_argument("expert tensor-parallel size is ", l.etp, ", expected >= 0 (0 = same as tensor)");
+  }
   const int model = l.tp * l.pp * l.cp;
   if (l.world_size % model != 0) {
     return invalid_argument("world size (", l.world_size, ") is not divisible by tensor (", l.tp,
@@ -151,12 +170,18 @@ StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {
 
 std::string format_parallel_groups(const ParallelLayout& l, const ParallelGroups& groups) {
   std::ostringstream out;
-  const int dp = l.world_size / (l.tp * l.pp * l.cp);
+  const int model = l.tp * l.pp * l.cp;
+  const int dp = model > 0 ? l.world_size / model : 0;
   out << "world " << l.world_size << ": tp " << l.tp << ", pp " << l.pp << ", cp " << l.cp << ", ep " << l.ep
       << ", dp " << dp << " (order " << (l.tp_pp_dp_order ? "tp-cp-ep-pp-dp" : "tp-cp-ep-dp-pp") << ")\n";
   for (const char* name : {"tp", "cp", "dp", "dp-cp", "pp", "mp", "tp-cp", "tp-dp", "tp-dp-cp", "embedding",
                            "position-embedding", "ep", "expert-tp", "tp-ep", "tp-ep-pp", "expert-dp"}) {
-    const auto& gs = groups.groups.at(name);
+    const auto found = groups.groups.find(name);
+    if (found == groups.groups.end()) {
+      out << "  " << name << ": (not built)\n";
+      continue;
+    }
+    const RankGroups& gs = found->second;
     out << "  " << name << " (" << gs.size() << " groups of " << (gs.empty() ? 0 : gs.front().size()) << "):";
     for (const auto& grp : gs) {
       out << " [";

@@ -1,5 +1,6 @@
 // Process-group layouts against Megatron's worked examples (megatron_facts.md §3), the
-// alternative rank order, the expert generator, and refusal of sizes that do not divide.
+// alternative rank order, the expert generator, and refusal of sizes that do not divide or
+// are not positive (an error naming the flag, not a division by zero).
 #include "parallel/rank_generator.h"
 
 #include <gtest/gtest.h>
@@ -68,6 +69,33 @@ TEST(RankGenerator, RefusesSizesThatDoNotDivide) {
   EXPECT_FALSE(e.ok());
   auto o = RankGenerator::create(2, 1, 2, 1, 1, "tp-dp-pp-xx");
   EXPECT_FALSE(o.ok());
+}
+
+TEST(RankGenerator, RefusesSizesBelowOne) {
+  // Each divided by zero (SIGFPE) before the sizes were checked.
+  auto g = build_parallel_groups({.world_size = 8, .tp = 0});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("--tensor-model-parallel-size is 0, expected at least 1"), std::string::npos)
+      << g.status().message();
+  g = build_parallel_groups({.world_size = 8, .tp = 2, .ep = 0});
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("--expert-model-parallel-size is 0"), std::string::npos) << g.status().message();
+  g = build_parallel_groups({.world_size = 0});
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("world size is 0"), std::string::npos) << g.status().message();
+  auto r = RankGenerator::create(2, 1, 0, 1, 1, "tp-cp-ep-dp-pp");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dp size is 0"), std::string::npos) << r.status().message();
+}
+
+TEST(RankGenerator, FormattingAnIncompleteGroupSetNamesWhatIsMissing) {
+  // format_parallel_groups used std::map::at, which threw std::out_of_range.
+  ParallelGroups partial;
+  partial.groups["tp"] = {{0, 1}};
+  const std::string text = format_parallel_groups({.world_size = 2, .tp = 2}, partial);
+  EXPECT_NE(text.find("tp (1 groups of 2): [0,1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("dp: (not built)"), std::string::npos) << text;
 }
 
 }  // namespace
