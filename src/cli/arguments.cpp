@@ -3,6 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <limits>
+#include <string_view>
+#include <type_traits>
 
 #include "cli/known_flags.h"
 
@@ -25,6 +30,28 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// Integer flags are checked on their text before CLI11 converts it: CLI11 2.1 saturates an
+// out-of-range value (99999999999999999999 -> INT64_MAX), reads "" as 0 and "0x10" as 16,
+// all of which Megatron's argparse int() refuses. Returns the error ("" if none); CLI11
+// prefixes it with the flag.
+template <typename T>
+std::string check_integer(const std::string& text) {
+  std::string_view s = text;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  if (s.size() > 1 && s.front() == '+' && s[1] != '-') s.remove_prefix(1);  // from_chars takes no '+'
+  T value{};
+  const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || error == std::errc::invalid_argument || end != s.data() + s.size()) {
+    return str_cat("'", text, "' is not an integer");
+  }
+  if (error == std::errc::result_out_of_range) {
+    return str_cat("'", text, "' is outside the range ", +std::numeric_limits<T>::min(), "..",
+                   +std::numeric_limits<T>::max());
+  }
+  return "";
+}
+
 // Registers the implemented flags. Options take their Megatron default from the config
 // struct's initialiser; a repeated flag keeps its last value, as argparse does.
 class FlagRegistry {
@@ -34,7 +61,10 @@ class FlagRegistry {
   template <typename T>
   CLI::Option* value(const std::string& name, T& target, const std::string& help) {
     names_.push_back(name);
-    return app_.add_option(name, target, help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    CLI::Option* option =
+        app_.add_option(name, target, help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) option->check(check_integer<T>);
+    return option;
   }
   CLI::Option* flag(const std::string& name, bool& target, const std::string& help) {
     names_.push_back(name);
@@ -231,9 +261,10 @@ StatusOr<ParsedArguments> parse_arguments(const std::vector<std::string>& args) 
   CLI::App app{"pretrain_gpt: GPT/LLaMA pretraining with Megatron-LM and MindSpeed flags", "pretrain_gpt"};
   app.allow_extras();
   FlagRegistry registry(app);
-  register_flags(registry, parsed.configs, choices);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
+  // CLI11 reports everything by throwing; nothing of it leaves this function.
   try {
+    register_flags(registry, parsed.configs, choices);
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     parsed.help_requested = true;
@@ -241,6 +272,8 @@ StatusOr<ParsedArguments> parse_arguments(const std::vector<std::string>& args) 
     return parsed;
   } catch (const CLI::ParseError& e) {
     return invalid_argument(e.what());
+  } catch (const CLI::Error& e) {  // ConstructionError: a flag registered twice or misdeclared
+    return internal_error("registering the command-line flags failed: ", e.what());
   }
   MS_RETURN_IF_ERROR(refuse_leftovers(app.remaining(), registry.names()));
   MS_RETURN_IF_ERROR(apply_choices(parsed.configs, choices));

@@ -78,6 +78,29 @@ TEST(Arguments, RejectsBadValues) {
   EXPECT_FALSE(parse_with({"--num-layers", "two"}).ok());
 }
 
+TEST(Arguments, IntegerFlagsAreCheckedOnTheirText) {
+  // CLI11 alone saturated the first to INT64_MAX and read "" as 0 and "0x10" as 16.
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--num-layers", "99999999999999999999"},
+       "--num-layers: '99999999999999999999' is outside the range -9223372036854775808..9223372036854775807"},
+      {{"--num-layers", ""}, "--num-layers: '' is not an integer"},
+      {{"--num-layers", "0x10"}, "--num-layers: '0x10' is not an integer"},
+      {{"--num-layers", "two"}, "--num-layers: 'two' is not an integer"},
+      {{"--tensor-model-parallel-size", "4294967297"},
+       "--tensor-model-parallel-size: '4294967297' is outside the range -2147483648..2147483647"},
+  };
+  for (const auto& [extra, message] : cases) {
+    auto parsed = parse_with(extra);
+    ASSERT_FALSE(parsed.ok()) << extra[1] << " accepted as " << parsed->configs.model.num_layers;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(message), std::string::npos) << parsed.status().message();
+  }
+  // What Python's int() accepts still parses.
+  auto parsed = parse_with({"--num-layers", " +7", "--seed", "-1"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->configs.model.num_layers, 7);
+}
+
 TEST(Arguments, HelpIsReported) {
   auto parsed = parse_arguments({"--help"});
   ASSERT_TRUE(parsed.ok());
