@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "core/check.h"
@@ -46,6 +47,10 @@ struct Completion {
 class AsyncWork final : public Work {
  public:
   explicit AsyncWork(std::shared_ptr<Completion> c) : c_(std::move(c)) {}
+  // The worker reads and writes the caller's buffers until the collective completes, so a
+  // handle dropped without wait() waits here (as RequestWork does with MPI_Wait); otherwise
+  // the caller could free or reuse a buffer the worker is still writing into.
+  ~AsyncWork() override { wait(); }
   void wait() override {
     std::unique_lock<std::mutex> lock(c_->mutex);
     c_->cv.wait(lock, [&] { return c_->done; });
@@ -85,7 +90,13 @@ class DoneWork final : public Work {
 // A thread that runs queued jobs in order.
 class Worker {
  public:
-  Worker() : thread_([this] { run(); }) {}
+  explicit Worker(const std::string& group) {
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error& e) {  // e.g. the process or thread limit (ulimit -u)
+      fatal(str_cat("cannot start the communication thread of process group ", group, ": ", e.what()));
+    }
+  }
   ~Worker() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -241,7 +252,7 @@ class MpiProcessGroup final : public ProcessGroup {
 
  private:
   std::unique_ptr<Work> async(std::function<void()> job) {
-    if (!worker_) worker_ = std::make_unique<Worker>();
+    if (!worker_) worker_ = std::make_unique<Worker>(name_);
     return worker_->submit(std::move(job));
   }
   static std::unique_ptr<Work> done() { return std::make_unique<DoneWork>(); }
