@@ -1,6 +1,8 @@
 // validate_configs (validate.h).
 #include "config/validate.h"
 
+#include <utility>
+
 #include "core/logging.h"
 
 namespace mindspeed {
@@ -8,6 +10,19 @@ namespace {
 
 Status require_positive(int64_t value, const char* flag) {
   if (value <= 0) return invalid_argument(flag, " is required and must be positive (got ", value, ")");
+  return ok_status();
+}
+
+// The parallel sizes divide others (heads, world size), so they are checked first.
+Status validate_parallel_sizes(const ParallelConfig& p, int world_size) {
+  if (world_size < 1) return invalid_argument("world size is ", world_size, ", expected at least 1");
+  for (const auto& [flag, size] : {std::pair<const char*, int>{"--tensor-model-parallel-size",
+                                                               p.tensor_model_parallel_size},
+                                   {"--pipeline-model-parallel-size", p.pipeline_model_parallel_size},
+                                   {"--context-parallel-size", p.context_parallel_size},
+                                   {"--expert-model-parallel-size", p.expert_model_parallel_size}}) {
+    if (size < 1) return invalid_argument(flag, " must be at least 1 (got ", size, ")");
+  }
   return ok_status();
 }
 
@@ -63,10 +78,7 @@ Status validate_model(ModelConfig& m, const ParallelConfig& p) {
 }
 
 Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size) {
-  if (p.tensor_model_parallel_size < 1 || p.pipeline_model_parallel_size < 1 ||
-      p.context_parallel_size < 1 || p.expert_model_parallel_size < 1) {
-    return invalid_argument("parallel sizes must be at least 1");
-  }
+  // Sizes >= 1: validate_parallel_sizes, run first.
   if (p.pipeline_model_parallel_size > 1) {
     return unimplemented("--pipeline-model-parallel-size ", p.pipeline_model_parallel_size,
                          ": pipeline parallelism is not implemented yet in mindspeed-cpp (use 1)");
@@ -164,6 +176,7 @@ Status validate_data(const DataConfig& d) {
 }  // namespace
 
 Status validate_configs(Configs& c, int world_size, std::optional<int64_t> tokenizer_vocab_size) {
+  MS_RETURN_IF_ERROR(validate_parallel_sizes(c.parallel, world_size));
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));

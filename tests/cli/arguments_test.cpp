@@ -138,6 +138,14 @@ TEST(Validate, NamesTheFlagsOfABrokenRule) {
   s = validate_configs(c, 3);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("world size (3)"), std::string::npos) << s.message();
+  // A zero parallel size divided the head count (SIGFPE) before the sizes were checked.
+  for (const char* flag : {"--tensor-model-parallel-size", "--context-parallel-size"}) {
+    c = parse_with({flag, "0"})->configs;
+    s = validate_configs(c, 2);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(std::string(flag) + " must be at least 1 (got 0)"), std::string::npos)
+        << s.message();
+  }
   c = parse_with({"--global-batch-size", "3"})->configs;
   EXPECT_FALSE(validate_configs(c, 1).ok());
   c = parse_with({"--lr-warmup-iters", "10"})->configs;
