@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string_view>
 #include <type_traits>
@@ -52,18 +54,58 @@ std::string check_integer(const std::string& text) {
   return "";
 }
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// --dry-run-world-size prints one line per process group: a bound that keeps it to seconds.
+constexpr double kMaxDryRunWorldSize = 1 << 20;
+
+// Domain builders: [lo, inf), (lo, inf), [lo, hi] / [lo, hi).
+FlagDomain at_least(double lo, std::string units = "") { return {"", false, lo, kInf, false, false, std::move(units)}; }
+FlagDomain above(double lo, std::string units = "") { return {"", false, lo, kInf, true, false, std::move(units)}; }
+FlagDomain between(double lo, double hi, bool hi_open = false, std::string units = "") {
+  return {"", false, lo, hi, false, hi_open, std::move(units)};
+}
+
+// A numeric flag's text against its domain (after the integer check for integer flags).
+std::string check_domain(const FlagDomain& domain, const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double value = std::strtod(begin, &end);
+  while (end != nullptr && *end != '\0' && std::isspace(static_cast<unsigned char>(*end))) ++end;
+  if (end == begin || end == nullptr || *end != '\0') {
+    return str_cat("'", text, "' is not a number; expected ", domain.describe());
+  }
+  const std::string refusal = domain.check(value);
+  return refusal.empty() ? "" : str_cat("'", text, "' ", refusal);
+}
+
 // Registers the implemented flags. Options take their Megatron default from the config
-// struct's initialiser; a repeated flag keeps its last value, as argparse does.
+// struct's initialiser; a repeated flag keeps its last value, as argparse does. Numeric
+// flags declare their domain (FlagDomain), checked on the text before conversion.
 class FlagRegistry {
  public:
   explicit FlagRegistry(CLI::App& app) : app_(app) {}
 
-  template <typename T>
-  CLI::Option* value(const std::string& name, T& target, const std::string& help) {
+  /// A string-valued (or choice) flag.
+  CLI::Option* value(const std::string& name, std::string& target, const std::string& help) {
     names_.push_back(name);
-    CLI::Option* option =
-        app_.add_option(name, target, help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) option->check(check_integer<T>);
+    return app_.add_option(name, target, help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  /// A numeric flag with its domain.
+  template <typename T>
+  CLI::Option* number(const std::string& name, T& target, const std::string& help, FlagDomain domain) {
+    static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>);
+    names_.push_back(name);
+    domain.name = name;
+    domain.integer = std::is_integral_v<T>;
+    if (domain.integer) {
+      domain.min = std::max(domain.min, static_cast<double>(std::numeric_limits<T>::min()));
+      domain.max = std::min(domain.max, static_cast<double>(std::numeric_limits<T>::max()));
+    }
+    domains_.push_back(domain);
+    CLI::Option* option = app_.add_option(name, target, help + " [" + domain.describe() + "]")
+                              ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    if constexpr (std::is_integral_v<T>) option->check(check_integer<T>);
+    option->check([domain](const std::string& text) { return check_domain(domain, text); });
     return option;
   }
   CLI::Option* flag(const std::string& name, bool& target, const std::string& help) {
@@ -80,10 +122,12 @@ class FlagRegistry {
     return app_.add_flag_callback(name, [&target]() { target = false; }, help);
   }
   const std::vector<std::string>& names() const { return names_; }
+  const std::vector<FlagDomain>& domains() const { return domains_; }
 
  private:
   CLI::App& app_;
   std::vector<std::string> names_;
+  std::vector<FlagDomain> domains_;
 };
 
 struct Choices {
@@ -102,76 +146,91 @@ struct Choices {
 
 void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   ModelConfig& m = c.model;
-  r.value("--num-layers", m.num_layers, "Number of transformer layers");
-  r.value("--hidden-size", m.hidden_size, "Transformer hidden size");
-  r.value("--ffn-hidden-size", m.ffn_hidden_size, "MLP hidden size (default 4h, or 8h/3 rounded to 64 with --swiglu)");
-  r.value("--num-attention-heads", m.num_attention_heads, "Number of attention heads");
-  r.value("--kv-channels", m.kv_channels, "Head dimension (default hidden / heads)");
+  r.number("--num-layers", m.num_layers, "Number of transformer layers", between(1, 1 << 20, false, "layers"));
+  r.number("--hidden-size", m.hidden_size, "Transformer hidden size", between(1, 1 << 20));
+  r.number("--ffn-hidden-size", m.ffn_hidden_size, "MLP hidden size (default 4h, or 8h/3 rounded to 64 with --swiglu)",
+           between(1, 1 << 24));
+  r.number("--num-attention-heads", m.num_attention_heads, "Number of attention heads",
+           between(1, 1 << 16, false, "heads"));
+  r.number("--kv-channels", m.kv_channels, "Head dimension (default hidden / heads)", between(1, 1 << 16));
   r.flag("--group-query-attention", m.group_query_attention, "Use grouped-query attention");
-  r.value("--num-query-groups", m.num_query_groups, "Key/value heads with --group-query-attention");
-  r.value("--seq-length", m.seq_length, "Tokens per sample");
-  r.value("--max-position-embeddings", m.max_position_embeddings, "Maximum positions (learned table size)");
+  r.number("--num-query-groups", m.num_query_groups, "Key/value heads with --group-query-attention",
+           between(1, 1 << 16, false, "heads"));
+  r.number("--seq-length", m.seq_length, "Tokens per sample", between(1, 1 << 24, false, "tokens"));
+  r.number("--max-position-embeddings", m.max_position_embeddings, "Maximum positions (learned table size)",
+           between(1, 1 << 24, false, "positions"));
   r.value("--normalization", ch.normalization, "LayerNorm or RMSNorm")
       ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
-  r.value("--norm-epsilon", m.norm_epsilon, "Epsilon of LayerNorm/RMSNorm");
+  r.number("--norm-epsilon", m.norm_epsilon, "Epsilon of LayerNorm/RMSNorm", above(0));
   r.flag("--swiglu", m.swiglu, "SwiGLU MLP (LLaMA)");
   r.flag("--openai-gelu", m.openai_gelu, "tanh approximation of GELU (GPT-2)");
   r.value("--position-embedding-type", ch.position_embedding_type, "learned_absolute, rope or none")
       ->check(CLI::IsMember({"learned_absolute", "rope", "none"}));
   r.flag("--use-rotary-position-embeddings", ch.use_rotary_position_embeddings,
          "Legacy spelling of --position-embedding-type rope");
-  r.value("--rotary-base", m.rotary_base, "Rotary embedding base (theta)");
+  r.number("--rotary-base", m.rotary_base, "Rotary embedding base (theta)", above(0));
   r.flag("--untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights,
          "Separate output layer instead of the tied word embeddings");
   r.clear_flag("--disable-bias-linear", m.add_bias_linear, "No biases in linear layers");
   r.flag("--add-qkv-bias", m.add_qkv_bias, "Bias in the QKV projection even with --disable-bias-linear");
-  r.value("--attention-dropout", m.attention_dropout, "Dropout on attention probabilities");
-  r.value("--hidden-dropout", m.hidden_dropout, "Dropout on the residual branches and embeddings");
-  r.value("--init-method-std", m.init_method_std, "Std of the normal weight initialisation");
-  r.value("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by, "Vocabulary padding multiple");
+  r.number("--attention-dropout", m.attention_dropout, "Dropout on attention probabilities",
+           between(0, 1, /*hi_open=*/true, "probability"));
+  r.number("--hidden-dropout", m.hidden_dropout, "Dropout on the residual branches and embeddings",
+           between(0, 1, /*hi_open=*/true, "probability"));
+  r.number("--init-method-std", m.init_method_std, "Std of the normal weight initialisation", at_least(0));
+  r.number("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by, "Vocabulary padding multiple",
+           between(1, 1 << 20));
 
   ParallelConfig& p = c.parallel;
-  r.value("--tensor-model-parallel-size", p.tensor_model_parallel_size, "Tensor-parallel size");
-  r.value("--pipeline-model-parallel-size", p.pipeline_model_parallel_size, "Pipeline-parallel size");
-  r.value("--context-parallel-size", p.context_parallel_size, "Context-parallel size");
-  r.value("--expert-model-parallel-size", p.expert_model_parallel_size, "Expert-parallel size");
+  r.number("--tensor-model-parallel-size", p.tensor_model_parallel_size, "Tensor-parallel size", between(1, 1 << 20, false, "ranks"));
+  r.number("--pipeline-model-parallel-size", p.pipeline_model_parallel_size, "Pipeline-parallel size",
+           between(1, 1 << 20, false, "ranks"));
+  r.number("--context-parallel-size", p.context_parallel_size, "Context-parallel size", between(1, 1 << 20, false, "ranks"));
+  r.number("--expert-model-parallel-size", p.expert_model_parallel_size, "Expert-parallel size",
+           between(1, 1 << 20, false, "ranks"));
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
   r.flag("--use-distributed-optimizer", p.use_distributed_optimizer, "Shard optimizer state over data parallelism (ZeRO-1)");
   r.flag("--overlap-grad-reduce", p.overlap_grad_reduce, "Overlap gradient reduction with backward");
   r.flag("--overlap-param-gather", p.overlap_param_gather, "Overlap parameter all-gather with forward");
-  r.value("--ddp-bucket-size", p.ddp_bucket_size, "Elements per gradient bucket");
+  r.number("--ddp-bucket-size", p.ddp_bucket_size, "Elements per gradient bucket",
+           between(1, 1ll << 40, false, "elements"));
   r.clear_flag("--no-gradient-accumulation-fusion", p.gradient_accumulation_fusion,
                "Weight-gradient GEMM into a temporary, then add (instead of accumulating in place)");
   r.flag("--use-tp-pp-dp-mapping", p.use_tp_pp_dp_mapping, "Rank order tp-cp-ep-pp-dp");
-  r.value("--dry-run-world-size", p.dry_run_world_size,
-          "mindspeed-cpp: print every process group for this world size and exit");
+  r.number("--dry-run-world-size", p.dry_run_world_size,
+           "mindspeed-cpp: print every process group for this world size and exit",
+           between(1, kMaxDryRunWorldSize, false, "ranks"));
 
   OptimizerConfig& o = c.optimizer;
   r.value("--optimizer", ch.optimizer, "Optimizer (adam = AdamW)")->check(CLI::IsMember({"adam"}));
-  r.value("--lr", o.lr, "Peak learning rate");
-  r.value("--min-lr", o.min_lr, "Learning rate at the end of the decay");
+  r.number("--lr", o.lr, "Peak learning rate", above(0));
+  r.number("--min-lr", o.min_lr, "Learning rate at the end of the decay", at_least(0));
   r.value("--lr-decay-style", ch.lr_decay_style, "constant, linear, cosine or inverse-square-root")
       ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root"}));
-  r.value("--lr-decay-iters", o.lr_decay_iters, "Iterations of the decay (default --train-iters)");
-  r.value("--lr-warmup-iters", o.lr_warmup_iters, "Iterations of linear warmup");
-  r.value("--lr-warmup-fraction", o.lr_warmup_fraction, "Warmup as a fraction of the decay iterations");
-  r.value("--lr-warmup-init", o.lr_warmup_init, "Learning rate at the start of the warmup");
-  r.value("--weight-decay", o.weight_decay, "Decoupled weight decay (matrices only)");
-  r.value("--adam-beta1", o.adam_beta1, "Adam beta1");
-  r.value("--adam-beta2", o.adam_beta2, "Adam beta2");
-  r.value("--adam-eps", o.adam_eps, "Adam epsilon");
-  r.value("--clip-grad", o.clip_grad, "Global gradient-norm clipping (0 = off)");
+  r.number("--lr-decay-iters", o.lr_decay_iters, "Iterations of the decay (default --train-iters)",
+           at_least(1, "iterations"));
+  r.number("--lr-warmup-iters", o.lr_warmup_iters, "Iterations of linear warmup", at_least(0, "iterations"));
+  r.number("--lr-warmup-fraction", o.lr_warmup_fraction, "Warmup as a fraction of the decay iterations",
+           between(0, 1));
+  r.number("--lr-warmup-init", o.lr_warmup_init, "Learning rate at the start of the warmup", at_least(0));
+  r.number("--weight-decay", o.weight_decay, "Decoupled weight decay (matrices only)", at_least(0));
+  r.number("--adam-beta1", o.adam_beta1, "Adam beta1", between(0, 1, /*hi_open=*/true));
+  r.number("--adam-beta2", o.adam_beta2, "Adam beta2", between(0, 1, /*hi_open=*/true));
+  r.number("--adam-eps", o.adam_eps, "Adam epsilon", above(0));
+  r.number("--clip-grad", o.clip_grad, "Global gradient-norm clipping (0 = off)", at_least(0));
 
   TrainingConfig& t = c.training;
-  r.value("--micro-batch-size", t.micro_batch_size, "Samples per micro-batch");
-  r.value("--global-batch-size", t.global_batch_size, "Samples per iteration (gradient accumulation)");
-  r.value("--train-iters", t.train_iters, "Training iterations");
-  r.value("--seed", t.seed, "Random seed (initialisation, dropout, data order)");
-  r.value("--log-interval", t.log_interval, "Iterations between log lines");
-  r.value("--eval-interval", t.eval_interval, "Iterations between evaluations");
-  r.value("--eval-iters", t.eval_iters, "Iterations per evaluation");
-  r.value("--optimization-level", t.optimization_level,
-          "MindSpeed optimization level: 0 reference kernels, 1 fused kernels, 2 fused + algorithms");
+  r.number("--micro-batch-size", t.micro_batch_size, "Samples per micro-batch", between(1, 1 << 24, false, "samples"));
+  r.number("--global-batch-size", t.global_batch_size, "Samples per iteration (gradient accumulation)",
+           between(1, 1ll << 40, false, "samples"));
+  r.number("--train-iters", t.train_iters, "Training iterations", between(1, 1ll << 40, false, "iterations"));
+  r.number("--seed", t.seed, "Random seed (initialisation, dropout, data order)",
+           between(0, 4294967295.0));
+  r.number("--log-interval", t.log_interval, "Iterations between log lines", at_least(1, "iterations"));
+  r.number("--eval-interval", t.eval_interval, "Iterations between evaluations", at_least(1, "iterations"));
+  r.number("--eval-iters", t.eval_iters, "Iterations per evaluation", between(0, 1ll << 40, false, "iterations"));
+  r.number("--optimization-level", t.optimization_level,
+           "MindSpeed optimization level: 0 reference kernels, 1 fused kernels, 2 fused + algorithms", between(0, 2));
   r.flag("--use-flash-attn", t.use_flash_attn, "Flash attention (MindSpeed level-2 feature)");
   r.flag("--use-fused-rmsnorm", t.use_fused_rmsnorm, "Fused RMSNorm kernel");
   r.flag("--use-fused-swiglu", t.use_fused_swiglu, "Fused SwiGLU kernel");
@@ -179,9 +238,13 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--bf16", t.bf16, "bf16 mixed precision");
   r.flag("--deterministic-mode", t.deterministic_mode, "Bitwise-reproducible runs");
   r.flag("--npu-deterministic", ch.npu_deterministic, "MindSpeed spelling of --deterministic-mode");
-  r.value("--peak-tflops", t.peak_tflops, "mindspeed-cpp: per-rank peak TFLOP/s for the MFU column");
+  r.clear_flag("--no-check-for-nan-in-loss-and-grad", t.check_for_nan_in_loss_and_grad,
+               "Do not stop on a non-finite loss or gradient (the update is skipped instead)");
+  r.number("--peak-tflops", t.peak_tflops, "mindspeed-cpp: per-rank peak TFLOP/s for the MFU column",
+           at_least(0, "TFLOP/s"));
   r.value("--load", t.load, "Start from a Hugging Face checkpoint directory (config.json + model.safetensors)");
-  r.value("--num-threads", t.num_threads, "mindspeed-cpp: OpenMP threads per rank (default cores / local ranks)");
+  r.number("--num-threads", t.num_threads, "mindspeed-cpp: OpenMP threads per rank (default cores / local ranks)",
+           between(1, 4096, false, "threads"));
   r.flag("--use-mcore-models", ch.use_mcore_models, "Accepted: the model is Megatron core's GPTModel");
   r.value("--transformer-impl", ch.transformer_impl,
           "local or transformer_engine: both map to the native fused kernels (as MindSpeed maps TE)")
@@ -203,7 +266,7 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--vocab-file", d.vocab_file, "GPT-2 vocab.json");
   r.value("--merge-file", d.merge_file, "GPT-2 merges.txt");
   r.value("--tokenizer-model", d.tokenizer_model, "SentencePiece model file");
-  r.value("--vocab-size", d.vocab_size, "Vocabulary size for NullTokenizer");
+  r.number("--vocab-size", d.vocab_size, "Vocabulary size for NullTokenizer", between(1, 2147483647.0, false, "tokens"));
   r.flag("--reset-position-ids", d.reset_position_ids, "Positions restart after each end-of-document token");
   r.flag("--reset-attention-mask", d.reset_attention_mask, "No attention across end-of-document tokens");
   r.flag("--eod-mask-loss", d.eod_mask_loss, "No loss on end-of-document tokens");
@@ -255,11 +318,52 @@ Status refuse_leftovers(const std::vector<std::string>& leftovers, const std::ve
 
 }  // namespace
 
+std::string FlagDomain::describe() const {
+  std::string text = integer ? "an integer" : "a finite number";
+  // Integer bounds at the type's limits are no bound at all (and do not fit a long long
+  // once converted to double).
+  constexpr double kUnbounded = 4.6e18;
+  const bool has_min = std::isfinite(min) && min > -kUnbounded, has_max = std::isfinite(max) && max < kUnbounded;
+  auto number = [&](double v) { return integer ? std::to_string(static_cast<long long>(v)) : str_cat(v); };
+  if (has_min && has_max) {
+    text += str_cat(" in ", min_open ? "(" : "[", number(min), ", ", number(max), max_open ? ")" : "]");
+  } else if (has_min) {
+    text += str_cat(min_open ? " > " : " >= ", number(min));
+  } else if (has_max) {
+    text += str_cat(max_open ? " < " : " <= ", number(max));
+  }
+  if (!units.empty()) text += " (" + units + ")";
+  return text;
+}
+
+std::string FlagDomain::check(double value) const {
+  const bool below = min_open ? !(value > min) : !(value >= min);
+  const bool over = max_open ? !(value < max) : !(value <= max);
+  if (!std::isfinite(value) || below || over || (integer && value != std::floor(value))) {
+    return str_cat("is not allowed: expected ", describe());
+  }
+  return "";
+}
+
+std::vector<FlagDomain> numeric_flag_domains() {
+  CLI::App app;
+  FlagRegistry registry(app);
+  Configs configs;
+  Choices choices;
+  try {
+    register_flags(registry, configs, choices);
+  } catch (const CLI::Error&) {
+    return {};  // parse_arguments reports the same failure as an internal error
+  }
+  return registry.domains();
+}
+
 StatusOr<ParsedArguments> parse_arguments(const std::vector<std::string>& args) {
   ParsedArguments parsed;
   Choices choices;
   CLI::App app{"pretrain_gpt: GPT/LLaMA pretraining with Megatron-LM and MindSpeed flags", "pretrain_gpt"};
   app.allow_extras();
+  app.footer(kExitCodeHelp);
   FlagRegistry registry(app);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   // CLI11 reports everything by throwing; nothing of it leaves this function.

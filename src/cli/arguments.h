@@ -12,6 +12,33 @@
 
 namespace mindspeed {
 
+/// The declared domain of a numeric flag: its value must be a finite number in
+/// [min, max] (an open end excludes the bound). Checked on the flag's text while parsing,
+/// so a bad value stops the run before anything is built, with the flag, the value, the rule
+/// and the fix in the message. Integer flags are also refused when not an integer.
+struct FlagDomain {
+  std::string name;  ///< "--num-layers"
+  bool integer = false;
+  double min = 0.0, max = 0.0;
+  bool min_open = false, max_open = false;
+  std::string units;  ///< "layers", "iterations", "elements" ...; may be empty
+  /// The refusal for `value`, or "" when it is inside the domain.
+  std::string check(double value) const;
+  std::string describe() const;  ///< e.g. "an integer >= 1 (layers)"
+};
+
+/// Every numeric flag pretrain_gpt accepts, with its domain (for --help and the tests).
+std::vector<FlagDomain> numeric_flag_domains();
+
+/// The exit-code contract of pretrain_gpt, as printed by --help.
+inline constexpr const char* kExitCodeHelp =
+    "Exit codes (the same on one rank and under mpirun):\n"
+    "  0  success\n"
+    "  2  usage or validation error: a flag, a file named by a flag, or a rule between flags; found before\n"
+    "     anything is built, every rank agreeing; rank 0 prints 'pretrain_gpt: error: ...'\n"
+    "  1  runtime failure: '[rank R] FATAL: <what>' once (a failure all ranks detect together exits\n"
+    "     cleanly; a failure on one rank aborts the job through MPI_Abort)\n";
+
 struct ParsedArguments {
   Configs configs;
   bool help_requested = false;

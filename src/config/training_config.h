@@ -21,6 +21,9 @@ struct TrainingConfig {
   bool use_fused_rotary_pos_emb = false;  ///< --use-fused-rotary-pos-emb
   bool bf16 = false;              ///< --bf16
   bool deterministic_mode = false;  ///< --deterministic-mode / --npu-deterministic
+  /// Stop with a diagnosis when the loss or a gradient is not finite (Megatron's default;
+  /// false with --no-check-for-nan-in-loss-and-grad: non-finite updates are then skipped).
+  bool check_for_nan_in_loss_and_grad = true;
   double peak_tflops = 0.0;       ///< --peak-tflops (mindspeed-cpp): per-rank peak for MFU; 0 = not shown
   std::string load;               ///< --load: a Hugging Face directory (config.json + model.safetensors)
   int num_threads = 0;            ///< --num-threads (mindspeed-cpp): OpenMP threads per rank; 0 = cores / ranks on the node

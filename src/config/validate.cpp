@@ -1,12 +1,100 @@
 // validate_configs (validate.h).
 #include "config/validate.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
 #include <utility>
 
 #include "core/logging.h"
 
 namespace mindspeed {
 namespace {
+
+// Overflow-safe size arithmetic for the memory estimate: a product or sum that leaves int64
+// saturates at kHuge, reported as "more than 9.2e18".
+constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
+int64_t mul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? kHuge : out;
+}
+int64_t add(int64_t a, int64_t b) {
+  int64_t out = 0;
+  return __builtin_add_overflow(a, b, &out) ? kHuge : out;
+}
+std::string gib(int64_t bytes) {
+  if (bytes == kHuge) return "more than 8 EiB (the size overflows 64 bits)";
+  return str_cat(static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30), " GiB");
+}
+
+// Is `text` a blend weight (a number) rather than a dataset prefix?
+bool is_number(const std::string& text) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  std::strtod(text.c_str(), &end);
+  return end != nullptr && *end == '\0';
+}
+
+// Every dataset prefix a data flag names must have its .idx and .bin (checked before
+// anything is built, so a typo exits with code 2 and the path instead of failing later).
+Status check_data_paths(const char* flag, const std::vector<std::string>& entries) {
+  for (const std::string& entry : entries) {
+    if (entry.starts_with("--")) {
+      return invalid_argument(flag, " got '", entry, "' as a dataset path: give at least one dataset prefix after ",
+                              flag, " (a flag cannot be a path)");
+    }
+    if (is_number(entry)) continue;  // a blend weight
+    for (const char* suffix : {".idx", ".bin"}) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(entry + suffix, ec)) {
+        return invalid_argument(flag, ": dataset file '", entry, suffix, "' does not exist; give the prefix that ",
+                                "tools/preprocess_data wrote (without .idx/.bin)");
+      }
+    }
+  }
+  return ok_status();
+}
+
+// A lower bound of what one rank needs: parameters, gradients and Adam state, plus four
+// fp32 [s*b, h] activations per layer. Refused when it exceeds this machine's memory, with the
+// real byte counts; it also catches sizes whose products overflow (--num-layers 1e9).
+Status check_memory(const Configs& c, int world_size) {
+  const ModelConfig& m = c.model;
+  const ParallelConfig& p = c.parallel;
+  const int64_t h = m.hidden_size, tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size;
+  const int64_t vocab = std::max<int64_t>(m.padded_vocab_size, m.vocab_size);
+  const int64_t qkv_rows = mul(add(m.num_attention_heads, mul(2, m.query_groups())), m.kv_channels);
+  const int64_t per_layer = add(add(mul(h, qkv_rows), mul(mul(m.num_attention_heads, m.kv_channels), h)),
+                                mul(mul(h, m.ffn_hidden_size), m.swiglu ? 3 : 2));
+  int64_t params = add(mul(per_layer, m.num_layers), mul(mul(vocab, h), m.untie_embeddings_and_output_weights ? 2 : 1));
+  if (m.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
+    params = add(params, mul(m.max_position_embeddings, h));
+  }
+  const int64_t params_per_rank = params == kHuge ? kHuge : params / (tp * pp);
+  const int64_t dp = std::max<int64_t>(1, world_size / (tp * pp * p.context_parallel_size));
+  const int64_t state_bytes = p.use_distributed_optimizer ? 8 / dp + 1 : 8;  // Adam moments
+  const int64_t weight_bytes = mul(params_per_rank, 8 + state_bytes);       // params + grads + state
+  const int64_t tokens = mul(c.training.micro_batch_size, m.seq_length);
+  const int64_t activation_bytes = mul(mul(mul(tokens, h), 16), m.num_layers == kHuge ? kHuge : m.num_layers / pp);
+  const int64_t needed = add(weight_bytes, activation_bytes);
+  const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return ok_status();
+  const int64_t available = mul(pages, page);
+  if (needed > available) {
+    return invalid_argument("this model needs at least ", gib(needed), " per rank (", gib(weight_bytes),
+                            " for parameters, gradients and optimizer state of ", params_per_rank == kHuge ? "> 9.2e18"
+                            : std::to_string(params_per_rank), " parameters; ", gib(activation_bytes),
+                            " of activations for --micro-batch-size ", c.training.micro_batch_size, " x --seq-length ",
+                            m.seq_length, " x ", m.num_layers, " layers) but this machine has ", gib(available),
+                            "; reduce --num-layers, --hidden-size, --micro-batch-size or --seq-length, or use more ",
+                            "ranks (--tensor-model-parallel-size)");
+  }
+  return ok_status();
+}
 
 Status require_positive(int64_t value, const char* flag) {
   if (value <= 0) return invalid_argument(flag, " is required and must be positive (got ", value, ")");
@@ -127,7 +215,9 @@ Status validate_optimizer(const OptimizerConfig& o, int64_t train_iters) {
   const double warmup = o.lr_warmup_fraction >= 0.0f ? o.lr_warmup_fraction * static_cast<double>(decay)
                                                      : static_cast<double>(o.lr_warmup_iters);
   if (warmup >= static_cast<double>(decay)) {
-    return invalid_argument("the warmup (", warmup, " iterations) must be shorter than --lr-decay-iters (",
+    const std::string given = o.lr_warmup_fraction >= 0.0f ? str_cat("--lr-warmup-fraction ", o.lr_warmup_fraction)
+                                                           : str_cat("--lr-warmup-iters ", o.lr_warmup_iters);
+    return invalid_argument("the warmup (", given, ": ", warmup, " iterations) must be shorter than --lr-decay-iters (",
                             decay, "; default --train-iters)");
   }
   if (o.adam_beta1 < 0.0f || o.adam_beta1 >= 1.0f || o.adam_beta2 < 0.0f || o.adam_beta2 >= 1.0f) {
@@ -155,10 +245,21 @@ Status validate_training(TrainingConfig& t, const ParallelConfig& p, int world_s
   if (t.eval_interval <= 0) return invalid_argument("--eval-interval must be positive");
   if (t.eval_iters < 0) return invalid_argument("--eval-iters must not be negative");
   if (t.peak_tflops < 0.0) return invalid_argument("--peak-tflops must not be negative");
+  if (!t.load.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(t.load + "/config.json", ec)) {
+      return invalid_argument("--load ", t.load, ": no config.json there (a Hugging Face checkpoint directory holds ",
+                              "config.json and model.safetensors)");
+    }
+  }
   return ok_status();
 }
 
 Status validate_data(const DataConfig& d) {
+  MS_RETURN_IF_ERROR(check_data_paths("--data-path", d.data_path));
+  MS_RETURN_IF_ERROR(check_data_paths("--train-data-path", d.train_data_path));
+  MS_RETURN_IF_ERROR(check_data_paths("--valid-data-path", d.valid_data_path));
+  MS_RETURN_IF_ERROR(check_data_paths("--test-data-path", d.test_data_path));
   const bool have_paths = !d.data_path.empty() || !d.train_data_path.empty();
   if (d.mock_data && have_paths) {
     return invalid_argument("--mock-data and --data-path/--train-data-path exclude each other");
@@ -187,6 +288,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
     c.model.padded_vocab_size = padded_vocab(*tokenizer_vocab_size, c.model.make_vocab_size_divisible_by,
                                              c.parallel.tensor_model_parallel_size);
   }
+  MS_RETURN_IF_ERROR(check_memory(c, world_size));
   return ok_status();
 }
 

@@ -15,7 +15,7 @@ void set_fatal_handler(FatalHandler handler) { g_fatal_handler.store(handler); }
 void set_log_rank(int rank) { g_log_rank.store(rank); }
 int log_rank() { return g_log_rank.load(); }
 
-void fatal(const std::string& message, int exit_code) {
+void print_fatal(const std::string& message) {
   const int rank = log_rank();
   if (rank >= 0) {
     std::fprintf(stderr, "[rank %d] FATAL: %s\n", rank, message.c_str());
@@ -24,6 +24,10 @@ void fatal(const std::string& message, int exit_code) {
   }
   std::fflush(stderr);
   std::fflush(stdout);
+}
+
+void fatal(const std::string& message, int exit_code) {
+  print_fatal(message);
   if (FatalHandler handler = g_fatal_handler.load()) handler(exit_code);
   std::abort();
 }

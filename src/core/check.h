@@ -12,6 +12,9 @@ namespace mindspeed {
 
 /// Ends the process (or the whole MPI job). Never returns.
 [[noreturn]] void fatal(const std::string& message, int exit_code = 1);
+/// Prints "[rank r] FATAL: message" as fatal() does, without stopping (for a failure all
+/// ranks agreed on, which then exit cleanly).
+void print_fatal(const std::string& message);
 
 /// The handler fatal() calls after printing; it must not return.
 using FatalHandler = void (*)(int exit_code);

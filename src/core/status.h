@@ -19,6 +19,9 @@ enum class StatusCode {
   kUnimplemented,       ///< known (e.g. a Megatron flag) but not implemented yet
   kDataLoss,            ///< a file is truncated or corrupt
   kInternal,            ///< a bug: please report it
+  /// The run stops because of a failure the ranks agreed on (parallel/agreement.h): the
+  /// message is the failure on the one rank that reports it, empty on the others.
+  kAborted,
 };
 
 const char* status_code_name(StatusCode code);
@@ -60,6 +63,10 @@ Status unimplemented(const Args&... args) {
 template <typename... Args>
 Status data_loss(const Args&... args) {
   return Status(StatusCode::kDataLoss, str_cat(args...));
+}
+template <typename... Args>
+Status aborted(const Args&... args) {
+  return Status(StatusCode::kAborted, str_cat(args...));
 }
 template <typename... Args>
 Status internal_error(const Args&... args) {

@@ -99,7 +99,7 @@ BlendedMegatronDatasetBuilder::BlendedMegatronDatasetBuilder(
 
 Status BlendedMegatronDatasetBuilder::rank_zero_first(const std::function<Status()>& fn) {
   auto other_failed = [] {
-    return failed_precondition("another rank failed while building the datasets (see its log)");
+    return aborted("another rank failed while building the datasets (see its log)");
   };
   Status st;
   if (ctx_.is_rank_zero && ctx_.is_built_on_rank) st = fn();

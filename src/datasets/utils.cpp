@@ -140,16 +140,24 @@ StatusOr<std::array<double, kNumSplits>> parse_and_normalize_split(const std::st
     if (ok) values.push_back(v);
     return ok;
   };
+  // A comma separates two numbers: "98,2," or "98,,2" has an empty field, which Megatron's
+  // comma-separated parse (float("")) refuses too.
+  bool after_comma = true;  // at the start, a comma would also open an empty field
   for (char c : split) {
     if ((c >= '0' && c <= '9') || c == '.') {
       token.push_back(c);
+      after_comma = false;
     } else if (c == ',' || c == '/' || c == ' ' || c == '\t') {
+      const bool empty_field = c == ',' && after_comma && token.empty();
       if (!flush()) return bad("malformed number");
+      if (empty_field) return bad("an empty field between commas");
+      if (c == ',') after_comma = true;
     } else {
       return bad(str_cat("unexpected character '", c, "'"));
     }
   }
   if (!flush()) return bad("malformed number");
+  if (after_comma && split.find(',') != std::string::npos) return bad("an empty field after the last comma");
   if (values.empty()) return bad("no numbers");
   if (values.size() > kNumSplits) return bad("more than three numbers");
   while (values.size() < kNumSplits) values.push_back(0.0);

@@ -51,6 +51,7 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.vocab_parallel_ce_sum_exp = fast ? cpu::vocab_parallel_ce_sum_exp : ref::vocab_parallel_ce_sum_exp;
   t.vocab_parallel_ce_finish = fast ? cpu::vocab_parallel_ce_finish : ref::vocab_parallel_ce_finish;
   t.masked_sums = fast ? cpu::masked_sums : ref::masked_sums;
+  t.count_nonfinite = fast ? cpu::count_nonfinite : ref::count_nonfinite;
   t.fill_zero = fast ? cpu::fill_zero : ref::fill_zero;
   t.copy = fast ? cpu::copy : ref::copy;
   t.add_inplace = fast ? cpu::add_inplace : ref::add_inplace;

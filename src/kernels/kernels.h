@@ -66,6 +66,7 @@ struct KernelTable {
   decltype(&ref::vocab_parallel_ce_sum_exp) vocab_parallel_ce_sum_exp = nullptr;
   decltype(&ref::vocab_parallel_ce_finish) vocab_parallel_ce_finish = nullptr;
   decltype(&ref::masked_sums) masked_sums = nullptr;
+  decltype(&ref::count_nonfinite) count_nonfinite = nullptr;
   decltype(&ref::fill_zero) fill_zero = nullptr;
   decltype(&ref::copy) copy = nullptr;
   decltype(&ref::add_inplace) add_inplace = nullptr;

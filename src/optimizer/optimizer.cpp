@@ -74,6 +74,10 @@ double Optimizer::grad_norm() const {
 Optimizer::StepResult Optimizer::step(double lr) {
   StepResult result;
   result.grad_norm = grad_norm();
+  if (!std::isfinite(result.grad_norm)) {  // every rank sees the same (all-reduced) norm
+    result.skipped = true;
+    return result;
+  }
   float scale = 1.0f;
   if (config_.clip_grad > 0.0f) {
     const double coeff = config_.clip_grad / (result.grad_norm + 1e-6);

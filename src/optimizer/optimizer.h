@@ -25,12 +25,16 @@ class Optimizer {
     double grad_norm = 0.0;    ///< global L2 norm before clipping
     double clip_coeff = 1.0;   ///< applied to the gradients (1 = none)
     int64_t num_zeros = 0;     ///< not computed (Megatron's --log-num-zeros-in-grad)
+    /// The gradient norm was not finite: nothing was updated (as Megatron skips an
+    /// iteration whose gradients overflowed).
+    bool skipped = false;
   };
 
   Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer, const ParallelState& ps,
             Allocator& alloc, const Backend& backend, bool distributed);
 
-  /// Clips and applies one AdamW step with learning rate `lr` to the owned elements.
+  /// Clips and applies one AdamW step with learning rate `lr` to the owned elements; skips
+  /// the update (and the step count) when the gradient norm is not finite.
   StepResult step(double lr);
   /// Global gradient L2 norm (Megatron's get_grad_norm_fp32 over the right group).
   double grad_norm() const;

@@ -19,6 +19,8 @@
 #include "optimizer/optimizer.h"
 #include "tokenizer/tokenizer.h"
 #include "training/flops.h"
+#include "training/non_finite_check.h"
+#include "parallel/agreement.h"
 #include "training/train_step.h"
 #include "training/training_log.h"
 
@@ -82,6 +84,15 @@ Status check_token_ids(const MicroBatch& mb, int64_t padded_vocab, int64_t vocab
   return ok_status();
 }
 
+// Every rank calls these at the same point: the status all ranks agreed on
+// (parallel/agreement.h), so a failure any rank sees stops every rank here, once reported.
+Status agreed(ProcessGroup& world, const Status& local) { return agree_on_failure(world, local); }
+template <typename T>
+StatusOr<T> agreed(ProcessGroup& world, StatusOr<T> local) {
+  MS_RETURN_IF_ERROR(agree_on_failure(world, local.status()));
+  return local;
+}
+
 // One global batch of this rank's micro-batches, with their token ids checked; false when the
 // data ran out.
 StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, int64_t num_micro,
@@ -113,11 +124,11 @@ StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptD
   double loss_sum = 0.0, tokens = 0.0;
   std::vector<MicroBatch> mbs;
   for (int64_t i = 0; i < c.training.eval_iters; ++i) {
-    MS_ASSIGN_OR_RETURN(const bool got, next_global_batch(loader, c, num_micro, mbs));
-    if (!got) {
-      return failed_precondition("the validation/test data ran out after ", i, " of --eval-iters (",
-                                 c.training.eval_iters, ") iterations");
-    }
+    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(loader, c, num_micro, mbs)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
+                                              : failed_precondition("the validation/test data ran out after ", i,
+                                                                    " of --eval-iters (", c.training.eval_iters,
+                                                                    ") iterations")));
     const LossSums s = evaluate_step(model, ctx, mbs);
     loss_sum += s.loss_sum;
     tokens += s.num_tokens;
@@ -178,7 +189,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   }
   ParamAndGradBuffer buffer(model.registry(), alloc, bopts);
   if (!c.training.load.empty()) {
-    MS_RETURN_IF_ERROR(load_hf_checkpoint(c.training.load, model, ps));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), load_hf_checkpoint(c.training.load, model, ps)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
     if (log_rank0) log_info("> loaded Hugging Face checkpoint from ", c.training.load);
   } else {
     initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps.tp_rank, ps.sizes.tensor);
@@ -215,7 +227,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dargs.tokenizer = tokenizer_identity(*tokenizer);
   dargs.eod_token = tokenizer->eod();
   dargs.pad_token = tokenizer->pad().value_or(-1);
-  MS_ASSIGN_OR_RETURN(auto dconfig, gpt_dataset_config_from_args(dargs));
+  MS_ASSIGN_OR_RETURN(auto dconfig, agreed(ps.world(), gpt_dataset_config_from_args(dargs)));
   MS_ASSIGN_OR_RETURN(auto num_samples,
                       get_train_valid_test_num_samples(c.training.train_iters, std::nullopt, c.training.eval_interval,
                                                        c.training.eval_iters, c.training.global_batch_size));
@@ -227,21 +239,26 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     return std::shared_ptr<const LowLevelDataset>(std::move(ds));
   };
   BlendedMegatronDatasetBuilder builder(dconfig, {num_samples[0], num_samples[1], num_samples[2]}, factory, bctx);
-  MS_ASSIGN_OR_RETURN(GptDatasets datasets, builder.build());
-  if (!datasets.train()) return invalid_argument("no training data (check --split / --train-data-path)");
+  MS_ASSIGN_OR_RETURN(GptDatasets datasets, agreed(ps.world(), builder.build()));
+  MS_RETURN_IF_ERROR(agreed(ps.world(), datasets.train() ? ok_status()
+                                                          : invalid_argument("no training data (check --split / "
+                                                                             "--train-data-path)")));
   const int64_t dp = ps.dp().size();
   const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * dp);
   MS_ASSIGN_OR_RETURN(GptDataLoader train_loader,
-                      GptDataLoader::create(datasets.train(), 0, c.training.micro_batch_size, ps.dp_rank, dp));
+                      agreed(ps.world(),
+                             GptDataLoader::create(datasets.train(), 0, c.training.micro_batch_size, ps.dp_rank, dp)));
   std::unique_ptr<GptDataLoader> valid_loader, test_loader;
   if (datasets.valid() && c.training.eval_iters > 0) {
-    MS_ASSIGN_OR_RETURN(GptDataLoader l, GptDataLoader::create(datasets.valid(), 0, c.training.micro_batch_size,
-                                                               ps.dp_rank, dp));
+    MS_ASSIGN_OR_RETURN(GptDataLoader l, agreed(ps.world(), GptDataLoader::create(datasets.valid(), 0,
+                                                                                   c.training.micro_batch_size,
+                                                                                   ps.dp_rank, dp)));
     valid_loader = std::make_unique<GptDataLoader>(std::move(l));
   }
   if (datasets.test() && c.training.eval_iters > 0) {
-    MS_ASSIGN_OR_RETURN(GptDataLoader l, GptDataLoader::create(datasets.test(), 0, c.training.micro_batch_size,
-                                                               ps.dp_rank, dp));
+    MS_ASSIGN_OR_RETURN(GptDataLoader l, agreed(ps.world(), GptDataLoader::create(datasets.test(), 0,
+                                                                                   c.training.micro_batch_size,
+                                                                                   ps.dp_rank, dp)));
     test_loader = std::make_unique<GptDataLoader>(std::move(l));
   }
   if (log_rank0) log_info("> setup done in ", setup_timer.seconds(), " s; training ...");
@@ -264,8 +281,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   double last_grad_norm = 0.0;
   std::vector<MicroBatch> mbs;
   for (int64_t it = 1; it <= c.training.train_iters; ++it) {
-    MS_ASSIGN_OR_RETURN(const bool got, next_global_batch(train_loader, c, num_micro, mbs));
-    if (!got) return failed_precondition("the training data ran out at iteration ", it);
+    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, num_micro, mbs)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
+                                              : failed_precondition("the training data ran out at iteration ", it)));
     ctx.training = true;
     ctx.iteration = it;
     if (hooks.on_iteration) hooks.on_iteration(world.rank, it);
@@ -275,9 +293,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     interval_loss += tokens > 0.0 ? loss_sum / tokens : 0.0;
     ++interval_iters;
     last_grad_norm = r.optimizer.grad_norm;
-    if (!std::isfinite(last_grad_norm)) {
-      return failed_precondition("the gradient norm is not finite at iteration ", it,
-                                 " (learning rate too high, or bad data?)");
+    if (c.training.check_for_nan_in_loss_and_grad && (!std::isfinite(loss_sum) || !std::isfinite(last_grad_norm))) {
+      return diagnose_non_finite(registry, ps, backend, alloc, it, r.loss_sum);
     }
     if (it % c.training.log_interval == 0 || it == c.training.train_iters) {
       const double seconds = interval.seconds() / static_cast<double>(interval_iters);

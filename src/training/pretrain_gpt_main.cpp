@@ -47,7 +47,13 @@ int run(int argc, char** argv, const PretrainHooks& hooks) {
     return stop("error: " + s.to_string(), 2);
   }
   const Configs& validated = configs;  // final from here on
-  if (Status s = pretrain(validated, **tokenizer, world, hooks); !s.ok()) fatal(s.to_string());
+  if (Status s = pretrain(validated, **tokenizer, world, hooks); !s.ok()) {
+    if (s.code() != StatusCode::kAborted) fatal(s.to_string());  // this rank alone: abort the job
+    // A failure every rank agreed on: one rank reports it, all exit cleanly with code 1.
+    if (!s.message().empty()) print_fatal(s.message());
+    finalize_mpi();
+    return 1;
+  }
   return stop("", 0);
 }
 

@@ -55,8 +55,9 @@ TEST(Split, HalfToEvenRoundingOfBoundaries) {
 }
 
 TEST(Split, BadStringsAreInvalidArgumentsNamingTheFlag) {
+  // Empty comma-separated fields ("98,2,") are refused as Megatron's comma parse refuses them.
   for (const char* bad : {"90,x", "", ",,", "1,2,3,4", "0,0,0", "1.2.3,4", ".", "-1,2", "1e3",
-                          "90;10"}) {
+                          "90;10", "98,2,", "98,,2", ",98,2", "98, 2 ,"}) {
     const auto r = parse_and_normalize_split(bad);
     ASSERT_FALSE(r.ok()) << "'" << bad << "' was accepted";
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);

@@ -104,6 +104,37 @@ TEST(EndToEnd, FailingRankAbortsTheWholeJobQuickly) {
   EXPECT_LT(r.seconds, 30.0) << "the job must not hang";
 }
 
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The exit-code contract (pretrain_gpt --help): 2 for usage/validation errors, found before
+// anything is built and printed once; 1 for a runtime failure the ranks agreed on, printed
+// once as "[rank R] FATAL: ...", without an MPI_Abort banner.
+TEST(EndToEnd, MissingDatasetIsAUsageErrorPrintedOnce) {
+  std::string tiny = kTiny;
+  tiny.replace(tiny.find(" --mock-data"), std::string(" --mock-data").size(), "");
+  const Result r = run(kMpirun + " -np 2 " + kBin + tiny + " --train-iters 10 --data-path /nonexistent/corpus_doc");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'/nonexistent/corpus_doc.idx' does not exist"), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "pretrain_gpt: error:"), 1u) << r.output;
+}
+
+TEST(EndToEnd, NonFiniteLossStopsEveryRankWithOneDiagnosis) {
+  const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 20 --log-interval 1 --lr 1e30 --clip-grad 0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(count(r.output, "FATAL"), 1u) << r.output;
+  EXPECT_NE(r.output.find("the loss or gradient is not finite"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the first parameter with a non-finite gradient on rank"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
+  // Off: the non-finite updates are skipped and the run finishes.
+  const Result off = run(kMpirun + " -np 2 " + kBin + kTiny +
+                         " --train-iters 8 --log-interval 1 --lr 1e30 --clip-grad 0 --no-check-for-nan-in-loss-and-grad");
+  EXPECT_EQ(off.exit_code, 0) << off.output;
+}
+
 // --load from a Hugging Face directory (the GPT-2 golden fixture) and --data-path on a dataset
 // made by preprocess_data with the NullTokenizer: trains, and a flag that contradicts
 // config.json is refused with both values named.

@@ -1,6 +1,8 @@
 // Fast elementwise, conversion and layout kernels (kernel_signatures.inc): the reference
 // loops of ref/elementwise.cpp over the backend's thread pool (each element is computed by
 // one formula, so the result does not depend on the thread count).
+#include <cmath>
+
 #include "kernels/kernels.h"
 
 namespace mindspeed::cpu {
@@ -77,6 +79,13 @@ void masked_sums(const KernelContext& kc, double* sums, const float* x, const fl
   }
   sums[0] = s;
   sums[1] = m;
+}
+
+int64_t count_nonfinite(const KernelContext& kc, const float* x, int64_t n) {
+  int64_t bad = 0;
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static) reduction(+ : bad)
+  for (int64_t i = 0; i < n; ++i) bad += std::isfinite(x[i]) ? 0 : 1;
+  return bad;
 }
 
 }  // namespace mindspeed::cpu

@@ -1,5 +1,7 @@
 // Reference elementwise, conversion and layout kernels (kernel_signatures.inc): plain
 // sequential loops, the specification of cpu/elementwise.cpp.
+#include <cmath>
+
 #include "kernels/kernels.h"
 
 namespace mindspeed::ref {
@@ -67,6 +69,12 @@ void masked_sums(const KernelContext& kc, double* sums, const float* x, const fl
   }
   sums[0] = s;
   sums[1] = m;
+}
+
+int64_t count_nonfinite(const KernelContext& kc, const float* x, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += std::isfinite(x[i]) ? 0 : 1;
+  return bad;
 }
 
 }  // namespace mindspeed::ref
