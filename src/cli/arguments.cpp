@@ -189,9 +189,13 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--expert-model-parallel-size", p.expert_model_parallel_size, "Expert-parallel size",
            between(1, 1 << 20, false, "ranks"));
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
-  r.flag("--use-distributed-optimizer", p.use_distributed_optimizer, "Shard optimizer state over data parallelism (ZeRO-1)");
-  r.flag("--overlap-grad-reduce", p.overlap_grad_reduce, "Overlap gradient reduction with backward");
-  r.flag("--overlap-param-gather", p.overlap_param_gather, "Overlap parameter all-gather with forward");
+  CLI::Option* distopt = r.flag("--use-distributed-optimizer", p.use_distributed_optimizer,
+                                "Shard optimizer state over data parallelism (ZeRO-1)");
+  CLI::Option* overlap_grad = r.flag("--overlap-grad-reduce", p.overlap_grad_reduce, "Overlap gradient reduction with backward");
+  // Declared dependencies between flags (validate.cpp checks the same rules for configs made in code).
+  r.flag("--overlap-param-gather", p.overlap_param_gather, "Overlap parameter all-gather with forward")
+      ->needs(distopt)
+      ->needs(overlap_grad);
   r.number("--ddp-bucket-size", p.ddp_bucket_size, "Elements per gradient bucket",
            between(1, 1ll << 40, false, "elements"));
   r.clear_flag("--no-gradient-accumulation-fusion", p.gradient_accumulation_fusion,
@@ -209,6 +213,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
       ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root"}));
   r.number("--lr-decay-iters", o.lr_decay_iters, "Iterations of the decay (default --train-iters)",
            at_least(1, "iterations"));
+  // --lr-warmup-iters 0 with --lr-warmup-fraction is allowed (Megatron's rule: not both
+  // non-zero; validate.cpp).
   r.number("--lr-warmup-iters", o.lr_warmup_iters, "Iterations of linear warmup", at_least(0, "iterations"));
   r.number("--lr-warmup-fraction", o.lr_warmup_fraction, "Warmup as a fraction of the decay iterations",
            between(0, 1));
@@ -255,9 +261,9 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
          "Accepted: gradients are always accumulated and reduced in fp32");
 
   DataConfig& d = c.data;
-  r.flag("--mock-data", d.mock_data, "Synthetic data (Megatron's MockGPTDataset)");
-  r.list("--data-path", d.data_path, "[weight] prefix [weight prefix ...]");
-  r.list("--train-data-path", d.train_data_path, "Training blend");
+  CLI::Option* mock = r.flag("--mock-data", d.mock_data, "Synthetic data (Megatron's MockGPTDataset)");
+  r.list("--data-path", d.data_path, "[weight] prefix [weight prefix ...]")->excludes(mock);
+  r.list("--train-data-path", d.train_data_path, "Training blend")->excludes(mock);
   r.list("--valid-data-path", d.valid_data_path, "Validation blend");
   r.list("--test-data-path", d.test_data_path, "Test blend");
   r.value("--split", d.split, "train,valid,test proportions (default 969,30,1)");
