@@ -167,9 +167,9 @@ Status validate_model(ModelConfig& m, const ParallelConfig& p) {
 
 Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size) {
   // Sizes >= 1: validate_parallel_sizes, run first.
-  if (p.pipeline_model_parallel_size > 1) {
-    return unimplemented("--pipeline-model-parallel-size ", p.pipeline_model_parallel_size,
-                         ": pipeline parallelism is not implemented yet in mindspeed-cpp (use 1)");
+  if (m.num_layers % p.pipeline_model_parallel_size != 0) {
+    return invalid_argument("--num-layers (", m.num_layers, ") must be divisible by --pipeline-model-parallel-size (",
+                            p.pipeline_model_parallel_size, ") (uneven stages are not implemented yet)");
   }
   if (p.context_parallel_size > 1) {
     return unimplemented("--context-parallel-size ", p.context_parallel_size,

@@ -28,6 +28,8 @@ class ModelChunk {
   virtual ~ModelChunk() = default;
   virtual bool pre_process() const = 0;   ///< holds the embedding (first stage)
   virtual bool post_process() const = 0;  ///< holds the output layer and loss (last stage)
+  /// Columns of the hidden states passed between stages ([n, hidden]).
+  virtual int64_t hidden_size() const = 0;
   /// input [n, h]: ignored with pre_process. loss_scale: see OutputLayerLoss::forward.
   virtual ForwardResult forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input,
                                 float loss_scale) const = 0;

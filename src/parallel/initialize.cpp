@@ -32,7 +32,12 @@ std::unique_ptr<ProcessGroup> split_group(const ParallelGroups& groups, const st
     if (rank_in_group != nullptr) *rank_in_group = key;
     return make_mpi_process_group(comm, kind, gs[color]);
   }
-  fatal(str_cat("rank ", rank, " is in no ", kind, " group"));
+  // Not a member (a middle pipeline stage has no embedding group): the split is collective,
+  // so take part with MPI_UNDEFINED, and hold a group of one (its collectives do nothing).
+  MPI_Comm none;
+  MS_CHECK(MPI_Comm_split(MPI_COMM_WORLD, MPI_UNDEFINED, 0, &none) == MPI_SUCCESS, "MPI_Comm_split for ", kind);
+  if (rank_in_group != nullptr) *rank_in_group = 0;
+  return make_single_process_group(kind, rank);
 }
 
 }  // namespace

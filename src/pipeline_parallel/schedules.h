@@ -4,8 +4,9 @@
 // forward_step_func (Megatron's contract: it takes the next micro-batch from the data
 // iterator, runs the chunk, and says how the loss is scaled), so the schedules know nothing
 // of GPT. Training and evaluation both go through here (forward_only for evaluation).
-// Today: forward_backward_no_pipelining (pipeline size 1). The pipeline issue adds 1F1B,
-// interleaved and DualPipeV behind the same function type.
+// Today: forward_backward_no_pipelining (pipeline size 1) and
+// forward_backward_pipelining_without_interleaving (1F1B, pipeline size > 1); interleaved and
+// DualPipeV come behind the same function type.
 #pragma once
 
 #include <cstdint>
@@ -72,12 +73,22 @@ struct ForwardBackwardResult {
 using ForwardBackwardFunc = std::function<ForwardBackwardResult(const ForwardContext& ctx,
                                                                 const ForwardBackwardArgs& args)>;
 
-/// The schedule for this layout: forward_backward_no_pipelining for pipeline size 1; other
-/// layouts are refused until the pipeline schedules exist.
+/// The schedule for this layout: forward_backward_no_pipelining for pipeline size 1, 1F1B
+/// for a larger pipeline without virtual stages; interleaved layouts are refused until
+/// that schedule exists.
 StatusOr<ForwardBackwardFunc> get_forward_backward_func(int pipeline_model_parallel_size,
                                                         int virtual_pipeline_model_parallel_size = 1);
 
 /// Runs every micro-batch forward then backward on the one model chunk.
 ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx, const ForwardBackwardArgs& args);
+
+/// Megatron's 1F1B on the pipeline group ctx.ps->pp(): stage r runs min(P - r - 1, m)
+/// warm-up forwards, then alternates one forward and one backward, then the cool-down
+/// backwards. Hidden states [n, h] go to the next stage and their gradients come back with
+/// non-blocking send/recv posted in pairs (Megatron's p2p_communication), so no order of
+/// stages and no number of micro-batches >= 1 can deadlock. At most P - r micro-batches keep
+/// their activations alive on stage r. The loss lives on the last stage.
+ForwardBackwardResult forward_backward_pipelining_without_interleaving(const ForwardContext& ctx,
+                                                                       const ForwardBackwardArgs& args);
 
 }  // namespace mindspeed

@@ -133,8 +133,9 @@ StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptD
     loss_sum += s.loss_sum;
     tokens += s.num_tokens;
   }
-  loss_sum = ps.dp_cp().all_reduce_scalar(loss_sum, ReduceOp::kSum);
-  tokens = ps.dp_cp().all_reduce_scalar(tokens, ReduceOp::kSum);
+  // The loss lives on the last pipeline stage (the others add 0).
+  loss_sum = ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(loss_sum, ReduceOp::kSum), ReduceOp::kSum);
+  tokens = ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(tokens, ReduceOp::kSum), ReduceOp::kSum);
   return tokens > 0.0 ? loss_sum / tokens : 0.0;
 }
 
@@ -175,7 +176,15 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
 
   Allocator alloc;
   ParameterRegistry registry;
-  GPTModel model(c.model, ps, registry, {.sequence_parallel = c.parallel.sequence_parallel});
+  // This rank's pipeline stage: an even share of the layers (validated), the embedding on
+  // the first stage, the output layer and loss on the last.
+  const int64_t stage_layers = c.model.num_layers / ps.sizes.pipeline;
+  GPTModel model(c.model, ps, registry,
+                 {.first_layer = ps.pp_rank * stage_layers,
+                  .num_layers = stage_layers,
+                  .pre_process = ps.is_pipeline_first_stage(),
+                  .post_process = ps.is_pipeline_last_stage(),
+                  .sequence_parallel = c.parallel.sequence_parallel});
   BufferOptions bopts;
   bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
@@ -196,7 +205,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps.tp_rank, ps.sizes.tensor);
   }
   const int64_t total_params =
-      static_cast<int64_t>(ps.tp().all_reduce_scalar(static_cast<double>(model.registry().num_local_elements()),
+      static_cast<int64_t>(ps.mp().all_reduce_scalar(static_cast<double>(model.registry().num_local_elements()),
                                                      ReduceOp::kSum));
   if (log_rank0) {
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank, ", ", ps.pp_rank,
@@ -288,8 +297,11 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     ctx.iteration = it;
     if (hooks.on_iteration) hooks.on_iteration(world.rank, it);
     const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(it - 1));
-    const double loss_sum = ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum);
-    const double tokens = ps.dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);
+    // The loss lives on the last pipeline stage (the others add 0).
+    const double loss_sum =
+        ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum), ReduceOp::kSum);
+    const double tokens =
+        ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum), ReduceOp::kSum);
     interval_loss += tokens > 0.0 ? loss_sum / tokens : 0.0;
     ++interval_iters;
     last_grad_norm = r.optimizer.grad_norm;

@@ -24,7 +24,7 @@ namespace {
 ForwardBackwardResult run_schedule(const GPTModel& model, const ForwardContext& ctx,
                                    std::span<const MicroBatch> microbatches, bool forward_only,
                                    DistributedDataParallel* ddp, bool defer_weight_grad) {
-  auto schedule = get_forward_backward_func(1);
+  auto schedule = get_forward_backward_func(ctx.ps->sizes.pipeline);
   MS_CHECK_OK(schedule.status());
   SpanDataIterator data(microbatches);
   ForwardBackwardArgs args;

@@ -157,6 +157,14 @@ TEST(Validate, NamesTheFlagsOfABrokenRule) {
   c = parse_with({"--lr-warmup-iters", "10"})->configs;
   EXPECT_FALSE(validate_configs(c, 1).ok());  // warmup not shorter than the decay
   c = parse_with({"--pipeline-model-parallel-size", "2"})->configs;
+  EXPECT_TRUE(validate_configs(c, 2).ok());  // 1F1B
+  c = parse_with({"--pipeline-model-parallel-size", "4"})->configs;
+  s = validate_configs(c, 4);  // 2 layers over 4 stages
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--num-layers (2) must be divisible by --pipeline-model-parallel-size (4)"),
+            std::string::npos)
+      << s.message();
+  c = parse_with({"--context-parallel-size", "2"})->configs;
   EXPECT_EQ(validate_configs(c, 2).code(), StatusCode::kUnimplemented);
 }
 

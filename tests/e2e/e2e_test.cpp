@@ -81,6 +81,15 @@ TEST(EndToEnd, MockDataLossFallsOnFourRanksTp2Dp2) {
   EXPECT_NE(r.output.find("world size 4 (tp 2, pp 1, cp 1, dp 2)"), std::string::npos) << r.output;
 }
 
+TEST(EndToEnd, MockDataLossFallsWithPipelineParallelism) {
+  const Result r = run(kMpirun + " -np 4 " + kBin + kTiny +
+                       " --train-iters 60 --log-interval 10 --eval-interval 30 --eval-iters 2"
+                       " --attention-dropout 0 --hidden-dropout 0 --global-batch-size 32"
+                       " --pipeline-model-parallel-size 2 --use-distributed-optimizer");
+  expect_loss_falls(r);
+  EXPECT_NE(r.output.find("world size 4 (tp 1, pp 2, cp 1, dp 2)"), std::string::npos) << r.output;
+}
+
 TEST(EndToEnd, UnimplementedFlagStopsEveryRank) {
   const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --recompute-granularity full");
   EXPECT_NE(r.exit_code, 0);
@@ -163,6 +172,11 @@ TEST(EndToEnd, LoadsAHuggingFaceCheckpointAndTrainsOnAPreprocessedDataset) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("loaded Hugging Face checkpoint"), std::string::npos) << r.output;
   EXPECT_EQ(logged_losses(r.output).size(), 4u) << r.output;
+  // The same checkpoint over two pipeline stages (the last stage's output layer is the tied
+  // copy of the word embedding): the same losses as one process, to the printed digits.
+  const Result pp = run(kMpirun + " -np 2 " + kBin + model + " --pipeline-model-parallel-size 2");
+  EXPECT_EQ(pp.exit_code, 0) << pp.output;
+  EXPECT_EQ(logged_losses(pp.output), logged_losses(r.output)) << pp.output;
   const Result bad = run(kBin + model + " --num-layers 3");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--num-layers is 3 but config.json says 2"), std::string::npos) << bad.output;

@@ -35,6 +35,7 @@ struct Case {
   const char* name;
   int world;
   LayoutOptions layout;
+  int64_t num_layers = 2;  ///< of the tiny model (4 for four pipeline stages)
 };
 
 std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
@@ -52,6 +53,7 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
   if (world.size != c.world) GTEST_SKIP() << c.name << " needs " << c.world << " ranks";
   RunOptions run;
   run.model = llama ? tiny_llama_config() : tiny_gpt_config();
+  run.model.num_layers = c.num_layers;
   const RunResult want = train(run, {}, world, /*single=*/true);
   const RunResult got = train(run, c.layout, world, /*single=*/false);
   ASSERT_EQ(got.losses.size(), want.losses.size());
@@ -87,9 +89,16 @@ const Case kCases[] = {
     {"tp2_sp", 2, {.tp = 2, .sequence_parallel = true}},
     {"dp2_overlap_buckets", 2, {.tp = 1, .overlap_grad_reduce = true, .bucket_size = 3000}},
     {"tp2_no_grad_accum_fusion", 2, {.tp = 2, .gradient_accumulation_fusion = false}},
-    {"pp2_stages_by_hand", 2, {.pp = 2}},
-    {"tp2_pp2_sp_stages_by_hand", 4, {.tp = 2, .pp = 2, .sequence_parallel = true}},
-    {"pp2_dp2_distopt_stages_by_hand", 4, {.pp = 2, .distributed_optimizer = true}},
+    {"pp2_stages_by_hand", 2, {.pp = 2, .pipeline_by_hand = true}},
+    {"tp2_pp2_sp_stages_by_hand", 4, {.tp = 2, .pp = 2, .pipeline_by_hand = true, .sequence_parallel = true}},
+    {"pp2_dp2_distopt_stages_by_hand", 4, {.pp = 2, .pipeline_by_hand = true, .distributed_optimizer = true}},
+    {"pp2_1f1b", 2, {.pp = 2}},
+    {"pp4_1f1b", 4, {.pp = 4}, 4},
+    {"tp2_pp2_sp_1f1b", 4, {.tp = 2, .pp = 2, .sequence_parallel = true}},
+    {"pp2_dp2_distopt_overlap_1f1b", 4,
+     {.pp = 2, .distributed_optimizer = true, .overlap_grad_reduce = true, .overlap_param_gather = true,
+      .bucket_size = 3000}},
+    {"tp2_pp2_dp2_1f1b", 8, {.tp = 2, .pp = 2, .sequence_parallel = true, .distributed_optimizer = true}},
     {"tp4", 4, {.tp = 4}},
     {"dp4", 4, {.tp = 1}},
     {"tp4_sp", 4, {.tp = 4, .sequence_parallel = true}},

@@ -209,8 +209,10 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   for (int step = 0; step < run.steps; ++step) {
     const auto mbs = global_batch(step, run.micro_batch, run.global_batch, dp, ps->dp_rank, run.model.seq_length);
     ctx.iteration = step + 1;
-    const TrainStepResult r = pp == 1 ? train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(step))
-                                      : pipeline_step_by_hand(model, buffer, optimizer, ddp, ctx, mbs, scheduler.lr(step));
+    const TrainStepResult r =
+        layout.pipeline_by_hand && pp > 1
+            ? pipeline_step_by_hand(model, buffer, optimizer, ddp, ctx, mbs, scheduler.lr(step))
+            : train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(step));
     // The loss lives on the last stage: sum over the pipeline (other stages add 0) and dp.
     const double loss_sum = ps->pp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum);
     const double tokens = ps->pp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);

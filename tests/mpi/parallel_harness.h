@@ -17,10 +17,11 @@ namespace mindspeed::testing {
 struct LayoutOptions {
   int tp = 1;
   /// Pipeline stages (layers split evenly; stage 0 holds the embedding, the last stage the
-  /// output layer, a tied output weight there is a copy). There is no pipeline schedule yet:
-  /// the harness drives the stages by hand, every micro-batch forward, then every backward,
-  /// with send/recv between neighbouring stages.
+  /// output layer, a tied output weight there is a copy), run by train_step's schedule (1F1B).
   int pp = 1;
+  /// Drive the stages by hand instead (every micro-batch forward, then every backward, with
+  /// send/recv between neighbours): the reference the schedules must equal.
+  bool pipeline_by_hand = false;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;

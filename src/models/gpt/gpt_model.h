@@ -54,6 +54,7 @@ class GPTModel final : public ModelChunk {
   // ModelChunk
   bool pre_process() const override { return options_.pre_process; }
   bool post_process() const override { return options_.post_process; }
+  int64_t hidden_size() const override { return config_.hidden_size; }
   ForwardResult forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input,
                         float loss_scale) const override;
   Tensor backward(const ForwardContext& ctx, const MicroBatch& mb, Tensor output_grad,

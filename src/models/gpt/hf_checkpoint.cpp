@@ -416,8 +416,17 @@ Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const Paralle
     prefix = "transformer.";
   }
   for (const Mapping& m : mappings(c, info.architecture, prefix)) {
-    Parameter* p = model.registry().find(m.ours);
-    if (p == nullptr) return internal_error("no model parameter ", m.ours);
+    // The parameter itself and any tied copy of it on this rank (a last pipeline stage's
+    // output_layer.weight); with pipeline parallelism a stage holds only its own layers.
+    std::vector<Parameter*> targets;
+    if (Parameter* p = model.registry().find(m.ours)) targets.push_back(p);
+    for (const auto& q : model.registry().params())
+      if (q->spec.tied_to == m.ours) targets.push_back(q.get());
+    if (targets.empty()) {
+      if (ps.sizes.pipeline == 1) return internal_error("no model parameter ", m.ours);
+      continue;
+    }
+    Parameter* p = targets.front();
     const auto shapes = hf_shapes(m, c, info.architecture);
     std::vector<std::vector<float>> hf;
     for (size_t i = 0; i < m.hf.size(); ++i) {
@@ -428,7 +437,7 @@ Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const Paralle
     if (static_cast<int64_t>(full.size()) != p->spec.global_shape.numel()) {
       return internal_error(m.ours, ": imported ", full.size(), " values for ", p->spec.global_shape.to_string());
     }
-    set_parameter_from_full(*p, full.data(), ps.tp_rank, ps.sizes.tensor);
+    for (Parameter* target : targets) set_parameter_from_full(*target, full.data(), ps.tp_rank, ps.sizes.tensor);
   }
   return ok_status();
 }
