@@ -1,8 +1,11 @@
 // Port of megatron/core/optimizer_param_scheduler.py (OptimizerParamScheduler) for the
 // learning rate: linear warmup from --lr-warmup-init to --lr over the warmup steps, then
-// constant, linear, cosine or inverse-square-root decay to --min-lr at --lr-decay-iters.
-// Megatron counts steps in samples (iterations * global batch); with a fixed global batch
-// that is the iteration count, which is what this class uses.
+// constant, linear, cosine, inverse-square-root or WSD (warmup-stable-decay: --lr until the
+// last --lr-wsd-decay-iters of the decay, then an exponential, linear, cosine or minus_sqrt
+// anneal) decay to --min-lr at --lr-decay-iters, and --min-lr after it.
+// Megatron counts steps in samples (iterations * global batch). Every style but
+// inverse-square-root depends only on ratios of steps, so this class counts iterations; the
+// inverse square root clamps its step counts at one sample, so it takes the global batch.
 #pragma once
 
 #include <cstdint>
@@ -13,16 +16,18 @@ namespace mindspeed {
 
 class LrScheduler {
  public:
-  /// train_iters: the run's iterations (the default for --lr-decay-iters).
-  LrScheduler(const OptimizerConfig& config, int64_t train_iters);
-  /// Learning rate after `num_steps` scheduler steps. Megatron's iteration i (1-based) uses
-  /// the rate after i - 1 steps: lr(0) for the first iteration.
+  /// train_iters: the run's iterations (the default for --lr-decay-iters); global_batch_size:
+  /// samples per iteration (Megatron's step unit; it matters to inverse-square-root only).
+  LrScheduler(const OptimizerConfig& config, int64_t train_iters, int64_t global_batch_size = 1);
+  /// Learning rate after `num_steps` scheduler steps (iterations). Megatron's iteration i
+  /// (1-based) uses the rate after i - 1 steps: lr(0) for the first iteration.
   double lr(int64_t num_steps) const;
   double warmup_steps() const { return warmup_steps_; }
   int64_t decay_steps() const { return decay_steps_; }
 
  private:
   OptimizerConfig config_;
+  int64_t global_batch_size_ = 1;
   double warmup_steps_ = 0.0;  ///< fractional with --lr-warmup-fraction, as in Megatron
   int64_t decay_steps_ = 0;
 };

@@ -217,7 +217,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
   DistributedDataParallel ddp(buffer, ps, dconf, backend, alloc);
   Optimizer optimizer(c.optimizer, buffer, ps, alloc, backend, c.parallel.use_distributed_optimizer);
-  LrScheduler scheduler(c.optimizer, c.training.train_iters);
+  LrScheduler scheduler(c.optimizer, c.training.train_iters, c.training.global_batch_size);
 
   // Data.
   GptDataArgs dargs;
