@@ -1,5 +1,6 @@
 // num_floating_point_operations against values worked out by hand from Megatron's formula
-// (12 B s L h^2 [(1 + g/n + s/2h) q + (F/h) gamma + V/(2Lh)]).
+// (12 B s L h^2 [(1 + g/n + s/2h) q + (F/h) gamma + V/(2Lh)]), including --kv-channels other
+// than hidden / heads (q != 1) with and without GQA.
 #include "training/flops.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +45,51 @@ TEST(Flops, Llama7bLikeWithGqaAndSwiglu) {
   // logits 32000 / (2*32*4096) = 0.1220703125; sum 5.9033203125.
   // 12 * 1 * 4096 * 32 * 4096^2 = 26,388,279,066,624 -> FLOPs = 155,778,463,825,920.
   EXPECT_NEAR(num_floating_point_operations(c, 1), 155778463825920.0, 1e-9 * 155778463825920.0);
+}
+
+TEST(Flops, KvChannelsNotHiddenOverHeads) {
+  // --kv-channels 32 with h/n = 24: the query projection n*kv = 128 is wider than h = 96.
+  // L=2, h=96, n=4, kv=32, no GQA (g = n), F=384, s=128, V=1024, global batch 3.
+  ModelConfig c;
+  c.num_layers = 2;
+  c.hidden_size = 96;
+  c.num_attention_heads = 4;
+  c.kv_channels = 32;
+  c.ffn_hidden_size = 384;
+  c.seq_length = 128;
+  c.padded_vocab_size = 1024;
+  // Megatron's transformer_flops(): query_projection_to_hidden_size_ratio q = 32*4/96 = 4/3;
+  // self_attn_term = 12 L h^2 (1 + g/n + s/h/2) q = 12*2*9216 * (1 + 1 + 2/3) * 4/3;
+  // total = B s (12 L h F + self_attn_term + 6 h V)
+  //   = 3*128 * (12*2*96*384 + 221184*32/9 + 6*96*1024) = 384 * (884736 + 786432 + 589824)
+  //   = 384 * 2260992 = 868,220,928.
+  // Counted GEMM by GEMM (2mnk each; x3 for forward, weight and data gradients), per token and
+  // layer: Q 2*96*128 = 24576, K and V 2*2*96*128 = 49152, output 2*128*96 = 24576, scores
+  // and scores x V (causal half) 128*128 each = 32768, MLP 2*2*96*384 = 147456; sum 278528,
+  // x2 layers + logits 2*96*1024 = 753664; x3 x 384 tokens = 868,220,928.
+  EXPECT_NEAR(num_floating_point_operations(c, 3), 868220928.0, 1e-9 * 868220928.0);
+}
+
+TEST(Flops, KvChannelsNotHiddenOverHeadsWithGqaAndSwiglu) {
+  // L=2, h=96, n=6, g=2 (GQA), kv=32 (h/n = 16), F=256 with SwiGLU, s=64, V=512, global batch 2.
+  ModelConfig c;
+  c.num_layers = 2;
+  c.hidden_size = 96;
+  c.num_attention_heads = 6;
+  c.group_query_attention = true;
+  c.num_query_groups = 2;
+  c.kv_channels = 32;
+  c.ffn_hidden_size = 256;
+  c.swiglu = true;
+  c.seq_length = 64;
+  c.padded_vocab_size = 512;
+  // Megatron: q = 32*6/96 = 2; self_attn_term = 12*2*9216 * (1 + 2/6 + 64/96/2) * 2
+  //   = 221184 * 10/3 = 737280; MLP 12*2*96*256*3/2 = 884736; logits 6*96*512 = 294912;
+  // total = 2*64 * (884736 + 737280 + 294912) = 128 * 1916928 = 245,366,784.
+  // GEMM by GEMM per token and layer: Q 2*96*192 = 36864, K and V 2*2*96*64 = 24576, output
+  // 2*192*96 = 36864, scores and scores x V 64*192 each = 24576, MLP fc1 2*96*512 = 98304 and
+  // fc2 2*256*96 = 49152; sum 270336, x2 layers + logits 2*96*512 = 638976; x3 x 128 tokens.
+  EXPECT_NEAR(num_floating_point_operations(c, 2), 245366784.0, 1e-9 * 245366784.0);
 }
 
 }  // namespace
