@@ -121,7 +121,7 @@ StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, int64_
 // data-parallel group (Megatron 0.12: sum of losses / sum of tokens).
 StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptDataLoader& loader,
                           const Configs& c, int64_t num_micro, const ParallelState& ps) {
-  double loss_sum = 0.0, tokens = 0.0;
+  LossSums sums;
   std::vector<MicroBatch> mbs;
   for (int64_t i = 0; i < c.training.eval_iters; ++i) {
     MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(loader, c, num_micro, mbs)));
@@ -130,13 +130,10 @@ StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptD
                                                                     " of --eval-iters (", c.training.eval_iters,
                                                                     ") iterations")));
     const LossSums s = evaluate_step(model, ctx, mbs);
-    loss_sum += s.loss_sum;
-    tokens += s.num_tokens;
+    sums.loss_sum += s.loss_sum;
+    sums.num_tokens += s.num_tokens;
   }
-  // The loss lives on the last pipeline stage (the others add 0).
-  loss_sum = ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(loss_sum, ReduceOp::kSum), ReduceOp::kSum);
-  tokens = ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(tokens, ReduceOp::kSum), ReduceOp::kSum);
-  return tokens > 0.0 ? loss_sum / tokens : 0.0;
+  return evaluation_loss(ps, sums);
 }
 
 }  // namespace

@@ -61,4 +61,13 @@ LossSums evaluate_step(const GPTModel& model, const ForwardContext& ctx, std::sp
   return run_schedule(model, ctx, microbatches, /*forward_only=*/true, nullptr, false).total;
 }
 
+double evaluation_loss(const ParallelState& ps, const LossSums& local) {
+  // The loss lives on the last pipeline stage (the others add 0).
+  const double loss_sum =
+      ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(local.loss_sum, ReduceOp::kSum), ReduceOp::kSum);
+  const double tokens =
+      ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(local.num_tokens, ReduceOp::kSum), ReduceOp::kSum);
+  return tokens > 0.0 ? loss_sum / tokens : 0.0;
+}
+
 }  // namespace mindspeed

@@ -13,6 +13,7 @@
 #include "models/gpt/gpt_model.h"
 #include "module/forward_context.h"
 #include "optimizer/optimizer.h"
+#include "parallel/parallel_state.h"
 #include "pipeline_parallel/schedules.h"
 
 namespace mindspeed {
@@ -42,5 +43,10 @@ TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Op
 
 /// Forward only over micro-batches (evaluation): the summed loss and token count.
 LossSums evaluate_step(const GPTModel& model, const ForwardContext& ctx, std::span<const MicroBatch> microbatches);
+
+/// The evaluation loss of Megatron's evaluate(): this rank's loss and token sums over its
+/// evaluation micro-batches, summed over the data-parallel (with context-parallel) group,
+/// as loss per token (0 when no token counts). Collective over ps.dp_cp().
+double evaluation_loss(const ParallelState& ps, const LossSums& local);
 
 }  // namespace mindspeed

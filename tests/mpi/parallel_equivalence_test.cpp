@@ -1,7 +1,8 @@
 // Every parallel layout against the single-process run on the same weights and data, in
 // fp32 with dropout on (the masks are keyed by global sample, position and head, so they do
-// not depend on the layout): per-step losses, gradient norms and the final gathered weights
-// within 1e-5 relative over 10 steps. Run under mpirun with 2, 4 and 8 ranks; each case runs
+// not depend on the layout): per-step losses, gradient norms, the evaluation losses after
+// steps 5 and 10 (forward only, reduced over data parallelism as Megatron's evaluate()) and
+// the final gathered weights within 1e-5 relative over 10 steps. Run under mpirun with 2, 4 and 8 ranks; each case runs
 // where the world size matches and is skipped elsewhere. Also: two runs of one layout are
 // bitwise identical, and the allocator's per-rank bytes follow the distributed-optimizer
 // formula (8 + 8/DP bytes per fp32 parameter).
@@ -61,11 +62,19 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
     const std::string key = std::string("mpi/") + case_label(c, llama);
     expect_recorded(key + ".single", concat(want.losses, want.grad_norms));
     expect_recorded(key + ".layout", concat(got.losses, got.grad_norms));
+    expect_recorded(key + ".single_eval", want.eval_losses);
+    expect_recorded(key + ".layout_eval", got.eval_losses);
   }
   for (size_t s = 0; s < want.losses.size(); ++s) {
     EXPECT_NEAR(got.losses[s], want.losses[s], kTolerance * std::fabs(want.losses[s])) << "step " << s + 1;
     EXPECT_NEAR(got.grad_norms[s], want.grad_norms[s], kTolerance * want.grad_norms[s]) << "step " << s + 1;
   }
+  ASSERT_EQ(want.eval_losses.size(), 2u);
+  ASSERT_EQ(got.eval_losses.size(), want.eval_losses.size());
+  for (size_t e = 0; e < want.eval_losses.size(); ++e) {
+    EXPECT_NEAR(got.eval_losses[e], want.eval_losses[e], kTolerance * want.eval_losses[e]) << "evaluation " << e + 1;
+  }
+  EXPECT_NE(want.eval_losses[0], want.eval_losses[1]) << "the evaluations must see the training";
   // Every weight of this rank's stage (all of them without pipeline parallelism); a tied
   // output-layer copy on the last stage must equal the word embedding it copies.
   ASSERT_EQ(got.weights.size() == want.weights.size(), c.layout.pp == 1);
@@ -118,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ParallelEquivalence,
 // bf16: parameters and saved activations in bf16, fp32 main parameters and gradients. The
 // bf16 run follows the fp32 run within 2 % on the loss, and a bf16 layout (TP2 x DP with the
 // distributed optimizer, overlap, and both gradient-accumulation paths) follows the
-// single-process bf16 run within 1 %.
+// single-process bf16 run within 1 % (losses and evaluation losses alike).
 TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
   const MpiWorld& world = mpi_world();
   if (world.size != 4) GTEST_SKIP();
@@ -133,6 +142,10 @@ TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
       EXPECT_NEAR(bf16.losses[s], fp32.losses[s], 2e-2 * fp32.losses[s]) << "step " << s + 1;
     }
     EXPECT_NE(bf16.losses, fp32.losses) << "bf16 must actually round";
+    ASSERT_EQ(bf16.eval_losses.size(), fp32.eval_losses.size());
+    for (size_t e = 0; e < fp32.eval_losses.size(); ++e) {
+      EXPECT_NEAR(bf16.eval_losses[e], fp32.eval_losses[e], 2e-2 * fp32.eval_losses[e]) << "evaluation " << e + 1;
+    }
     for (bool fusion : {true, false}) {
       const RunResult layout = train(run,
                                      {.tp = 2, .sequence_parallel = true, .distributed_optimizer = true,
@@ -145,6 +158,10 @@ TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
       }
       for (size_t s = 0; s < bf16.losses.size(); ++s) {
         EXPECT_NEAR(layout.losses[s], bf16.losses[s], 1e-2 * bf16.losses[s]) << "step " << s + 1;
+      }
+      ASSERT_EQ(layout.eval_losses.size(), bf16.eval_losses.size());
+      for (size_t e = 0; e < bf16.eval_losses.size(); ++e) {
+        EXPECT_NEAR(layout.eval_losses[e], bf16.eval_losses[e], 1e-2 * bf16.eval_losses[e]) << "evaluation " << e + 1;
       }
     }
   }
@@ -162,6 +179,7 @@ TEST(Determinism, TwoRunsOfOneLayoutAreBitwiseIdentical) {
   const RunResult b = train(run, layout, world, false);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.grad_norms, b.grad_norms);
+  EXPECT_EQ(a.eval_losses, b.eval_losses);
   for (const auto& [name, w] : a.weights) EXPECT_EQ(w, b.weights.at(name)) << name;
 }
 

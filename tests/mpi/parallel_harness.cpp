@@ -103,6 +103,59 @@ TrainStepResult pipeline_step_by_hand(const GPTModel& model, ParamAndGradBuffer&
   return result;
 }
 
+// Forward only over the micro-batches on a pipeline stage, by hand (dropout off, as a
+// forward-only schedule): hidden states received from the previous stage, sent to the next;
+// the loss sums on the last stage (0 elsewhere).
+LossSums pipeline_forward_by_hand(const GPTModel& model, const ForwardContext& train_ctx,
+                                  const std::vector<MicroBatch>& mbs) {
+  ForwardContext ctx = train_ctx;
+  ctx.training = false;
+  ProcessGroup& pipe = ctx.ps->pp();
+  const int64_t H = model.config().hidden_size;
+  LossSums sums;
+  for (size_t i = 0; i < mbs.size(); ++i) {
+    const MicroBatch& mb = mbs[i];
+    const int64_t n = ctx.local_rows(mb.B * mb.T);
+    Tensor input;
+    if (!model.pre_process()) {
+      input = Tensor(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
+      pipe.recv_async(input.f32(), n * H, pipe.rank() - 1, 2000 + static_cast<int>(i))->wait();
+    }
+    ModelChunk::ForwardResult r = model.forward(ctx, mb, std::move(input), 0.0f);
+    if (!model.post_process()) {
+      pipe.send_async(r.output.f32(), n * H, pipe.rank() + 1, 2000 + static_cast<int>(i))->wait();
+    }
+    sums.loss_sum += r.loss.loss_sum;
+    sums.num_tokens += r.loss.num_tokens;
+  }
+  return sums;
+}
+
+// Held-out samples: global batches far past any training step.
+constexpr int64_t kFirstEvalBatch = 100000;
+
+// Megatron's evaluate() (pretrain.cpp) on this layout: the parameters gathered, then
+// eval_iters held-out global batches forward only, each rank its sampler slice; the loss per
+// token over the data-parallel group on the last stage, shared over the pipeline.
+double evaluate_layout(const GPTModel& model, DistributedDataParallel& ddp, const ForwardContext& train_ctx,
+                       const RunOptions& run) {
+  const ParallelState& ps = *train_ctx.ps;
+  ddp.finish_param_sync();
+  ForwardContext ctx = train_ctx;  // a training context: evaluate_step's schedule runs it forward only
+  ctx.hooks = &ddp;
+  LossSums sums;
+  for (int i = 0; i < run.eval_iters; ++i) {
+    const auto mbs = global_batch(kFirstEvalBatch + i, run.micro_batch, run.global_batch, ps.dp_cp().size(),
+                                  ps.dp_rank, run.model.seq_length);
+    const LossSums s =
+        ps.sizes.pipeline == 1 ? evaluate_step(model, ctx, mbs) : pipeline_forward_by_hand(model, ctx, mbs);
+    sums.loss_sum += s.loss_sum;
+    sums.num_tokens += s.num_tokens;
+  }
+  const double loss = model.post_process() ? evaluation_loss(ps, sums) : 0.0;
+  return ps.pp().all_reduce_scalar(loss, ReduceOp::kSum);
+}
+
 }  // namespace
 
 ModelConfig tiny_gpt_config() {
@@ -220,6 +273,9 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
                         ps->dp_cp().all_reduce_scalar(tokens, ReduceOp::kSum);
     result.losses.push_back(loss);
     result.grad_norms.push_back(r.optimizer.grad_norm);
+    if (run.eval_interval > 0 && (step + 1) % run.eval_interval == 0) {
+      result.eval_losses.push_back(evaluate_layout(model, ddp, ctx, run));
+    }
   }
   ddp.finish_param_sync();
   for (const auto& p : model.registry().params()) {

@@ -1,6 +1,8 @@
 // Trains a tiny model for a few steps under a given parallel layout on synthetic data that
 // every layout sees identically (Megatron's sampler slices of the same global batches), and
-// returns the per-step losses, gradient norms and the final weights gathered to full tensors.
+// returns the per-step losses, gradient norms, the evaluation losses (forward only on
+// held-out global batches every few steps, reduced as Megatron's evaluate()) and the final
+// weights gathered to full tensors.
 // The single-process reference is the same function with every size 1, run by each rank on
 // its own, so the comparison needs no files.
 #pragma once
@@ -44,11 +46,17 @@ struct RunOptions {
   float adam_eps = 1e-6f;
   bool flash_attention = true;
   uint64_t seed = 1234;
+  /// Evaluate after every `eval_interval` steps (0: never) on `eval_iters` held-out global
+  /// batches (the same ones each time): evaluate_step (pipeline stages by hand), the loss
+  /// per token over the data-parallel group (evaluation_loss, as pretrain's evaluate()).
+  int eval_interval = 5;
+  int eval_iters = 2;
 };
 
 struct RunResult {
   std::vector<double> losses;
   std::vector<double> grad_norms;
+  std::vector<double> eval_losses;  ///< one per evaluation; the last stage's, on every rank
   std::map<std::string, std::vector<float>> weights;  ///< full tensors of this rank's stage, by Megatron name
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< this rank's allocator
   int64_t num_params_local = 0;
