@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Writes the PyTorch golden fixtures the C++ golden tests compare against.
 
-Run with Debian's interpreter (it has python3-torch): /usr/bin/python3 generate_fixtures.py
-The outputs are committed, so CI needs no PyTorch.
+Run with Debian's interpreter (it has python3-torch):
+  /usr/bin/python3 generate_fixtures.py [--out DIR] [FIXTURE ...]
+(default: every fixture, into this directory). The outputs are committed, so CI needs no
+PyTorch; regenerate only the fixture you add (the C++ tests record numbers per fixture).
 
 For a tiny GPT-2-style model (LayerNorm, learned positions, tanh GELU, biases, tied
-embeddings) and a tiny LLaMA-style model (RMSNorm, rotary, SwiGLU, GQA, untied, no biases),
+embeddings), a tiny LLaMA-style model (RMSNorm, rotary, SwiGLU, GQA, untied, no biases) and
+a LLaMA-style model with a sequence longer than one flash-attention key block (260 > 256
+keys) and hidden and FFN sizes that are not multiples of 8 (the kernels' vector tails),
 written out with Hugging Face parameter names and layouts (so the same C++ loader imports
 real checkpoints), this script writes, per model directory:
   config.json         the Hugging Face config
@@ -21,6 +25,7 @@ real checkpoints), this script writes, per model directory:
   training.json       the optimizer settings used for the 5 steps.
 Every value is computed in fp32 on the CPU, deterministically.
 """
+import argparse
 import json
 import math
 import os
@@ -88,6 +93,7 @@ def hf_view(name, tensor):
 
 def causal_attention(q, k, v):
     """q [B, nq, T, D], k/v [B, nkv, T, D] -> [B, T, nq*D]."""
+    T = q.shape[2]
     groups = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(groups, dim=1)
     v = v.repeat_interleave(groups, dim=1)
@@ -101,6 +107,7 @@ def causal_attention(q, k, v):
 class Gpt2:
     cfg = dict(model_type="gpt2", vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=4,
                activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=True)
+    batch, seq = B, T
 
     def init(self, g):
         c, h = self.cfg, self.cfg["n_embd"]
@@ -120,6 +127,7 @@ class Gpt2:
         return p
 
     def logits(self, p, tokens):
+        B, T = tokens.shape
         c, h = self.cfg, self.cfg["n_embd"]
         nh, d = c["n_head"], h // c["n_head"]
         eps = c["layer_norm_epsilon"]
@@ -147,6 +155,7 @@ class Llama:
                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                max_position_embeddings=32, rms_norm_eps=1e-6, rope_theta=10000.0,
                hidden_act="silu", tie_word_embeddings=False)
+    batch, seq = B, T
 
     def init(self, g):
         c, h, f = self.cfg, self.cfg["hidden_size"], self.cfg["intermediate_size"]
@@ -170,6 +179,7 @@ class Llama:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
     def logits(self, p, tokens):
+        B, T = tokens.shape
         c, h = self.cfg, self.cfg["hidden_size"]
         nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
         d, eps = h // nh, c["rms_norm_eps"]
@@ -202,7 +212,15 @@ class Llama:
         return "norm" not in name
 
 
-def make_batch(g):
+class LlamaLongOdd(Llama):
+    """Sequence 260 (two flash key blocks of 256), hidden 36 and FFN 44 (not multiples of 8),
+    6 heads of 6 in 2 query groups; one sample per micro-batch to keep the fixture small."""
+    cfg = dict(Llama.cfg, hidden_size=36, intermediate_size=44, num_attention_heads=6, num_key_value_heads=2,
+               max_position_embeddings=260)
+    batch, seq = 1, 260
+
+
+def make_batch(g, B=B, T=T):
     tokens = torch.randint(0, VOCAB, (B, T + 1), generator=g)
     mask = (torch.rand(B, T, generator=g) > 0.2).float()
     return tokens[:, :T].int(), tokens[:, 1:].int(), mask
@@ -211,12 +229,13 @@ def make_batch(g):
 def token_losses(model, p, tokens, labels):
     logits = model.logits(p, tokens.long())
     losses = torch.nn.functional.cross_entropy(logits.reshape(-1, PADDED_VOCAB), labels.long().reshape(-1),
-                                               reduction="none").view(B, T)
+                                               reduction="none").view(tokens.shape)
     return logits, losses
 
 
-def generate(model, name, seed):
-    out_dir = os.path.join(HERE, name)
+def generate(model, name, seed, out=HERE):
+    B, T = model.batch, model.seq
+    out_dir = os.path.join(out, name)
     os.makedirs(out_dir, exist_ok=True)
     g = torch.Generator().manual_seed(seed)
     params = {k: (padded(v) if k in VOCAB_PARAMS else v).clone().requires_grad_(True)
@@ -226,7 +245,7 @@ def generate(model, name, seed):
     write_safetensors(os.path.join(out_dir, "model.safetensors"), {k: hf_view(k, v) for k, v in params.items()})
 
     expected = {}
-    tokens, labels, mask = make_batch(g)
+    tokens, labels, mask = make_batch(g, B, T)
     logits, losses = token_losses(model, params, tokens, labels)
     loss = (losses * mask).sum() / mask.sum()
     loss.backward()
@@ -237,7 +256,7 @@ def generate(model, name, seed):
         v.grad = None
 
     # Five AdamW steps, two micro-batches each, Megatron's loss and schedule.
-    cfg = TRAINING
+    cfg = dict(TRAINING, micro_batch_size=B, global_batch_size=B * MICRO, seq_length=T)
     decay = [v for k, v in params.items() if model.decays(k)]
     no_decay = [v for k, v in params.items() if not model.decays(k)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
@@ -249,7 +268,7 @@ def generate(model, name, seed):
     for step in range(STEPS):
         loss_sum, tokens_sum = 0.0, 0.0
         for _ in range(MICRO):
-            tokens, labels, mask = make_batch(g)
+            tokens, labels, mask = make_batch(g, B, T)
             train["train_tokens"].append(tokens)
             train["train_labels"].append(labels)
             train["train_loss_mask"].append(mask)
@@ -279,6 +298,13 @@ def generate(model, name, seed):
     print(f"{name}: loss {float(loss):.6f}, train losses {[round(x, 6) for x in step_losses]}")
 
 
+FIXTURES = {"gpt2_tiny": (Gpt2, 1), "llama_tiny": (Llama, 2), "llama_long_odd": (LlamaLongOdd, 3)}
+
 if __name__ == "__main__":
-    generate(Gpt2(), "gpt2_tiny", 1)
-    generate(Llama(), "llama_tiny", 2)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=HERE, help="directory the fixture directories go into")
+    parser.add_argument("fixtures", nargs="*", choices=[[]] + list(FIXTURES), help="default: all")
+    args = parser.parse_args()
+    for name in args.fixtures or list(FIXTURES):
+        model, seed = FIXTURES[name]
+        generate(model(), name, seed, args.out)

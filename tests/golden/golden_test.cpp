@@ -1,5 +1,6 @@
 // The model against PyTorch golden fixtures (tests/golden/generate_fixtures.py): tiny
-// GPT-2-style and LLaMA-style (GQA) models loaded through the Hugging Face checkpoint path;
+// GPT-2-style and LLaMA-style (GQA) models, and a LLaMA-style one with 260 tokens (two flash
+// key blocks) and hidden size 36 (vector tails), loaded through the Hugging Face checkpoint path;
 // logits, loss and every parameter gradient of one micro-batch, then the losses and grad
 // norms of 5 AdamW steps with warmup, cosine decay, weight decay and clipping, within 1e-5
 // relative, with the reference kernels, the fast kernels and flash attention.
@@ -205,7 +206,7 @@ std::string name_of(const ::testing::TestParamInfo<GoldenTest::ParamType>& info)
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
-                         ::testing::Combine(::testing::Values("gpt2_tiny", "llama_tiny"),
+                         ::testing::Combine(::testing::Values("gpt2_tiny", "llama_tiny", "llama_long_odd"),
                                             ::testing::Values(Kernels::kReference, Kernels::kFast,
                                                               Kernels::kFlash)),
                          name_of);

@@ -1,6 +1,8 @@
 // Model-level properties: samples of a micro-batch do not interact (the loss of a batch of 4
 // equals that of 4 batches of 1), and the fast kernels give the reference kernels' loss and
-// gradients, for the GPT-2 and LLaMA families, core and flash attention.
+// gradients, for the GPT-2 and LLaMA families, core and flash attention; also with 320 tokens
+// (flash attention over two key blocks of 256) and hidden size 36 (the norm kernels' vector
+// tails, parameters moved off their initial values), with and without dropout.
 #include "models/gpt/gpt_model.h"
 
 #include <gtest/gtest.h>
@@ -39,6 +41,21 @@ ModelConfig config(bool llama) {
   return c;
 }
 
+// Sequence 320 (flash attention: five query blocks of 64, two key blocks of 256) and hidden
+// and FFN sizes that are not multiples of 8 (36 = 4 x 8 + 4, 44 = 5 x 8 + 4).
+ModelConfig long_odd_config(bool llama, float dropout) {
+  ModelConfig c = config(llama);
+  c.hidden_size = 36;
+  c.num_attention_heads = llama ? 6 : 4;
+  c.kv_channels = llama ? 6 : 9;  // rotary needs an even head size
+  c.num_query_groups = llama ? 2 : 4;
+  c.ffn_hidden_size = 44;
+  c.seq_length = 320;
+  c.max_position_embeddings = 320;
+  c.attention_dropout = c.hidden_dropout = dropout;
+  return c;
+}
+
 MicroBatch batch(int64_t first, int64_t B, int64_t T) {
   MicroBatch mb;
   mb.B = B;
@@ -63,8 +80,9 @@ struct ModelRig {
   ParameterRegistry registry;
   std::unique_ptr<GPTModel> model;
   std::unique_ptr<ParamAndGradBuffer> buffer;
-  ModelRig(bool llama, KernelOptions k) : backend(select_backend(k)) {
-    model = std::make_unique<GPTModel>(config(llama), *ps, registry);
+  ModelRig(bool llama, KernelOptions k) : ModelRig(config(llama), k) {}
+  ModelRig(const ModelConfig& c, KernelOptions k) : backend(select_backend(k)) {
+    model = std::make_unique<GPTModel>(c, *ps, registry);
     buffer = std::make_unique<ParamAndGradBuffer>(model->registry(), alloc, BufferOptions{});
     initialize_parameters(model->registry(), 7, 0, 1);
   }
@@ -123,6 +141,32 @@ TEST_P(GptModelTest, FastKernelsMatchReferenceKernels) {
   const double a = ref.run(mbs), b = fast.run(mbs);
   EXPECT_NEAR(b, a, 1e-6 * a);
   EXPECT_LE(rel(fast.grads(), ref.grads()), 1e-5);
+}
+
+// Moves every parameter off its initial value (norm weights start at 1, biases at 0, where a
+// wrong vector tail could go unseen), the same way in every rig.
+void perturb_parameters(ModelRig& rig) {
+  uint64_t stream = 0;
+  for (const auto& p : rig.model->registry().params()) {
+    const RngStream rng{13, stream++};
+    float* w = p->data.f32();
+    for (int64_t i = 0; i < p->local_shape.numel(); ++i) w[i] += 0.2f * (rng.uniform(static_cast<uint64_t>(i)) - 0.5f);
+  }
+}
+
+TEST_P(GptModelTest, LongSequenceAndOddHiddenFastKernelsMatchReference) {
+  const auto [llama, flash] = GetParam();
+  for (const float dropout : {0.0f, 0.1f}) {
+    const ModelConfig c = long_odd_config(llama, dropout);
+    ModelRig ref(c, KernelOptions{.fast = false});
+    ModelRig fast(c, KernelOptions{.fast = true, .flash_attention = flash});
+    perturb_parameters(ref);
+    perturb_parameters(fast);
+    const std::vector<MicroBatch> mbs = {batch(0, 2, 320), batch(2, 1, 320)};
+    const double a = ref.run(mbs), b = fast.run(mbs);
+    EXPECT_NEAR(b, a, 1e-6 * a) << "dropout " << dropout;
+    EXPECT_LE(rel(fast.grads(), ref.grads()), 1e-5) << "dropout " << dropout;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GptModelTest, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
