@@ -134,6 +134,8 @@ struct Choices {
   std::string normalization = "LayerNorm";
   std::string position_embedding_type = "learned_absolute";
   std::string lr_decay_style = "linear";
+  std::string lr_wsd_decay_style = "exponential";
+  std::string noop_layers;
   std::string optimizer = "adam";
   std::string transformer_impl = "transformer_engine";
   bool use_rotary_position_embeddings = false;
@@ -162,6 +164,7 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--normalization", ch.normalization, "LayerNorm or RMSNorm")
       ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
   r.number("--norm-epsilon", m.norm_epsilon, "Epsilon of LayerNorm/RMSNorm", above(0));
+  r.value("--noop-layers", ch.noop_layers, "MindSpeed: comma-separated 0-based indices of identity layers");
   r.flag("--swiglu", m.swiglu, "SwiGLU MLP (LLaMA)");
   r.flag("--openai-gelu", m.openai_gelu, "tanh approximation of GELU (GPT-2)");
   r.value("--position-embedding-type", ch.position_embedding_type, "learned_absolute, rope or none")
@@ -209,8 +212,12 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--optimizer", ch.optimizer, "Optimizer (adam = AdamW)")->check(CLI::IsMember({"adam"}));
   r.number("--lr", o.lr, "Peak learning rate", above(0));
   r.number("--min-lr", o.min_lr, "Learning rate at the end of the decay", at_least(0));
-  r.value("--lr-decay-style", ch.lr_decay_style, "constant, linear, cosine or inverse-square-root")
-      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root"}));
+  r.value("--lr-decay-style", ch.lr_decay_style, "constant, linear, cosine, inverse-square-root or WSD")
+      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root", "WSD"}));
+  r.value("--lr-wsd-decay-style", ch.lr_wsd_decay_style, "WSD anneal: exponential, linear, cosine or minus_sqrt")
+      ->check(CLI::IsMember({"exponential", "linear", "cosine", "minus_sqrt"}));
+  r.number("--lr-wsd-decay-iters", o.lr_wsd_decay_iters, "Iterations of the WSD anneal (required with WSD)",
+           at_least(0, "iterations"));
   r.number("--lr-decay-iters", o.lr_decay_iters, "Iterations of the decay (default --train-iters)",
            at_least(1, "iterations"));
   // --lr-warmup-iters 0 with --lr-warmup-fraction is allowed (Megatron's rule: not both
@@ -278,7 +285,36 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--eod-mask-loss", d.eod_mask_loss, "No loss on end-of-document tokens");
 }
 
+// MindSpeed's --noop-layers "i,j,...": integers, each in [0, --num-layers), no repeats.
+Status parse_noop_layers(const std::string& text, int64_t num_layers, std::vector<int64_t>* out) {
+  out->clear();
+  if (text.empty()) return ok_status();
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    if (const std::string bad = check_integer<int64_t>(item); !bad.empty()) {
+      return invalid_argument("--noop-layers \"", text, "\": ", bad, " (expected 0-based layer indices such as \"0,31\")");
+    }
+    const int64_t layer = std::strtoll(item.c_str(), nullptr, 10);  // an integer: checked above
+    if (layer < 0 || layer >= num_layers) {
+      return invalid_argument("--noop-layers \"", text, "\": layer ", layer, " is outside [0, --num-layers (",
+                              num_layers, "))");
+    }
+    if (std::find(out->begin(), out->end(), layer) != out->end()) {
+      return invalid_argument("--noop-layers \"", text, "\": layer ", layer, " is listed twice");
+    }
+    out->push_back(layer);
+    begin = end + 1;
+  }
+  if (static_cast<int64_t>(out->size()) == num_layers) {
+    return invalid_argument("--noop-layers \"", text, "\" makes every layer a no-op layer");
+  }
+  return ok_status();
+}
+
 Status apply_choices(Configs& c, const Choices& ch) {
+  MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
   c.model.normalization = ch.normalization == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
   if (ch.position_embedding_type == "rope" || ch.use_rotary_position_embeddings) {
     c.model.position_embedding_type = PositionEmbeddingType::kRope;
@@ -291,6 +327,11 @@ Status apply_choices(Configs& c, const Choices& ch) {
   if (ch.lr_decay_style == "linear") c.optimizer.lr_decay_style = LrDecayStyle::kLinear;
   if (ch.lr_decay_style == "cosine") c.optimizer.lr_decay_style = LrDecayStyle::kCosine;
   if (ch.lr_decay_style == "inverse-square-root") c.optimizer.lr_decay_style = LrDecayStyle::kInverseSquareRoot;
+  if (ch.lr_decay_style == "WSD") c.optimizer.lr_decay_style = LrDecayStyle::kWSD;
+  if (ch.lr_wsd_decay_style == "exponential") c.optimizer.lr_wsd_decay_style = LrWsdDecayStyle::kExponential;
+  if (ch.lr_wsd_decay_style == "linear") c.optimizer.lr_wsd_decay_style = LrWsdDecayStyle::kLinear;
+  if (ch.lr_wsd_decay_style == "cosine") c.optimizer.lr_wsd_decay_style = LrWsdDecayStyle::kCosine;
+  if (ch.lr_wsd_decay_style == "minus_sqrt") c.optimizer.lr_wsd_decay_style = LrWsdDecayStyle::kMinusSqrt;
   c.training.deterministic_mode = c.training.deterministic_mode || ch.npu_deterministic;
   return ok_status();
 }

@@ -23,8 +23,8 @@ struct ModelConfig {
   int64_t seq_length = 0;            ///< --seq-length (tokens per sample)
   int64_t max_position_embeddings = 0;  ///< --max-position-embeddings (required)
   Normalization normalization = Normalization::kLayerNorm;  ///< --normalization
-  /// MindSpeed --noop-layers: 0-based global indices of identity layers (layer specs build
-  /// them without parameters). Set by code and tests; the flag itself is still refused.
+  /// MindSpeed --noop-layers "i,j,...": 0-based global indices of identity layers (layer
+  /// specs build them without parameters; FLOPs count only the other layers).
   std::vector<int64_t> noop_layers;
   float norm_epsilon = 1e-5f;        ///< --norm-epsilon
   bool swiglu = false;               ///< --swiglu (gated SiLU MLP)

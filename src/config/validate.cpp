@@ -224,6 +224,12 @@ Status validate_optimizer(const OptimizerConfig& o, int64_t train_iters) {
     return invalid_argument("--adam-beta1 and --adam-beta2 must be in [0, 1)");
   }
   if (o.adam_eps <= 0.0f) return invalid_argument("--adam-eps must be positive");
+  if (o.lr_warmup_init > o.lr) {
+    return invalid_argument("--lr-warmup-init (", o.lr_warmup_init, ") must not exceed --lr (", o.lr, ")");
+  }
+  if (o.lr_decay_style == LrDecayStyle::kWSD && o.lr_wsd_decay_iters < 0) {
+    return invalid_argument("--lr-decay-style WSD needs --lr-wsd-decay-iters (the iterations of the final anneal)");
+  }
   if (o.clip_grad < 0.0f) return invalid_argument("--clip-grad must not be negative");
   return ok_status();
 }

@@ -6,7 +6,8 @@ namespace mindspeed {
 double num_floating_point_operations(const ModelConfig& c, int64_t batch_size) {
   const double h = static_cast<double>(c.hidden_size);
   const double s = static_cast<double>(c.seq_length);
-  const double L = static_cast<double>(c.num_layers);
+  // MindSpeed --noop-layers: only the real layers compute.
+  const double L = static_cast<double>(c.num_layers - static_cast<int64_t>(c.noop_layers.size()));
   const double n = static_cast<double>(c.num_attention_heads);
   const double g = static_cast<double>(c.query_groups());
   const double q = static_cast<double>(c.kv_channels) * n / h;

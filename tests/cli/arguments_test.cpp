@@ -102,6 +102,30 @@ TEST(Arguments, IntegerFlagsAreCheckedOnTheirText) {
   EXPECT_EQ(parsed->configs.model.num_layers, 7);
 }
 
+TEST(Arguments, NoopLayersAndWsd) {
+  auto parsed = parse_with({"--num-layers", "4", "--noop-layers", "0,3"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->configs.model.noop_layers, (std::vector<int64_t>{0, 3}));
+  for (const char* bad : {"0,4", "1,1", "x", "0,", "0,1,2,3"}) {
+    auto r = parse_with({"--num-layers", "4", "--noop-layers", bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--noop-layers"), std::string::npos) << r.status().message();
+  }
+  // WSD needs the length of its anneal.
+  parsed = parse_with({"--lr-decay-style", "WSD"});
+  ASSERT_TRUE(parsed.ok());
+  Configs c = parsed->configs;
+  Status s = validate_configs(c, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--lr-wsd-decay-iters"), std::string::npos) << s.message();
+  parsed = parse_with({"--lr-decay-style", "WSD", "--lr-wsd-decay-iters", "3", "--lr-wsd-decay-style", "cosine"});
+  ASSERT_TRUE(parsed.ok());
+  c = parsed->configs;
+  EXPECT_TRUE(validate_configs(c, 1).ok());
+  EXPECT_EQ(c.optimizer.lr_decay_style, LrDecayStyle::kWSD);
+  EXPECT_EQ(c.optimizer.lr_wsd_decay_style, LrWsdDecayStyle::kCosine);
+}
+
 TEST(Arguments, HelpIsReported) {
   auto parsed = parse_arguments({"--help"});
   ASSERT_TRUE(parsed.ok());

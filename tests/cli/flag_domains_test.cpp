@@ -64,7 +64,8 @@ const std::map<std::string, Row> kExpected = {
     {"--lr-decay-iters", {false, false, true}},
     {"--lr-warmup-iters", {true, false, false}},
     {"--lr-warmup-fraction", {true, false, false}},
-    {"--lr-warmup-init", {true, false, true}},
+    {"--lr-warmup-init", {true, false, false}},  // at most --lr
+    {"--lr-wsd-decay-iters", {true, false, true}},
     {"--weight-decay", {true, false, true}},
     {"--adam-beta1", {true, false, false}},
     {"--adam-beta2", {true, false, false}},

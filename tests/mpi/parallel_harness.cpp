@@ -137,7 +137,7 @@ constexpr int64_t kFirstEvalBatch = 100000;
 // Megatron's evaluate() (pretrain.cpp) on this layout: the parameters gathered, then
 // eval_iters held-out global batches forward only, each rank its sampler slice; the loss per
 // token over the data-parallel group on the last stage, shared over the pipeline.
-double evaluate_layout(const GPTModel& model, DistributedDataParallel& ddp, const ForwardContext& train_ctx,
+double evaluate_layout(const GPTModel& model, DistributedDataParallel& ddp, const ForwardContext& train_ctx, bool by_hand,
                        const RunOptions& run) {
   const ParallelState& ps = *train_ctx.ps;
   ddp.finish_param_sync();
@@ -147,13 +147,12 @@ double evaluate_layout(const GPTModel& model, DistributedDataParallel& ddp, cons
   for (int i = 0; i < run.eval_iters; ++i) {
     const auto mbs = global_batch(kFirstEvalBatch + i, run.micro_batch, run.global_batch, ps.dp_cp().size(),
                                   ps.dp_rank, run.model.seq_length);
-    const LossSums s =
-        ps.sizes.pipeline == 1 ? evaluate_step(model, ctx, mbs) : pipeline_forward_by_hand(model, ctx, mbs);
+    const LossSums s = by_hand && ps.sizes.pipeline > 1 ? pipeline_forward_by_hand(model, ctx, mbs)
+                                                        : evaluate_step(model, ctx, mbs);
     sums.loss_sum += s.loss_sum;
     sums.num_tokens += s.num_tokens;
   }
-  const double loss = model.post_process() ? evaluation_loss(ps, sums) : 0.0;
-  return ps.pp().all_reduce_scalar(loss, ReduceOp::kSum);
+  return evaluation_loss(ps, sums);  // over data parallelism and the pipeline (other stages add 0)
 }
 
 }  // namespace
@@ -274,7 +273,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     result.losses.push_back(loss);
     result.grad_norms.push_back(r.optimizer.grad_norm);
     if (run.eval_interval > 0 && (step + 1) % run.eval_interval == 0) {
-      result.eval_losses.push_back(evaluate_layout(model, ddp, ctx, run));
+      result.eval_losses.push_back(evaluate_layout(model, ddp, ctx, layout.pipeline_by_hand, run));
     }
   }
   ddp.finish_param_sync();

@@ -93,4 +93,24 @@ TEST(Flops, KvChannelsNotHiddenOverHeadsWithGqaAndSwiglu) {
 }
 
 }  // namespace
+// MindSpeed: with --noop-layers the FLOPs count only the real layers: a 4-layer model with
+// layers 0 and 3 as no-ops costs exactly what the 2-layer model does.
+TEST(Flops, NoopLayersAreNotCounted) {
+  ModelConfig real;
+  real.num_layers = 2;
+  real.hidden_size = 64;
+  real.num_attention_heads = 4;
+  real.kv_channels = 16;
+  real.num_query_groups = 4;
+  real.ffn_hidden_size = 256;
+  real.seq_length = 128;
+  real.padded_vocab_size = 1024;
+  ModelConfig with_noop = real;
+  with_noop.num_layers = 4;
+  with_noop.noop_layers = {0, 3};
+  EXPECT_EQ(num_floating_point_operations(with_noop, 8), num_floating_point_operations(real, 8));
+  with_noop.noop_layers = {};
+  EXPECT_GT(num_floating_point_operations(with_noop, 8), num_floating_point_operations(real, 8));
+}
+
 }  // namespace mindspeed
