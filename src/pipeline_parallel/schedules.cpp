@@ -10,15 +10,26 @@
 #include "module/weight_grad_queue.h"
 
 namespace mindspeed {
+namespace {
 
-ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx_in, const ForwardBackwardArgs& args) {
-  MS_CHECK(args.model.size() == 1, "no pipelining runs exactly one model chunk, got ", args.model.size());
+// What every single-chunk schedule starts with: the arguments checked, and the context of
+// its steps (training off for forward_only; the weight-gradient queue when deferring).
+ForwardContext schedule_context(const char* schedule, const ForwardContext& ctx_in, const ForwardBackwardArgs& args,
+                                WeightGradQueue* queue) {
+  MS_CHECK(args.model.size() == 1, schedule, " runs exactly one model chunk per rank, got ", args.model.size());
   MS_CHECK(args.data_iterator != nullptr && args.forward_step_func, "no data iterator or forward_step_func");
-  const ModelChunk& model = *args.model.front();
   ForwardContext ctx = ctx_in;
   ctx.training = ctx_in.training && !args.forward_only;
+  if (ctx.training && args.defer_weight_grad) ctx.wgrad_queue = queue;
+  return ctx;
+}
+
+}  // namespace
+
+ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx_in, const ForwardBackwardArgs& args) {
   WeightGradQueue queue;
-  if (ctx.training && args.defer_weight_grad) ctx.wgrad_queue = &queue;
+  const ForwardContext ctx = schedule_context("no pipelining", ctx_in, args, &queue);
+  const ModelChunk& model = *args.model.front();
   ForwardBackwardResult out;
   for (int64_t i = 0; i < args.num_microbatches; ++i) {
     // Gradient reduction may overlap only the last micro-batch's backward (no_sync before).
@@ -110,13 +121,9 @@ struct InFlight {
 
 ForwardBackwardResult forward_backward_pipelining_without_interleaving(const ForwardContext& ctx_in,
                                                                        const ForwardBackwardArgs& args) {
-  MS_CHECK(args.model.size() == 1, "1F1B runs one model chunk per rank, got ", args.model.size());
-  MS_CHECK(args.data_iterator != nullptr && args.forward_step_func, "no data iterator or forward_step_func");
-  const ModelChunk& model = *args.model.front();
-  ForwardContext ctx = ctx_in;
-  ctx.training = ctx_in.training && !args.forward_only;
   WeightGradQueue queue;
-  if (ctx.training && args.defer_weight_grad) ctx.wgrad_queue = &queue;
+  const ForwardContext ctx = schedule_context("1F1B", ctx_in, args, &queue);
+  const ModelChunk& model = *args.model.front();
   PipelineP2P p2p(ctx, model.hidden_size());
   const int64_t P = ctx.ps->pp().size(), r = ctx.ps->pp().rank(), m = args.num_microbatches;
   const int64_t num_warmup = ctx.training ? std::min(P - r - 1, m) : m;
