@@ -199,16 +199,21 @@ std::vector<std::vector<float>> export_tensor(const Mapping& m, const ModelConfi
   return {};
 }
 
-// config.json as a JSON object, or an error naming the file (and the line and column of a
-// syntax error).
-StatusOr<nlohmann::json> read_json(const std::string& path) {
+// config.json's text, or an error naming the file.
+StatusOr<std::string> read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found("cannot open '", path, "' (a Hugging Face checkpoint directory needs config.json)");
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return data_loss("cannot read '", path, "'");
+  return text.str();
+}
+
+// config.json as a JSON object, or an error naming the file (and the line and column of a
+// syntax error).
+StatusOr<nlohmann::json> parse_json_object(std::string_view text, const std::string& path) {
   std::string error;
-  std::optional<nlohmann::json> j = try_parse_json(text.str(), &error);
+  std::optional<nlohmann::json> j = try_parse_json(text, &error);
   if (!j) return invalid_argument("'", path, "' is not valid JSON: ", error);
   if (!j->is_object()) {
     return invalid_argument("'", path, "' is a JSON ", j->type_name(), ", expected a JSON object of config fields");
@@ -290,7 +295,12 @@ Status check_divisible(const std::string& path, const char* a_key, int64_t a, co
 
 StatusOr<HfModelInfo> read_hf_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  MS_ASSIGN_OR_RETURN(nlohmann::json j, read_json(path));
+  MS_ASSIGN_OR_RETURN(const std::string text, read_text(path));
+  return parse_hf_config(text, path);
+}
+
+StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::string& path) {
+  MS_ASSIGN_OR_RETURN(nlohmann::json j, parse_json_object(json_text, path));
   const ConfigFields f(j, path);
   HfModelInfo info;
   ModelConfig& c = info.config;

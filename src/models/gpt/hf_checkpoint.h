@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/model_config.h"
@@ -29,6 +30,8 @@ struct HfModelInfo {
 
 /// Parses DIR/config.json.
 StatusOr<HfModelInfo> read_hf_config(const std::string& dir);
+/// Parses the text of a config.json; `path` is the file named in error messages.
+StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::string& path);
 /// Every field the model flags set that config.json contradicts, as one error naming the
 /// flags and both values.
 Status check_hf_config_matches(const ModelConfig& flags, const HfModelInfo& hf);
