@@ -2,8 +2,8 @@
 // Port of Megatron-LM tools/preprocess_data.py (core_v0.12.0), same flags and byte-identical
 // output: for each --json-keys key K, {output_prefix}_{K}_document.bin/.idx.
 //
-// Per line: one JSON object; each key's value is a string (one sequence) or a list of
-// strings (one sequence each, as Megatron's --split-sentences output). Each non-empty
+// Per line (tokenizer/json_document.h): one JSON object; each key's value is a string (one
+// sequence) or a list of strings (one sequence each, as Megatron's --split-sentences output). Each non-empty
 // tokenised sequence is recorded; --append-eod appends tokenizer.eod to a non-empty
 // document (the last sequence grows by one). dtype = optimal_dtype(tokenizer.vocab_size).
 //
@@ -46,11 +46,11 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "core/logging.h"
 #include "core/status.h"
 #include "datasets/indexed_dataset.h"
+#include "tokenizer/json_document.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mindspeed {
@@ -176,128 +176,41 @@ struct Batch {
 constexpr size_t kBatchBytes = 256 << 10;
 constexpr size_t kBatchLines = 512;
 
-std::string json_type_name(const nlohmann::json& value) {
-  if (value.is_string()) return "a string";
-  if (value.is_number()) return "a number";
-  if (value.is_boolean()) return "a boolean";
-  if (value.is_null()) return "null";
-  if (value.is_array()) return "a list";
-  return "an object";
-}
-
 class Encoder {
  public:
-  Encoder(const Args& args, const Tokenizer& tokenizer, IndexedDType dtype)
-      : args_(args), tokenizer_(tokenizer) {
-    if (dtype == IndexedDType::kUInt16) max_id_ = 65535;
+  Encoder(const Args& args, const Tokenizer& tokenizer, IndexedDType dtype) : tokenizer_(tokenizer) {
+    options_.json_keys = args.json_keys;
+    options_.append_eod = args.append_eod;
+    if (dtype == IndexedDType::kUInt16) options_.max_token_id = 65535;
   }
 
   void encode_batch(Batch* batch) const {
     const size_t num_lines = batch->ends.size();
+    const size_t num_keys = options_.json_keys.size();
     batch->errors.assign(num_lines, std::string());
-    batch->outputs.assign(args_.json_keys.size(), KeyOutput());
-    std::vector<std::vector<int32_t>> doc_tokens(args_.json_keys.size());
-    std::vector<std::vector<int32_t>> doc_lengths(args_.json_keys.size());
+    batch->outputs.assign(num_keys, KeyOutput());
+    std::vector<EncodedKey> doc(num_keys);
     size_t start = 0;
     for (size_t i = 0; i < num_lines; ++i) {
       const std::string_view line(batch->data.data() + start, batch->ends[i] - start);
       start = batch->ends[i];
-      const Status status = encode_line(line, &doc_tokens, &doc_lengths);
+      const Status status = encode_json_document(line, tokenizer_, options_, &doc);
       if (!status.ok()) {
         batch->errors[i] = status.message();
         continue;
       }
-      for (size_t k = 0; k < args_.json_keys.size(); ++k) {
+      for (size_t k = 0; k < num_keys; ++k) {
         KeyOutput& out = batch->outputs[k];
-        out.tokens.insert(out.tokens.end(), doc_tokens[k].begin(), doc_tokens[k].end());
-        out.lengths.insert(out.lengths.end(), doc_lengths[k].begin(), doc_lengths[k].end());
-        out.num_sequences.push_back(static_cast<int32_t>(doc_lengths[k].size()));
+        out.tokens.insert(out.tokens.end(), doc[k].tokens.begin(), doc[k].tokens.end());
+        out.lengths.insert(out.lengths.end(), doc[k].lengths.begin(), doc[k].lengths.end());
+        out.num_sequences.push_back(static_cast<int32_t>(doc[k].lengths.size()));
       }
     }
   }
 
  private:
-  // Encoder.encode of preprocess_data.py for one line, all keys or nothing.
-  Status encode_line(std::string_view line, std::vector<std::vector<int32_t>>* doc_tokens,
-                     std::vector<std::vector<int32_t>>* doc_lengths) const {
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) {
-      return invalid_argument("empty line (expected one JSON object per line)");
-    }
-    nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      std::string what = e.what();
-      const size_t bracket = what.find("] ");
-      if (what.starts_with("[json.exception") && bracket != std::string::npos) {
-        what = what.substr(bracket + 2);
-      }
-      return invalid_argument("invalid JSON: ", what);
-    }
-    if (!doc.is_object()) {
-      return invalid_argument("expected a JSON object, found ", json_type_name(doc));
-    }
-    for (size_t k = 0; k < args_.json_keys.size(); ++k) {
-      const std::string& key = args_.json_keys[k];
-      std::vector<int32_t>& tokens = (*doc_tokens)[k];
-      std::vector<int32_t>& lengths = (*doc_lengths)[k];
-      tokens.clear();
-      lengths.clear();
-      auto it = doc.find(key);
-      if (it == doc.end()) {
-        std::string keys;
-        for (auto field = doc.begin(); field != doc.end() && keys.size() < 80; ++field) {
-          keys += (keys.empty() ? "" : ", ") + field.key();
-        }
-        return invalid_argument("no key '", key, "' (the object has: ",
-                                keys.empty() ? "no keys" : keys, "; see --json-keys)");
-      }
-      const nlohmann::json& value = it.value();
-      if (value.is_string()) {
-        MS_RETURN_IF_ERROR(add_sentence(key, value.get_ref<const std::string&>(), &tokens,
-                                        &lengths));
-      } else if (value.is_array()) {
-        for (const nlohmann::json& sentence : value) {
-          if (!sentence.is_string()) {
-            return invalid_argument("key '", key, "' is a list holding ",
-                                    json_type_name(sentence),
-                                    "; expected a string or a list of strings");
-          }
-          MS_RETURN_IF_ERROR(add_sentence(key, sentence.get_ref<const std::string&>(), &tokens,
-                                          &lengths));
-        }
-      } else {
-        return invalid_argument("key '", key, "' is ", json_type_name(value),
-                                ", expected a string (or a list of strings)");
-      }
-      if (!tokens.empty() && args_.append_eod) {
-        tokens.push_back(tokenizer_.eod());
-        ++lengths.back();
-      }
-    }
-    return ok_status();
-  }
-
-  Status add_sentence(const std::string& key, const std::string& text,
-                      std::vector<int32_t>* tokens, std::vector<int32_t>* lengths) const {
-    const size_t before = tokens->size();
-    const Status status = tokenizer_.tokenize_into(text, tokens);
-    if (!status.ok()) return invalid_argument("key '", key, "': ", status.message());
-    for (size_t j = before; j < tokens->size(); ++j) {
-      if ((*tokens)[j] < 0 || (*tokens)[j] > max_id_) {
-        return invalid_argument("key '", key, "': token id ", (*tokens)[j], " does not fit the "
-                                "output dtype ", max_id_ == 65535 ? "uint16" : "int32",
-                                " chosen from the vocabulary size ", tokenizer_.vocab_size());
-      }
-    }
-    const size_t added = tokens->size() - before;
-    if (added > 0) lengths->push_back(static_cast<int32_t>(added));
-    return ok_status();
-  }
-
-  const Args& args_;
   const Tokenizer& tokenizer_;
-  int64_t max_id_ = INT32_MAX;
+  JsonDocumentOptions options_;
 };
 
 // ---------------------------------------------------------------- pipeline
