@@ -173,12 +173,12 @@ Status BlendedDataset::load_indices() {
   return ok_status();
 }
 
-void BlendedDataset::get_sample(int64_t idx, const GptSampleView& out) const {
+Status BlendedDataset::get_sample(int64_t idx, const GptSampleView& out) const {
   MS_CHECK(idx >= 0 && idx < size(), "sample ", idx, " outside the ", split_name(split_),
            " blend (", size(), " samples)");
   const int16_t d = dataset_index_.data<int16_t>()[idx];
   const int64_t s = dataset_sample_index_.data<int64_t>()[idx];
-  datasets_[static_cast<size_t>(d)]->get_sample(s, out);
+  return datasets_[static_cast<size_t>(d)]->get_sample(s, out);
 }
 
 }  // namespace mindspeed

@@ -33,7 +33,7 @@ class BlendedDataset : public TopLevelDataset {
 
   int64_t size() const override { return dataset_index_.numel(); }
   Split split() const override { return split_; }
-  void get_sample(int64_t idx, const GptSampleView& out) const override;
+  Status get_sample(int64_t idx, const GptSampleView& out) const override;
   int64_t sequence_length() const override { return config_->sequence_length; }
   const std::string& unique_description() const override { return unique_description_; }
 

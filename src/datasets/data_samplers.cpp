@@ -60,7 +60,7 @@ int64_t MegatronPretrainingSampler::consumed_samples() const {
   return std::min(total_samples_, consumed_samples_ + next_ * micro_batch_size_ * data_parallel_size_);
 }
 
-void fill_gpt_batch(const TopLevelDataset& dataset, const std::vector<int64_t>& ids, GptBatch* batch) {
+Status fill_gpt_batch(const TopLevelDataset& dataset, const std::vector<int64_t>& ids, GptBatch* batch) {
   const int64_t b = static_cast<int64_t>(ids.size());
   const int64_t s = dataset.sequence_length();
   batch->micro_batch_size = b;
@@ -82,8 +82,9 @@ void fill_gpt_batch(const TopLevelDataset& dataset, const std::vector<int64_t>& 
     view.position_ids = batch->position_ids.data() + off;
     view.doc_start = batch->doc_start.data() + off;
     view.actual_seq_len = &batch->actual_seq_len[static_cast<size_t>(r)];
-    dataset.get_sample(ids[static_cast<size_t>(r)], view);
+    MS_RETURN_IF_ERROR(dataset.get_sample(ids[static_cast<size_t>(r)], view));
   }
+  return ok_status();
 }
 
 StatusOr<GptDataLoader> GptDataLoader::create(std::shared_ptr<const TopLevelDataset> dataset,
@@ -98,9 +99,9 @@ StatusOr<GptDataLoader> GptDataLoader::create(std::shared_ptr<const TopLevelData
   return GptDataLoader(std::move(dataset), std::move(sampler));
 }
 
-bool GptDataLoader::next(GptBatch* batch) {
+StatusOr<bool> GptDataLoader::next(GptBatch* batch) {
   if (!sampler_.next(&ids_)) return false;
-  fill_gpt_batch(*dataset_, ids_, batch);
+  MS_RETURN_IF_ERROR(fill_gpt_batch(*dataset_, ids_, batch));
   return true;
 }
 

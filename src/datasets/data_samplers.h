@@ -64,8 +64,8 @@ struct GptBatch {
 };
 
 /// Reads the samples `ids` of `dataset` into `batch` (resizing it); the collate step of
-/// Megatron's DataLoader.
-void fill_gpt_batch(const TopLevelDataset& dataset, const std::vector<int64_t>& ids, GptBatch* batch);
+/// Megatron's DataLoader. The error of a sample that cannot be read (TopLevelDataset::get_sample).
+Status fill_gpt_batch(const TopLevelDataset& dataset, const std::vector<int64_t>& ids, GptBatch* batch);
 
 /// build_pretraining_data_loader for --dataloader-type single: a sampler over `dataset`
 /// plus collation. next() gives this DP rank's micro-batches in order.
@@ -74,8 +74,9 @@ class GptDataLoader {
   static StatusOr<GptDataLoader> create(std::shared_ptr<const TopLevelDataset> dataset,
                                         int64_t consumed_samples, int64_t micro_batch_size,
                                         int64_t data_parallel_rank, int64_t data_parallel_size);
-  /// The next micro-batch; false once the dataset is exhausted.
-  bool next(GptBatch* batch);
+  /// The next micro-batch; false once the dataset is exhausted; the error of a sample that
+  /// cannot be read (a stored value that is not a token id).
+  StatusOr<bool> next(GptBatch* batch);
   const MegatronPretrainingSampler& sampler() const { return sampler_; }
 
  private:

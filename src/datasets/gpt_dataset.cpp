@@ -351,7 +351,7 @@ Status GPTDataset::load_indices() {
   return ok_status();
 }
 
-void GPTDataset::get_text(int64_t idx, int32_t* text) const {
+Status GPTDataset::get_text(int64_t idx, int32_t* text) const {
   MS_CHECK(idx >= 0 && idx < size(), "sample ", idx, " outside ", class_name_, " ",
            split_name(index_split_), " (", size(), " samples)");
   const int64_t target = config_->sequence_length + extra_;
@@ -360,30 +360,36 @@ void GPTDataset::get_text(int64_t idx, int32_t* text) const {
   const int64_t d1 = sample_index_.int_at(2 * j + 2), o1 = sample_index_.int_at(2 * j + 3);
   const int32_t* doc = document_index_.data<int32_t>();
   int64_t pos = 0;
-  auto append = [&](int64_t seq, int64_t offset, int64_t length) {
+  auto append = [&](int64_t seq, int64_t offset, int64_t length) -> Status {
     const int64_t available = dataset_->sequence_length(seq) - offset;
     length = std::min({length, available, target - pos});
-    if (length <= 0) return;
-    dataset_->get(seq, offset, length, text + pos);
+    if (length <= 0) return ok_status();
+    const Status status = dataset_->get(seq, offset, length, text + pos);
+    if (!status.ok()) {
+      return Status(status.code(), str_cat("sample ", idx, " of the ", class_name_, " ", split_name(index_split_),
+                                           " split: ", status.message()));
+    }
     pos += length;
+    return ok_status();
   };
   if (d0 == d1) {
-    append(doc[d0], o0, o1 - o0 + extra_);
+    MS_RETURN_IF_ERROR(append(doc[d0], o0, o1 - o0 + extra_));
   } else {
     for (int64_t i = d0; i <= d1; ++i) {
       const int64_t offset = i == d0 ? o0 : 0;
       const int64_t length = i < d1 ? dataset_->sequence_length(doc[i]) - offset : o1 + extra_;
-      append(doc[i], offset, length);
+      MS_RETURN_IF_ERROR(append(doc[i], offset, length));
     }
   }
   for (; pos < target; ++pos) text[pos] = static_cast<int32_t>(config_->pad_token);
+  return ok_status();
 }
 
-void GPTDataset::get_sample(int64_t idx, const GptSampleView& out) const {
+Status GPTDataset::get_sample(int64_t idx, const GptSampleView& out) const {
   const int64_t s = config_->sequence_length;
   thread_local std::vector<int32_t> text;
   text.resize(static_cast<size_t>(s + 1));
-  get_text(idx, text.data());
+  MS_RETURN_IF_ERROR(get_text(idx, text.data()));
   const int64_t pad = config_->pad_token;
   // tokens = text[:-1], labels = text[1:] (without the extra token: labels = roll(text, -1)
   // with the last label set to pad).
@@ -401,6 +407,7 @@ void GPTDataset::get_sample(int64_t idx, const GptSampleView& out) const {
     }
     if (out.tokens[t] == pad) out.tokens[t] = 0;
   }
+  return ok_status();
 }
 
 }  // namespace mindspeed

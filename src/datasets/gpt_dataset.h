@@ -82,13 +82,14 @@ class GPTDataset : public TopLevelDataset {
   // TopLevelDataset
   int64_t size() const override { return shuffle_index_.numel(); }
   Split split() const override { return index_split_; }
-  void get_sample(int64_t idx, const GptSampleView& out) const override;
+  Status get_sample(int64_t idx, const GptSampleView& out) const override;
   int64_t sequence_length() const override { return config_->sequence_length; }
   const std::string& unique_description() const override { return unique_description_; }
 
   /// The raw seq_length + extra token ids of sample idx (after the shuffle), padded with
   /// pad_token (Megatron's _query_document_sample_shuffle_indices). text: [s + extra].
-  void get_text(int64_t idx, int32_t* text) const;
+  /// InvalidArgument naming the sample when a stored value is not a token id.
+  Status get_text(int64_t idx, int32_t* text) const;
 
   /// "GPTDataset" or "MockGPTDataset".
   const std::string& class_name() const { return class_name_; }

@@ -296,46 +296,106 @@ std::span<const uint8_t> IndexedDataset::bin_bytes() const {
 
 namespace {
 
+// Copies `count` values to int32 token ids; returns the index of the first value that is
+// not a token id in [0, 2^31) (it is not copied), or -1.
 template <typename T>
-void widen(const uint8_t* src, int64_t count, int32_t* out) {
+int64_t widen(const uint8_t* src, int64_t count, int32_t* out) {
+  static_assert(std::is_integral_v<T>);
   for (int64_t k = 0; k < count; ++k) {
     const T value = load<T>(src + k * sizeof(T));
-    if constexpr (std::is_floating_point_v<T>) {
-      // Truncate toward zero, saturate, NaN -> 0 (a plain cast would be undefined).
-      if (!(value == value)) {
-        out[k] = 0;
-      } else if (value >= 2147483647.0) {
-        out[k] = std::numeric_limits<int32_t>::max();
-      } else if (value <= -2147483648.0) {
-        out[k] = std::numeric_limits<int32_t>::min();
-      } else {
-        out[k] = static_cast<int32_t>(value);
-      }
-    } else {
-      out[k] = static_cast<int32_t>(value);  // int64 wraps modulo 2^32
+    if constexpr (std::is_signed_v<T>) {
+      if (value < 0) return k;
     }
+    if constexpr (sizeof(T) > sizeof(int32_t)) {
+      if (value > std::numeric_limits<int32_t>::max()) return k;
+    }
+    out[k] = static_cast<int32_t>(value);
   }
+  return -1;
+}
+
+// The value at `src` as text, for messages.
+std::string value_text(IndexedDType dtype, const uint8_t* src) {
+  switch (dtype) {
+    case IndexedDType::kUInt8: return std::to_string(load<uint8_t>(src));
+    case IndexedDType::kInt8: return std::to_string(load<int8_t>(src));
+    case IndexedDType::kInt16: return std::to_string(load<int16_t>(src));
+    case IndexedDType::kUInt16: return std::to_string(load<uint16_t>(src));
+    case IndexedDType::kInt32: return std::to_string(load<int32_t>(src));
+    case IndexedDType::kInt64: return std::to_string(load<int64_t>(src));
+    case IndexedDType::kFloat32: return str_cat(load<float>(src));
+    case IndexedDType::kFloat64: return str_cat(load<double>(src));
+  }
+  return "?";
+}
+
+Status float_dtype_error(const std::string& path_prefix, IndexedDType dtype) {
+  return invalid_argument("dataset '", path_prefix, "' stores ", indexed_dtype_name(dtype),
+                          " values (dtype code ", static_cast<int>(dtype), " in '",
+                          get_idx_path(path_prefix), "'), but a token dataset holds integer ids "
+                          "(Megatron's preprocess_data writes uint16 or int32); re-create it "
+                          "with preprocess_data from the original JSONL");
 }
 
 }  // namespace
 
-void IndexedDataset::get(int64_t i, int64_t offset, int64_t length, int32_t* out) const {
+bool indexed_dtype_is_float(IndexedDType dtype) {
+  return dtype == IndexedDType::kFloat32 || dtype == IndexedDType::kFloat64;
+}
+
+int64_t IndexedDataset::document_of_sequence(int64_t i) const {
+  MS_CHECK(i >= 0 && i < sequence_count_, "sequence ", i, " out of range [0, ", sequence_count_,
+           ") in ", path_prefix_);
+  // Entries rise from 0 to N (checked by open()): the last entry <= i.
+  int64_t lo = 0, hi = document_count_ - 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (document_index(mid) <= i) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+Status IndexedDataset::bad_token(int64_t i, int64_t position, const std::string& value) const {
+  return invalid_argument("data file '", get_bin_path(path_prefix_), "': token ", position,
+                          " of sequence ", i, " (document ", document_of_sequence(i), ") is ",
+                          value, ", which is not a token id (0 to 2147483647); the ",
+                          indexed_dtype_name(dtype_), " dataset is corrupt or was not written "
+                          "by preprocess_data with a tokenizer: re-create it with "
+                          "preprocess_data from the original JSONL");
+}
+
+Status IndexedDataset::get(int64_t i, int64_t offset, int64_t length, int32_t* out) const {
   const int64_t size = sequence_length(i);
   MS_CHECK(offset >= 0 && length >= 0 && offset <= size && length <= size - offset,
            "tokens [", offset, ", ", offset + length, ") out of range for sequence ", i, " of ",
            size, " tokens in ", path_prefix_);
-  if (length == 0) return;
-  const uint8_t* src = bin_->data + sequence_pointer(i) + offset * indexed_dtype_size(dtype_);
+  if (indexed_dtype_is_float(dtype_)) return float_dtype_error(path_prefix_, dtype_);
+  if (length == 0) return ok_status();
+  const int64_t itemsize = indexed_dtype_size(dtype_);
+  const uint8_t* src = bin_->data + sequence_pointer(i) + offset * itemsize;
+  int64_t bad = -1;
   switch (dtype_) {
-    case IndexedDType::kUInt8: widen<uint8_t>(src, length, out); break;
-    case IndexedDType::kInt8: widen<int8_t>(src, length, out); break;
-    case IndexedDType::kInt16: widen<int16_t>(src, length, out); break;
-    case IndexedDType::kUInt16: widen<uint16_t>(src, length, out); break;
-    case IndexedDType::kInt32: widen<int32_t>(src, length, out); break;
-    case IndexedDType::kInt64: widen<int64_t>(src, length, out); break;
-    case IndexedDType::kFloat32: widen<float>(src, length, out); break;
-    case IndexedDType::kFloat64: widen<double>(src, length, out); break;
+    case IndexedDType::kUInt8: bad = widen<uint8_t>(src, length, out); break;
+    case IndexedDType::kInt8: bad = widen<int8_t>(src, length, out); break;
+    case IndexedDType::kInt16: bad = widen<int16_t>(src, length, out); break;
+    case IndexedDType::kUInt16: bad = widen<uint16_t>(src, length, out); break;
+    case IndexedDType::kInt32: bad = widen<int32_t>(src, length, out); break;
+    case IndexedDType::kInt64: bad = widen<int64_t>(src, length, out); break;
+    case IndexedDType::kFloat32:
+    case IndexedDType::kFloat64: break;
   }
+  if (bad >= 0) return bad_token(i, offset + bad, value_text(dtype_, src + bad * itemsize));
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<IndexedDataset>> open_token_dataset(const std::string& path_prefix) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, IndexedDataset::open(path_prefix));
+  if (indexed_dtype_is_float(ds->dtype())) return float_dtype_error(path_prefix, ds->dtype());
+  return ds;
 }
 
 // ---------------------------------------------------------------- builder

@@ -51,6 +51,10 @@ StatusOr<IndexedDType> indexed_dtype_from_code(int64_t code);
 /// the vocabulary size is unknown).
 IndexedDType optimal_dtype(std::optional<int64_t> vocab_size);
 
+/// True for float32 and float64, which Megatron's DType allows but which cannot hold token
+/// ids (Megatron's token datasets are uint16 or int32).
+bool indexed_dtype_is_float(IndexedDType dtype);
+
 /// prefix + ".idx" / prefix + ".bin" (Megatron's get_idx_path / get_bin_path).
 std::string get_idx_path(const std::string& path_prefix);
 std::string get_bin_path(const std::string& path_prefix);
@@ -72,10 +76,14 @@ class IndexedDataset final : public LowLevelDataset {
   // LowLevelDataset
   int64_t num_sequences() const override { return sequence_count_; }
   int32_t sequence_length(int64_t i) const override;
-  /// Tokens [offset, offset + length) of sequence i, converted to int32 (int64 values wrap
-  /// modulo 2^32, float values truncate toward zero and saturate, NaN gives 0; use
-  /// sequence_bytes() for the exact values). Out-of-range arguments are a bug: MS_CHECK.
-  void get(int64_t i, int64_t offset, int64_t length, int32_t* out) const override;
+  /// Tokens [offset, offset + length) of sequence i as int32 token ids. InvalidArgument
+  /// naming the data file, the sequence, its document, the position and the value when a
+  /// stored value is negative or above 2^31 - 1 (an int64 value would wrap into a valid-
+  /// looking id), and for float dtypes (token ids are integers; use sequence_bytes() for the
+  /// raw values). Out-of-range arguments are a bug: MS_CHECK.
+  Status get(int64_t i, int64_t offset, int64_t length, int32_t* out) const override;
+  /// The document holding sequence i (the last j with document_index(j) <= i).
+  int64_t document_of_sequence(int64_t i) const;
   std::string path_prefix() const override { return path_prefix_; }
 
   IndexedDType dtype() const { return dtype_; }
@@ -103,6 +111,7 @@ class IndexedDataset final : public LowLevelDataset {
  private:
   struct Mapping;
   IndexedDataset() = default;
+  Status bad_token(int64_t i, int64_t position, const std::string& value) const;
   static StatusOr<std::unique_ptr<Mapping>> map_file(const std::string& path, const char* what);
 
   std::string path_prefix_;
@@ -117,6 +126,10 @@ class IndexedDataset final : public LowLevelDataset {
   const uint8_t* documents_ = nullptr;  // i64[D]
   const uint8_t* modes_ = nullptr;      // i8[N] or null
 };
+
+/// Opens `path_prefix` as a dataset of token ids for GPTDataset (what --data-path names):
+/// IndexedDataset::open, then InvalidArgument for a float dtype, naming the files and the fix.
+StatusOr<std::unique_ptr<IndexedDataset>> open_token_dataset(const std::string& path_prefix);
 
 /// Writes a dataset as Megatron's IndexedDatasetBuilder does, atomically: tokens go to a
 /// temporary file next to `bin_path`; finalize() writes the index to a temporary file and

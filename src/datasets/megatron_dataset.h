@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "datasets/utils.h"
 
 namespace mindspeed {
@@ -33,7 +34,9 @@ class TopLevelDataset {
   virtual int64_t size() const = 0;
   virtual Split split() const = 0;
   /// dataset[idx]; idx in [0, size()). Writes seq_length values into each array of `out`.
-  virtual void get_sample(int64_t idx, const GptSampleView& out) const = 0;
+  /// InvalidArgument naming the sample when the data underneath holds a value that is not a
+  /// token id (LowLevelDataset::get).
+  virtual Status get_sample(int64_t idx, const GptSampleView& out) const = 0;
   /// --seq-length of the samples.
   virtual int64_t sequence_length() const = 0;
   /// The JSON text Megatron hashes for the cache file names.

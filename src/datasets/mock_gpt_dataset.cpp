@@ -16,7 +16,7 @@ int32_t MockGPTLowLevelDataset::sequence_length(int64_t i) const {
   return lengths_[static_cast<size_t>(i)];
 }
 
-void MockGPTLowLevelDataset::get(int64_t i, int64_t offset, int64_t length, int32_t* out) const {
+Status MockGPTLowLevelDataset::get(int64_t i, int64_t offset, int64_t length, int32_t* out) const {
   const int64_t n = sequence_length(i);
   MS_CHECK(offset >= 0 && length >= 0 && offset + length <= n, "mock sequence ", i, " has ", n,
            " tokens; asked for [", offset, ", ", offset + length, ")");
@@ -24,6 +24,7 @@ void MockGPTLowLevelDataset::get(int64_t i, int64_t offset, int64_t length, int3
     const int64_t pos = offset + k;
     out[k] = pos == n - 1 ? eod_ : static_cast<int32_t>(pos + 1);
   }
+  return ok_status();
 }
 
 }  // namespace mindspeed

@@ -25,7 +25,7 @@ class MockGPTLowLevelDataset : public LowLevelDataset {
   int64_t num_sequences() const override { return kSize; }
   int32_t sequence_length(int64_t i) const override;
   /// Token k of sequence i is k + 1, except the last, which is eod.
-  void get(int64_t i, int64_t offset, int64_t length, int32_t* out) const override;
+  Status get(int64_t i, int64_t offset, int64_t length, int32_t* out) const override;
   std::string path_prefix() const override { return ""; }
 
   const std::vector<int32_t>& sequence_lengths() const { return lengths_; }

@@ -100,7 +100,8 @@ StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, int64_
   out.clear();
   GptBatch batch;
   for (int64_t m = 0; m < num_micro; ++m) {
-    if (!loader.next(&batch)) return false;
+    MS_ASSIGN_OR_RETURN(const bool got, loader.next(&batch));
+    if (!got) return false;
     MicroBatch mb;
     mb.B = batch.micro_batch_size;
     mb.T = batch.seq_length;
@@ -241,7 +242,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   bctx.is_rank_zero = world.rank == 0;
   bctx.all_ranks_ok = [&ps](bool ok) { return ps.world().all_reduce_scalar(ok ? 1.0 : 0.0, ReduceOp::kMin) > 0.5; };
   LowLevelDatasetFactory factory = [](const std::string& prefix) -> StatusOr<std::shared_ptr<const LowLevelDataset>> {
-    MS_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, IndexedDataset::open(prefix));
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, open_token_dataset(prefix));
     return std::shared_ptr<const LowLevelDataset>(std::move(ds));
   };
   BlendedMegatronDatasetBuilder builder(dconfig, {num_samples[0], num_samples[1], num_samples[2]}, factory, bctx);

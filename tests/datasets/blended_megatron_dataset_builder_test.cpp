@@ -73,7 +73,8 @@ TEST(Builder, WeightedBlendMatchesMegatronModel) {
     std::vector<int32_t> got(9);
     for (int64_t k = 0; k * 9 < static_cast<int64_t>(text.size()); ++k) {
       const int16_t d = blend->dataset_index().data<int16_t>()[k];
-      blend->datasets()[static_cast<size_t>(d)]->get_text(blend->dataset_sample_index().int_at(k), got.data());
+      const GPTDataset& ds = *blend->datasets()[static_cast<size_t>(d)];
+      ASSERT_TRUE(ds.get_text(blend->dataset_sample_index().int_at(k), got.data()).ok());
       for (int t = 0; t < 9; ++t) ASSERT_EQ(got[static_cast<size_t>(t)], text[static_cast<size_t>(k * 9 + t)]) << k;
     }
   }

@@ -74,20 +74,25 @@ TEST(GptDataLoader, BatchesAreTheDatasetSamplesOfThisRank) {
   auto loader = GptDataLoader::create(top, 8, 2, 1, 2);
   ASSERT_TRUE(loader.ok());
   GptBatch batch;
-  ASSERT_TRUE(loader->next(&batch));
+  const auto next = [&] {
+    StatusOr<bool> got = loader->next(&batch);
+    EXPECT_TRUE(got.ok()) << got.status().to_string();
+    return got.ok() && *got;
+  };
+  ASSERT_TRUE(next());
   EXPECT_EQ(batch.sample_ids, (std::vector<int64_t>{10, 11}));
   ASSERT_EQ(batch.tokens.size(), 64u);
   std::vector<int32_t> tk(32), lb(32), pos(32), start(32);
   std::vector<float> lm(32);
   std::vector<int32_t> seq_len;
-  (*ds)->get_sample(11, {tk.data(), lb.data(), lm.data(), pos.data(), start.data(), &seq_len});
+  ASSERT_TRUE((*ds)->get_sample(11, {tk.data(), lb.data(), lm.data(), pos.data(), start.data(), &seq_len}).ok());
   EXPECT_TRUE(std::equal(tk.begin(), tk.end(), batch.tokens.begin() + 32));
   EXPECT_TRUE(std::equal(lb.begin(), lb.end(), batch.labels.begin() + 32));
   EXPECT_TRUE(std::equal(pos.begin(), pos.end(), batch.position_ids.begin() + 32));
   EXPECT_TRUE(std::equal(start.begin(), start.end(), batch.doc_start.begin() + 32));
   EXPECT_EQ(batch.actual_seq_len[1], seq_len);
   int64_t n = 1;
-  while (loader->next(&batch)) ++n;
+  while (next()) ++n;
   EXPECT_EQ(n, ((*ds)->size() - 8) / 4);
 }
 

@@ -89,7 +89,7 @@ void expect_matches_model(const std::string& name, const GPTDataset& ds) {
   const int64_t n_text = static_cast<int64_t>(text.size()) / (s + extra);
   std::vector<int32_t> got(static_cast<size_t>(s + extra));
   for (int64_t i = 0; i < n_text; ++i) {
-    ds.get_text(i, got.data());
+    ASSERT_TRUE(ds.get_text(i, got.data()).ok());
     for (int64_t t = 0; t < s + extra; ++t) {
       ASSERT_EQ(got[static_cast<size_t>(t)], text[static_cast<size_t>(i * (s + extra) + t)])
           << name << " sample " << i << " token " << t;
@@ -109,7 +109,7 @@ void expect_matches_model(const std::string& name, const GPTDataset& ds) {
   std::vector<int32_t> seq_len;
   size_t a = 0;
   for (int64_t i = 0; i < n; ++i) {
-    ds.get_sample(i, {tk.data(), lb.data(), lm.data(), pos.data(), ds_.data(), &seq_len});
+    ASSERT_TRUE(ds.get_sample(i, {tk.data(), lb.data(), lm.data(), pos.data(), ds_.data(), &seq_len}).ok());
     for (int64_t t = 0; t < s; ++t) {
       const auto k = static_cast<size_t>(i * s + t);
       ASSERT_EQ(tk[static_cast<size_t>(t)], tokens[k]) << name << " tokens " << i << "," << t;
@@ -163,8 +163,8 @@ TEST(GPTDataset, SamplesOverlapByTheExtraToken) {
   for (int64_t i = 0; i < shuffle.numel(); ++i) inverse[static_cast<size_t>(shuffle.int_at(i))] = i;
   std::vector<int32_t> a(static_cast<size_t>(s + 1)), b(a);
   for (int64_t j = 0; j + 1 < si.shape()[0] - 1; ++j) {
-    (*ds)->get_text(inverse[static_cast<size_t>(j)], a.data());
-    (*ds)->get_text(inverse[static_cast<size_t>(j + 1)], b.data());
+    ASSERT_TRUE((*ds)->get_text(inverse[static_cast<size_t>(j)], a.data()).ok());
+    ASSERT_TRUE((*ds)->get_text(inverse[static_cast<size_t>(j + 1)], b.data()).ok());
     ASSERT_EQ(a[static_cast<size_t>(s)], b[0]) << j;
   }
 }
@@ -190,7 +190,7 @@ TEST(MockGPTDataset, LowLevelLengthsFromDefaultRngZero) {
   EXPECT_EQ(md5_tag(lengths.data(), 100000), ref().str("mock_lengths"));
   // Sequence content: 1, 2, ..., length - 1, eod.
   std::vector<int32_t> seq(static_cast<size_t>(lengths[3]));
-  mock.get(3, 0, lengths[3], seq.data());
+  ASSERT_TRUE(mock.get(3, 0, lengths[3], seq.data()).ok());
   for (int32_t k = 0; k + 1 < lengths[3]; ++k) EXPECT_EQ(seq[static_cast<size_t>(k)], k + 1);
   EXPECT_EQ(seq.back(), 50256);
 }
@@ -231,7 +231,7 @@ TEST(MockGPTDataset, SplitsMatchMegatronModel) {
     const auto text = ref().ints(name + "_text");
     std::vector<int32_t> got(257);
     for (int64_t j = 0; j < 3; ++j) {
-      (*ds)->get_text(j, got.data());
+      ASSERT_TRUE((*ds)->get_text(j, got.data()).ok());
       for (int t = 0; t < 257; ++t) ASSERT_EQ(got[static_cast<size_t>(t)], text[static_cast<size_t>(j * 257 + t)]);
     }
   }

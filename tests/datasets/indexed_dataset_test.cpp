@@ -205,17 +205,31 @@ TEST(IndexedDataset, ReaderReadsPythonReference) {
           EXPECT_EQ(r.sequence_mode(seq), s.mode);
         }
         std::vector<int32_t> out(length, -7);
-        r.get(seq, 0, length, out.data());
-        for (int32_t k = 0; k < length; ++k) {
-          if (!std::in_range<int32_t>(s.tokens[k])) continue;  // int64/float extremes
-          EXPECT_EQ(out[k], static_cast<int32_t>(s.tokens[k])) << "seq " << seq << " token " << k;
-        }
-        if (length >= 3 && std::in_range<int32_t>(s.tokens[1]) &&
-            std::in_range<int32_t>(s.tokens[2])) {  // a slice
-          int32_t two[2];
-          r.get(seq, 1, 2, two);
-          EXPECT_EQ(two[0], static_cast<int32_t>(s.tokens[1]));
-          EXPECT_EQ(two[1], static_cast<int32_t>(s.tokens[2]));
+        const Status read = r.get(seq, 0, length, out.data());
+        // Token ids are integers in [0, 2^31): float dtypes and other values are refused.
+        const auto is_token = [](int64_t v) { return v >= 0 && v <= INT32_MAX; };
+        const auto bad = std::find_if_not(s.tokens.begin(), s.tokens.end(), is_token);
+        if (indexed_dtype_is_float(ds.dtype)) {
+          EXPECT_EQ(read.code(), StatusCode::kInvalidArgument) << read.to_string();
+          EXPECT_NE(read.message().find("a token dataset holds integer ids"), std::string::npos)
+              << read.message();
+        } else if (bad != s.tokens.end()) {
+          EXPECT_EQ(read.code(), StatusCode::kInvalidArgument) << read.to_string();
+          EXPECT_NE(read.message().find(str_cat("token ", bad - s.tokens.begin(), " of sequence ",
+                                                seq, " (document ", d, ") is ", *bad)),
+                    std::string::npos)
+              << read.message();
+        } else {
+          ASSERT_TRUE(read.ok()) << read.to_string();
+          for (int32_t k = 0; k < length; ++k) {
+            EXPECT_EQ(out[k], s.tokens[k]) << "seq " << seq << " token " << k;
+          }
+          if (length >= 3) {  // a slice
+            int32_t two[2];
+            ASSERT_TRUE(r.get(seq, 1, 2, two).ok());
+            EXPECT_EQ(two[0], s.tokens[1]);
+            EXPECT_EQ(two[1], s.tokens[2]);
+          }
         }
         if (ds.dtype == IndexedDType::kInt64) {  // full 64-bit values through the raw bytes
           const auto bytes = r.sequence_bytes(seq);
@@ -303,6 +317,71 @@ TEST(IndexedDataset, BuilderErrors) {
   EXPECT_EQ((*i8)->add_item(std::vector<int64_t>{200}).code(), StatusCode::kInvalidArgument);
 }
 
+// ---- values that are not token ids
+
+// An int64 token of 2^40 is 0 modulo 2^32: converted with a plain cast it would pass every
+// later vocabulary check as id 0. It is refused when read, naming the file, the sequence,
+// the document and the value; so is a negative id.
+TEST(IndexedDataset, RefusesInt64ValuesOutsideTheTokenIdRange) {
+  ScratchDir dir;
+  const std::string prefix = dir.file("big");
+  auto builder = IndexedDatasetBuilder::create(get_bin_path(prefix), IndexedDType::kInt64);
+  ASSERT_TRUE(builder.ok());
+  ASSERT_TRUE((*builder)->add_document(std::vector<int64_t>{1, 2, 3}, std::vector<int32_t>{3}).ok());
+  ASSERT_TRUE((*builder)
+                  ->add_document(std::vector<int64_t>{4, int64_t{1} << 40, 6, -1, INT32_MAX},
+                                 std::vector<int32_t>{2, 3})
+                  .ok());
+  ASSERT_TRUE((*builder)->finalize(get_idx_path(prefix)).ok());
+  auto ds = IndexedDataset::open(prefix);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  std::vector<int32_t> out(3, -7);
+  ASSERT_TRUE((*ds)->get(0, 0, 3, out.data()).ok());
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_TRUE((*ds)->get(1, 0, 1, out.data()).ok());  // the token before the bad one
+  EXPECT_EQ(out[0], 4);
+  Status s = (*ds)->get(1, 0, 2, out.data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  for (const std::string& fragment : std::vector<std::string>{get_bin_path(prefix),
+                                                               "token 1 of sequence 1 (document 1) is 1099511627776",
+                                                               "not a token id", "re-create it with preprocess_data"}) {
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << fragment << " not in: " << s.message();
+  }
+  s = (*ds)->get(2, 0, 3, out.data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("token 1 of sequence 2 (document 1) is -1,"), std::string::npos) << s.message();
+  ASSERT_TRUE((*ds)->get(2, 2, 1, out.data()).ok());  // INT32_MAX itself is an id
+  EXPECT_EQ(out[0], INT32_MAX);
+  EXPECT_EQ((*ds)->document_of_sequence(0), 0);
+  EXPECT_EQ((*ds)->document_of_sequence(2), 1);
+}
+
+// float32/float64 datasets are not token datasets: open_token_dataset (what --data-path
+// opens) refuses them, and reading them as token ids is refused instead of truncating.
+TEST(IndexedDataset, RefusesFloatDtypesAsTokenDatasets) {
+  for (const char* name : {"f32", "f64"}) {
+    SCOPED_TRACE(name);
+    auto token = open_token_dataset(reference_prefix(name));
+    ASSERT_FALSE(token.ok());
+    const Status& s = token.status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    const std::vector<std::string> fragments = {reference_prefix(name),
+                                                std::string(name) == "f32" ? "float32" : "float64",
+                                                "a token dataset holds integer ids", "preprocess_data"};
+    for (const std::string& fragment : fragments) {
+      EXPECT_NE(s.message().find(fragment), std::string::npos) << fragment << " not in: " << s.message();
+    }
+    auto raw = IndexedDataset::open(reference_prefix(name));  // still readable as raw bytes
+    ASSERT_TRUE(raw.ok());
+    ASSERT_GT((*raw)->sequence_length(0), 0);
+    int32_t id = -7;
+    EXPECT_EQ((*raw)->get(0, 0, 1, &id).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(id, -7);
+  }
+  auto u16 = open_token_dataset(reference_prefix("u16"));
+  EXPECT_TRUE(u16.ok()) << u16.status().to_string();
+}
+
 // ---- damaged files
 
 struct Damaged {
@@ -319,10 +398,10 @@ struct Damaged {
     }
     auto ds = IndexedDataset::open(dir.file("d"), multimodal);
     if (!ds.ok()) return ds.status();
-    // Whatever opens must be fully readable.
+    // Whatever opens must be fully readable (as token ids, or a Status).
     for (int64_t i = 0; i < (*ds)->num_sequences(); ++i) {
       std::vector<int32_t> out((*ds)->sequence_length(i) + 1);
-      (*ds)->get(i, 0, (*ds)->sequence_length(i), out.data());
+      MS_RETURN_IF_ERROR((*ds)->get(i, 0, (*ds)->sequence_length(i), out.data()));
     }
     return ok_status();
   }

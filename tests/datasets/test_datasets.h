@@ -92,7 +92,7 @@ class SyntheticLowLevelDataset : public LowLevelDataset {
       : lengths_(std::move(lengths)), eod_(eod), prefix_(std::move(prefix)) {}
   int64_t num_sequences() const override { return static_cast<int64_t>(lengths_.size()); }
   int32_t sequence_length(int64_t i) const override { return lengths_.at(static_cast<size_t>(i)); }
-  void get(int64_t i, int64_t offset, int64_t length, int32_t* out) const override {
+  Status get(int64_t i, int64_t offset, int64_t length, int32_t* out) const override {
     const int64_t n = sequence_length(i);
     EXPECT_TRUE(offset >= 0 && length >= 0 && offset + length <= n)
         << "read [" << offset << ", " << offset + length << ") of sequence " << i << " (" << n << ")";
@@ -101,6 +101,7 @@ class SyntheticLowLevelDataset : public LowLevelDataset {
       const int64_t pos = offset + k;
       out[k] = pos == n - 1 ? eod_ : static_cast<int32_t>(1 + (i * 7919 + pos * 31) % 997);
     }
+    return ok_status();
   }
   std::string path_prefix() const override { return prefix_; }
   int64_t reads() const { return reads_; }
