@@ -42,7 +42,9 @@
 #include <set>
 #include <span>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -66,7 +68,7 @@ struct Args {
   std::string lang = "english";
   TokenizerOptions tokenizer;
   int64_t vocab_extra_ids = 0;
-  int workers = 0;
+  std::optional<int64_t> workers;  // --workers; default: the number of cores
   int partitions = 1;
   int64_t log_interval = 1000;
   bool keep_sequential_samples = false;
@@ -218,12 +220,33 @@ class Encoder {
 /// Reader -> workers -> in-order writer, with at most max_in_flight batches alive.
 class Pipeline {
  public:
-  Pipeline(LineReader* reader, const Encoder& encoder, int workers)
-      : reader_(reader), encoder_(encoder), max_in_flight_(static_cast<size_t>(4 * workers)) {
-    reader_thread_ = std::thread([this] { read_loop(); });
-    for (int w = 0; w < workers; ++w) worker_threads_.emplace_back([this] { work_loop(); });
-  }
+  Pipeline(LineReader* reader, const Encoder& encoder) : reader_(reader), encoder_(encoder) {}
   ~Pipeline() { stop(); }
+
+  /// Starts the reader and `workers` worker threads. If the system refuses a thread, runs
+  /// with the workers already started (a warning), or fails when none could start.
+  Status start(int workers) {
+    max_in_flight_ = static_cast<size_t>(4 * workers);
+    worker_threads_.reserve(static_cast<size_t>(workers));
+    for (int w = 0; w < workers; ++w) {
+      std::optional<std::string> error = start_thread(&worker_threads_.emplace_back(), [this] { work_loop(); });
+      if (error) {
+        worker_threads_.pop_back();
+        if (worker_threads_.empty()) {
+          return failed_precondition("cannot start a worker thread (", *error, "); lower --workers");
+        }
+        log_warning(str_cat("--workers ", workers, ": the system refused worker thread ", w + 1, " (", *error,
+                            "); continuing with ", worker_threads_.size(), " worker thread(s)"));
+        std::lock_guard<std::mutex> lock(mutex_);
+        max_in_flight_ = 4 * worker_threads_.size();
+        break;
+      }
+    }
+    if (std::optional<std::string> error = start_thread(&reader_thread_, [this] { read_loop(); })) {
+      return failed_precondition("cannot start the input reader thread (", *error, ")");
+    }
+    return ok_status();
+  }
 
   /// The next batch in input order; nullptr at the end (check reader_status()).
   std::unique_ptr<Batch> next() {
@@ -260,6 +283,17 @@ class Pipeline {
   }
 
  private:
+  // std::thread reports a refused thread (EAGAIN: too many threads) by throwing.
+  template <typename Fn>
+  static std::optional<std::string> start_thread(std::thread* thread, Fn fn) {
+    try {
+      *thread = std::thread(std::move(fn));
+    } catch (const std::system_error& e) {
+      return std::string(e.what());
+    }
+    return std::nullopt;
+  }
+
   void read_loop() {
     uint64_t index = 0;
     int64_t line_no = 1;
@@ -321,7 +355,7 @@ class Pipeline {
 
   LineReader* reader_;
   const Encoder& encoder_;
-  const size_t max_in_flight_;
+  size_t max_in_flight_ = 0;
   std::mutex mutex_;
   std::condition_variable space_cv_, work_cv_, done_cv_;
   std::deque<std::unique_ptr<Batch>> work_;
@@ -342,11 +376,33 @@ std::string dataset_prefix(const std::string& output_prefix, const std::string& 
   return output_prefix + "_" + key + "_document";
 }
 
+// The files a run has put in place; removed again unless the run succeeds, so an error
+// leaves no partial output (unfinished datasets are temporary files their builders remove).
+class OutputFiles {
+ public:
+  ~OutputFiles() {
+    if (keep_) return;
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+  void add_dataset(const std::string& prefix) {
+    paths_.push_back(get_bin_path(prefix));
+    paths_.push_back(get_idx_path(prefix));
+  }
+  void keep() { keep_ = true; }
+
+ private:
+  std::vector<std::string> paths_;
+  bool keep_ = false;
+};
+
 struct KeyStats {
   int64_t documents = 0;
   int64_t sequences = 0;
   int64_t tokens = 0;
 };
+
+// More tokenizer threads than this are a typo (and each thread holds a stack).
+constexpr int64_t kMaxWorkers = 1024;
 
 Status validate(Args* args) {
   if (args->split_sentences) {
@@ -363,14 +419,19 @@ Status validate(Args* args) {
       return invalid_argument("--json-keys lists '", key, "' twice (each key is one dataset)");
     }
   }
-  if (args->workers <= 0) {
-    args->workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (args->workers && (*args->workers < 1 || *args->workers > kMaxWorkers)) {
+    return invalid_argument("--workers ", *args->workers, " is outside 1..", kMaxWorkers,
+                            " (tokenizer threads; the default is the number of cores, ",
+                            std::thread::hardware_concurrency(), " here)");
+  }
+  if (!args->workers) {
+    args->workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxWorkers);
   }
   if (args->partitions < 1) {
     return invalid_argument("--partitions (", args->partitions, ") must be >= 1");
   }
-  if (args->workers % args->partitions != 0) {
-    return invalid_argument("--workers (", args->workers, ") must be divisible by --partitions (",
+  if (*args->workers % args->partitions != 0) {
+    return invalid_argument("--workers (", *args->workers, ") must be divisible by --partitions (",
                             args->partitions, "), as in Megatron");
   }
   if (args->log_interval <= 0) {
@@ -414,10 +475,11 @@ Status run(const Args& args) {
   const Encoder encoder(args, *tokenizer, dtype);
   const auto start = std::chrono::steady_clock::now();
   log_info("Time to startup: ", std::chrono::duration<double>(start - startup).count());
-  log_info("Tokenizing with ", args.workers, " worker thread(s), ", tokenizer->name(),
+  log_info("Tokenizing with ", *args.workers, " worker thread(s), ", tokenizer->name(),
            " (vocab size ", tokenizer->vocab_size(), ", dtype ", indexed_dtype_name(dtype), ")");
 
-  Pipeline pipeline(reader.get(), encoder, args.workers);
+  Pipeline pipeline(reader.get(), encoder);
+  MS_RETURN_IF_ERROR(pipeline.start(static_cast<int>(*args.workers)));
   std::vector<KeyStats> stats(num_keys);
   int64_t documents = 0, lines = 0, bad_lines = 0;
   size_t bytes = 0;
@@ -469,9 +531,11 @@ Status run(const Args& args) {
   pipeline.stop();
 
   // Finalize (every key: Megatron's single-key finalize quirk is not reproduced).
+  OutputFiles outputs;
   for (int p = 0; p < partitions; ++p) {
     for (size_t k = 0; k < num_keys; ++k) {
       MS_RETURN_IF_ERROR(builders[p][k]->finalize(get_idx_path(prefixes[p][k])));
+      outputs.add_dataset(prefixes[p][k]);
     }
   }
   if (partitions > 1) {
@@ -480,12 +544,14 @@ Status run(const Args& args) {
       MS_ASSIGN_OR_RETURN(auto merged, IndexedDatasetBuilder::create(get_bin_path(prefix), dtype));
       for (int p = 0; p < partitions; ++p) MS_RETURN_IF_ERROR(merged->add_index(prefixes[p][k]));
       MS_RETURN_IF_ERROR(merged->finalize(get_idx_path(prefix)));
+      outputs.add_dataset(prefix);
       for (int p = 0; p < partitions; ++p) {
         std::remove(get_bin_path(prefixes[p][k]).c_str());
         std::remove(get_idx_path(prefixes[p][k]).c_str());
       }
     }
   }
+  outputs.keep();
 
   const double seconds = elapsed();
   for (size_t k = 0; k < num_keys; ++k) {

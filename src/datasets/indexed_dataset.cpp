@@ -672,6 +672,7 @@ Status IndexedDatasetBuilder::finalize(const std::string& idx_path) {
   if (std::rename(idx_tmp_path.c_str(), idx_path.c_str()) != 0) {
     const int err = errno;
     std::remove(idx_tmp_path.c_str());
+    std::remove(bin_path_.c_str());  // no .bin without its .idx
     finalized_ = true;
     return invalid_argument("cannot move '", idx_tmp_path, "' to '", idx_path, "': ",
                             errno_text(err));

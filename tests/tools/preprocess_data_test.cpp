@@ -211,6 +211,44 @@ TEST(PreprocessData, RefusesWhatItCannotDo) {
   EXPECT_TRUE(dir.entries().empty());
 }
 
+// --workers outside 1..1024 is refused before anything starts (100000 threads used to end in
+// "terminate called" with a .tmp file left behind).
+TEST(PreprocessData, RefusesWorkersOutsideTheirRange) {
+  ScratchDir dir("pp");
+  for (const char* workers : {"100000", "1025", "0", "-3"}) {
+    const auto r = run_tool("preprocess_data", gpt2_args(kData + "small.jsonl", dir.file("w")) +
+                                                   std::vector<std::string>{"--workers", workers});
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string("--workers ") + workers + " is outside 1..1024"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("terminate"), std::string::npos) << r.output;
+    EXPECT_TRUE(dir.entries().empty());
+  }
+  const auto r = run_tool("preprocess_data", gpt2_args(kData + "small.jsonl", dir.file("w")) +
+                                                 std::vector<std::string>{"--workers", "1024", "--append-eod"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_dataset(dir.file("w_text_document"), "small_text_document");
+}
+
+// An error after some datasets were put in place (here: an output name taken by a folder)
+// removes them again: no partial output, no temporary files.
+TEST(PreprocessData, ErrorAfterFinalizeLeavesNoPartialOutput) {
+  ScratchDir dir("pp");
+  std::filesystem::create_directory(dir.file("k_title_document.idx"));
+  auto r = run_tool("preprocess_data", gpt2_args(kData + "small.jsonl", dir.file("k")) +
+                                           std::vector<std::string>{"--json-keys", "text", "title"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("k_title_document.idx"), std::string::npos) << r.output;
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"k_title_document.idx"});
+  // With --partitions the per-partition datasets are finalized before the merge fails.
+  std::filesystem::create_directory(dir.file("p_text_document.bin"));
+  r = run_tool("preprocess_data", gpt2_args(kData + "small.jsonl", dir.file("p")) +
+                                      std::vector<std::string>{"--workers", "2", "--partitions", "2"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("p_text_document.bin"), std::string::npos) << r.output;
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"k_title_document.idx", "p_text_document.bin"}));
+}
+
 TEST(PreprocessData, TruncatedGzip) {
   ScratchDir dir("pp");
   const std::string gz = read_file(kData + "small.jsonl.gz");
