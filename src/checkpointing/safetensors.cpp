@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/json_util.h"
@@ -185,7 +186,7 @@ StatusOr<std::vector<float>> SafetensorsFile::read_f32(const std::string& name,
   std::vector<float> out(static_cast<size_t>(e->numel()));
   const char* src = data_.data() + e->begin;
   if (e->dtype == "F32") {
-    std::memcpy(out.data(), src, out.size() * 4);
+    if (!out.empty()) std::memcpy(out.data(), src, out.size() * 4);  // no memcpy from/to null
   } else if (e->dtype == "BF16") {
     for (size_t i = 0; i < out.size(); ++i) {
       bf16 v;
@@ -210,11 +211,15 @@ StatusOr<std::vector<int32_t>> SafetensorsFile::read_i32(const std::string& name
   std::vector<int32_t> out(static_cast<size_t>(e->numel()));
   const char* src = data_.data() + e->begin;
   if (e->dtype == "I32") {
-    std::memcpy(out.data(), src, out.size() * 4);
+    if (!out.empty()) std::memcpy(out.data(), src, out.size() * 4);  // no memcpy from/to null
   } else if (e->dtype == "I64") {
     for (size_t i = 0; i < out.size(); ++i) {
       int64_t v;
       std::memcpy(&v, src + 8 * i, 8);
+      if (!std::in_range<int32_t>(v)) {  // a cast would wrap it into another value
+        return invalid_argument(path_, ": tensor '", name, "' element ", i, " is ", v,
+                                ", which does not fit int32");
+      }
       out[i] = static_cast<int32_t>(v);
     }
   } else {

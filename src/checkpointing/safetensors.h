@@ -35,7 +35,7 @@ class SafetensorsFile {
   /// InvalidArgument if `expected_shape` is given and differs.
   StatusOr<std::vector<float>> read_f32(const std::string& name,
                                         const std::vector<int64_t>& expected_shape = {}) const;
-  /// An integer tensor (I32 or I64) as int32.
+  /// An integer tensor (I32 or I64) as int32; InvalidArgument for an I64 value outside int32.
   StatusOr<std::vector<int32_t>> read_i32(const std::string& name) const;
 
  private:

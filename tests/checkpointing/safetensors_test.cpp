@@ -145,6 +145,41 @@ TEST(Safetensors, NamesTheHeaderCannotHoldAreRefused) {
   std::remove(path.c_str());
 }
 
+// Found by tests/fuzz (corpus/safetensors/crash_empty_tensor_memcpy): reading a tensor with
+// no elements passed a null pointer to memcpy (undefined behaviour).
+TEST(Safetensors, EmptyTensorsRead) {
+  const std::string path = temp_path("empty.safetensors");
+  write_raw(path,
+            R"({"f":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]},)"
+            R"("i":{"dtype":"I32","shape":[0],"data_offsets":[0,0]}})",
+            "");
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto floats = f->read_f32("f", {0, 4});
+  ASSERT_TRUE(floats.ok()) << floats.status().to_string();
+  EXPECT_TRUE(floats->empty());
+  auto ints = f->read_i32("i");
+  ASSERT_TRUE(ints.ok()) << ints.status().to_string();
+  EXPECT_TRUE(ints->empty());
+}
+
+// An I64 value outside int32 is refused instead of wrapping (2^32 + 5 would read as 5).
+TEST(Safetensors, I64ValuesOutsideInt32AreRefused) {
+  const std::string path = temp_path("i64.safetensors");
+  const int64_t values[2] = {7, (int64_t{1} << 32) + 5};
+  write_raw(path, R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})",
+            std::string(reinterpret_cast<const char*>(values), 16));
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto ids = f->read_i32("ids");
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ids.status().message().find(
+                "i64.safetensors: tensor 'ids' element 1 is 4294967301, which does not fit int32"),
+            std::string::npos)
+      << ids.status().message();
+}
+
 TEST(Safetensors, WriteIsAtomic) {
   // Writing into a directory that does not exist fails cleanly and leaves nothing behind.
   const Status s = write_safetensors("/nonexistent_dir_ms/x.safetensors", {{"a", {1}, {1.0f}, {}}});
