@@ -128,6 +128,10 @@ TEST(HfConfig, FieldsOfTheWrongTypeOrRangeAreNamed) {
       {"gpt2_tiny", R"({"n_embd": 30})", {"'n_embd' (30) is not divisible by field 'n_head' (4)"}},
       {"gpt2_tiny", R"({"layer_norm_epsilon": "1e-5"})", {"'layer_norm_epsilon'", "expected a positive number"}},
       {"gpt2_tiny", R"({"layer_norm_epsilon": -1e-5})", {"'layer_norm_epsilon'", "expected a positive number"}},
+      // Found by tests/fuzz (corpus/hf_config/crash_epsilon_underflows_float): positive as a
+      // double, 0 as the float the model uses.
+      {"gpt2_tiny", R"({"layer_norm_epsilon": 1e-95})", {"'layer_norm_epsilon'", "number 1e-95", "float32"}},
+      {"llama_tiny", R"({"rope_theta": 1e39})", {"'rope_theta'", "expected a positive number"}},
       {"gpt2_tiny", R"({"activation_function": 5})", {"'activation_function'", "number 5", "expected a string"}},
       {"gpt2_tiny", R"({"model_type": 2})", {"'model_type'", "expected a string"}},
       {"gpt2_tiny", R"({"model_type": null})", {"missing field 'model_type'"}},

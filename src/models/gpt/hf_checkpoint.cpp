@@ -249,14 +249,16 @@ class ConfigFields {
     *out = v.get<int64_t>();
     return ok_status();
   }
-  /// A finite number > 0 (epsilons, the rotary base).
+  /// A number > 0 that stays finite and > 0 as a float (epsilons, the rotary base): 1e-95
+  /// would become an epsilon of 0.
   Status optional_positive_number(const char* key, float* out) const {
     if (!has(key)) return ok_status();
     const nlohmann::json& v = *j_.find(key);
-    if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(static_cast<float>(v.get<double>()))) {
-      return wrong(key, v, "a positive number");
+    const float value = v.is_number() ? static_cast<float>(v.get<double>()) : 0.0f;
+    if (!(value > 0.0f) || !std::isfinite(value)) {
+      return wrong(key, v, "a positive number (nonzero and finite as a float32)");
     }
-    *out = static_cast<float>(v.get<double>());
+    *out = value;
     return ok_status();
   }
   Status optional_bool(const char* key, bool* out) const {
