@@ -3,7 +3,10 @@
 
 #include <sentencepiece_processor.h>
 
+#include <exception>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -14,6 +17,19 @@ namespace mindspeed {
 namespace {
 
 enum class SpKind { kSentencePiece, kGptSentencePiece, kLlama2 };
+
+// Runs a libsentencepiece call; the text of an exception it throws, or nullopt.
+template <typename Fn>
+std::optional<std::string> catch_exception(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  } catch (...) {
+    return std::string("unknown exception");
+  }
+  return std::nullopt;
+}
 
 Status check_utf8(std::string_view text, std::string_view tokenizer) {
   const size_t bad = find_invalid_utf8(text);
@@ -33,7 +49,15 @@ class SentencePieceTokenizerImpl final : public Tokenizer {
       return not_found("tokenizer model '", model_file, "': no such file (--tokenizer-model "
                        "expects a SentencePiece .model file)");
     }
-    const sentencepiece::util::Status status = processor_.Load(model_file);
+    sentencepiece::util::Status status;
+    // libsentencepiece reports some damaged models by throwing (its Darts trie builder on an
+    // empty piece or a NUL byte in one); no exception leaves this library.
+    const std::optional<std::string> thrown = catch_exception([&] { status = processor_.Load(model_file); });
+    if (thrown) {
+      return invalid_argument("tokenizer model '", model_file, "': not a valid SentencePiece "
+                              "model (", *thrown, "); --tokenizer-model expects the .model file "
+                              "written by spm_train");
+    }
     if (!status.ok()) {
       return invalid_argument("tokenizer model '", model_file, "': not a valid SentencePiece "
                               "model (", status.ToString(), "); --tokenizer-model expects the "
@@ -166,7 +190,10 @@ class SentencePieceTokenizerImpl final : public Tokenizer {
   Status encode(std::string_view text, std::vector<int32_t>* ids) const {
     if (text.empty()) return ok_status();
     std::vector<int> pieces;
-    const sentencepiece::util::Status status = processor_.Encode(text, &pieces);
+    sentencepiece::util::Status status;
+    if (const auto thrown = catch_exception([&] { status = processor_.Encode(text, &pieces); })) {
+      return internal_error(name(), ": SentencePiece encode failed: ", *thrown);
+    }
     if (!status.ok()) return internal_error(name(), ": SentencePiece encode failed: ",
                                             status.ToString());
     ids->insert(ids->end(), pieces.begin(), pieces.end());
@@ -176,7 +203,10 @@ class SentencePieceTokenizerImpl final : public Tokenizer {
   StatusOr<std::string> decode(std::span<const int32_t> ids) const {
     const std::vector<int> pieces(ids.begin(), ids.end());
     std::string text;
-    const sentencepiece::util::Status status = processor_.Decode(pieces, &text);
+    sentencepiece::util::Status status;
+    if (const auto thrown = catch_exception([&] { status = processor_.Decode(pieces, &text); })) {
+      return invalid_argument(name(), ": SentencePiece decode failed: ", *thrown);
+    }
     if (!status.ok()) {
       return invalid_argument(name(), ": SentencePiece decode failed: ", status.ToString());
     }

@@ -13,6 +13,8 @@
 //
 // Differences from Megatron: ill-formed UTF-8 input is InvalidArgument, and a Llama2 model
 // without a BOS piece is refused at load (Megatron would write id -1 into every document).
+// A damaged model is InvalidArgument, also where libsentencepiece throws (e.g. its trie
+// builder on an empty piece): no exception leaves the wrapper.
 #pragma once
 
 #include <cstdint>

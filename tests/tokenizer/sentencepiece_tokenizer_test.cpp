@@ -157,6 +157,19 @@ TEST(SentencePieceTokenizer, DamagedModelFiles) {
              StatusCode::kInvalidArgument, "empty.model");
   expect_bad(load_gpt_sentencepiece_tokenizer(dir.path().string()), StatusCode::kNotFound,
              "no such file");
+  // Found by tests/fuzz (corpus/sentencepiece/crash_trie_builder_throws): libsentencepiece's
+  // trie builder throws on a piece that starts with a NUL byte (an empty C string); that
+  // ended the process (std::terminate). A ModelProto with pieces "<unk>" (type UNKNOWN), "\0ab".
+  std::string proto;
+  for (const std::string& piece : {std::string("\x0a\x05<unk>\x18\x02", 9), std::string("\x0a\x03\0ab", 5)}) {
+    proto.push_back('\x0a');  // ModelProto.pieces, length-delimited
+    proto.push_back(static_cast<char>(piece.size()));
+    proto.append(piece);
+  }
+  write_file(dir.file("nul.model"), proto);
+  expect_bad(load_gpt_sentencepiece_tokenizer(dir.file("nul.model")), StatusCode::kInvalidArgument,
+             "nul.model': not a valid SentencePiece model (");
+  // (the message carries libsentencepiece's text: "failed to insert key: zero-length key")
 }
 
 }  // namespace
