@@ -60,11 +60,47 @@ inline std::optional<nlohmann::json> try_parse_json(std::string_view text, std::
   return std::nullopt;
 }
 
+namespace json_internal {
+
+// Appends the compact text of `v` (as dump() writes it) until `out` holds more than `limit`
+// characters; containers nested deeper than `depth` print as [...] or {...}. dump() itself
+// recurses once per nesting level, so a value 100000 arrays deep overflowed the stack.
+inline void append_bounded(const nlohmann::json& v, size_t limit, int depth, std::string* out) {
+  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+  if (out->size() > limit) return;
+  if (v.is_array() || v.is_object()) {
+    const bool array = v.is_array();
+    if (depth == 0) {
+      out->append(array ? "[...]" : "{...}");
+      return;
+    }
+    out->push_back(array ? '[' : '{');
+    for (auto it = v.begin(); it != v.end() && out->size() <= limit; ++it) {
+      if (it != v.begin()) out->push_back(',');
+      if (!array) {
+        out->append(nlohmann::json(it.key()).dump(-1, ' ', false, kReplace));
+        out->push_back(':');
+      }
+      append_bounded(*it, limit, depth - 1, out);
+    }
+    out->push_back(array ? ']' : '}');
+  } else if (v.is_string()) {
+    const std::string& text = v.get_ref<const std::string&>();
+    out->append(nlohmann::json(text.substr(0, limit + 1)).dump(-1, ' ', false, kReplace));
+  } else {
+    out->append(v.dump(-1, ' ', false, kReplace));
+  }
+}
+
+}  // namespace json_internal
+
 /// A JSON value for messages: its type and (up to `max_chars` of) its text, e.g.
-/// `string "64"`, `number 0`, `null`. Never throws (invalid UTF-8 is replaced).
+/// `string "64"`, `number 0`, `null`. Never throws (invalid UTF-8 is replaced); time and stack
+/// depth stay bounded whatever the value's size and nesting.
 inline std::string describe_json_value(const nlohmann::json& v, size_t max_chars = 60) {
   if (v.is_null()) return "null";
-  std::string text = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text;
+  json_internal::append_bounded(v, max_chars, 16, &text);
   if (text.size() > max_chars) text = text.substr(0, max_chars) + "...";
   const char* type = v.is_boolean() ? "boolean" : v.is_number() ? "number" : v.type_name();
   return std::string(type) + " " + text;

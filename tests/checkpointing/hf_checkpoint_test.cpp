@@ -191,6 +191,20 @@ TEST(HfConfig, NullFieldsKeepTheHuggingFaceDefaults) {
   EXPECT_TRUE(llama->config.untie_embeddings_and_output_weights);
 }
 
+// Found with the hf_config fuzz target (corpus/hf_config/crash_deeply_nested_field): a field
+// 100000 arrays deep overflowed the stack while the error message printed it (json dump()
+// recursed once per level); the message now shows at most 16 levels.
+TEST(HfConfig, DeeplyNestedFieldIsNamedWithoutOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto info = parse_hf_config(R"({"model_type": )" + deep + "}", "deep/config.json");
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(info.status().message().find("deep/config.json: field 'model_type' is array " + std::string(16, '[') +
+                                         "[...]" + std::string(16, ']') + "; expected a string"),
+            std::string::npos)
+      << info.status().message();
+}
+
 TEST(HfConfig, DamagedJsonNamesTheFileAndPosition) {
   ScratchDir dir("hf_config");
   const std::string path = dir.file("config.json");

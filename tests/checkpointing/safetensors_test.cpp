@@ -180,6 +180,19 @@ TEST(Safetensors, I64ValuesOutsideInt32AreRefused) {
       << ids.status().message();
 }
 
+// A header value 100000 arrays deep overflowed the stack while the error message printed it
+// (corpus/safetensors/crash_deeply_nested_shape).
+TEST(Safetensors, DeeplyNestedHeaderValueIsNamedWithoutOverflow) {
+  const std::string path = temp_path("deep.safetensors");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  write_raw(path, R"({"t":{"dtype":"F32","shape":[)" + deep + R"(],"data_offsets":[0,0]}})", "");
+  auto f = SafetensorsFile::open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("tensor 't' has a bad shape entry array [[[[[[[[[[[[[[[[[...]]]]"),
+            std::string::npos)
+      << f.status().message();
+}
+
 TEST(Safetensors, WriteIsAtomic) {
   // Writing into a directory that does not exist fails cleanly and leaves nothing behind.
   const Status s = write_safetensors("/nonexistent_dir_ms/x.safetensors", {{"a", {1}, {1.0f}, {}}});

@@ -267,6 +267,16 @@ TEST(GPT2BPETokenizer, VocabFileCorruptions) {
                {"of byte 97 is missing"});
 }
 
+// A token id 100000 arrays deep overflowed the stack while the error message printed it
+// (corpus/gpt2_tokenizer/crash_deeply_nested_id).
+TEST(GPT2BPETokenizer, DeeplyNestedIdIsNamedWithoutOverflow) {
+  TinyFiles files;
+  const std::string bad = files.dir.file("deep.json");
+  write_file(bad, R"({"a": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  expect_error(load_status(bad, files.merges), StatusCode::kInvalidArgument,
+               {"deep.json", "token \"a\" maps to array [[[[[[[[[[[[[[[[[...]]]]", "expected an integer id"});
+}
+
 TEST(GPT2BPETokenizer, MergesFileCorruptions) {
   TinyFiles files;
   const std::string bad = files.dir.file("bad.txt");
