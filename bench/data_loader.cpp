@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   LowLevelDatasetFactory factory = [](const std::string& p) -> StatusOr<std::shared_ptr<const LowLevelDataset>> {
-    MS_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, IndexedDataset::open(p));
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, open_token_dataset(p));
     return std::shared_ptr<const LowLevelDataset>(std::move(ds));
   };
   Timer build_timer;
@@ -52,7 +52,13 @@ int main(int argc, char** argv) {
   auto loader = GptDataLoader::create(datasets->train(), 0, mbs, 0, 1);
   GptBatch batch;
   Timer timer;
-  for (int64_t i = 0; i < iters * micro; ++i) loader->next(&batch);
+  for (int64_t i = 0; i < iters * micro; ++i) {
+    StatusOr<bool> got = loader->next(&batch);
+    if (!got.ok()) {
+      std::fprintf(stderr, "%s\n", got.status().to_string().c_str());
+      return 1;
+    }
+  }
   const double per_step = timer.seconds() / iters;
   std::printf("{\"measure\": \"data_loader\", \"index_build_or_load_s\": %.3f, \"global_batch\": \"%lld x %lld x %lld tokens\", "
               "\"ms_per_step\": %.3f, \"tokens_per_s\": %.0f}\n",
