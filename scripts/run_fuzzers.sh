@@ -7,7 +7,10 @@
 # (Debian packages; root or sudo).
 #
 #   scripts/run_fuzzers.sh [SECONDS] [TARGET...]     # default: every target, 600 s each
-#   MS_FUZZ_JOBS=N   build jobs (default 1)
+#   MS_FUZZ_JOBS=N      build jobs (default 1)
+#   MS_FUZZ_MAX_LEN=N   longest input libFuzzer makes (default 32768; longer corpus files,
+#                       such as the 200 KiB deep-nesting regression inputs, are read
+#                       truncated to it, and ctest replays them whole)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,8 +64,8 @@ for t in "${TARGETS[@]}"; do
   set +e
   # new/ first: libFuzzer adds new inputs to the first folder; the committed corpus is read.
   MS_FUZZ_SCRATCH="$scratch" "build/fuzz/tests/fuzz/${t}_fuzzer" "$out/new" "tests/fuzz/corpus/$t" \
-      -max_total_time="$SECONDS_EACH" -timeout=30 -rss_limit_mb=2560 -print_final_stats=1 \
-      -close_fd_mask=3 -artifact_prefix="$out/artifacts/" > "$out/fuzz.log" 2>&1
+      -max_total_time="$SECONDS_EACH" -max_len="${MS_FUZZ_MAX_LEN:-32768}" -timeout=30 -rss_limit_mb=2560 \
+      -print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$out/artifacts/" > "$out/fuzz.log" 2>&1
   rc=$?
   set -e
   rm -rf "$scratch"
