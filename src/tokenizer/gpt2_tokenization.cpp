@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <queue>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -386,13 +387,73 @@ void GPT2BPETokenizer::bpe_uncached(std::string_view piece, std::vector<int32_t>
   }
 }
 
+void GPT2BPETokenizer::bpe_long(std::string_view piece, std::vector<int32_t>* word) const {
+  // Megatron's loop: merge every occurrence of the lowest-ranked adjacent pair, left to right,
+  // until no pair has a merge. Here the symbols form a linked list and a min-heap holds the
+  // candidate pairs as (rank, position of the left symbol). One round takes every entry of
+  // the lowest rank in position order and merges those still present, exactly as the loop's
+  // left-to-right pass (a merge creates only pairs with its result, never the merged pair
+  // again: ranks are per pair and a result differs from both halves); then the pairs next to
+  // each merged symbol are queued. Stale entries are skipped when popped.
+  const size_t n = piece.size();
+  std::vector<int32_t> sym(n);
+  std::vector<int64_t> prev(n), next(n);
+  for (size_t i = 0; i < n; ++i) {
+    sym[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
+    prev[i] = static_cast<int64_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<int64_t>(i + 1) : -1;
+  }
+  struct Candidate {
+    int32_t rank;
+    int64_t pos;
+    int32_t left, right;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  const auto push = [&](int64_t pos) {
+    if (pos < 0 || next[pos] < 0) return;
+    if (const Merge* m = find_merge(sym[pos], sym[next[pos]])) heap.push({m->rank, pos, sym[pos], sym[next[pos]]});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int64_t>(i));
+  std::vector<bool> removed(n, false);
+  std::vector<int64_t> merged;
+  while (!heap.empty()) {
+    const int32_t rank = heap.top().rank;
+    merged.clear();
+    while (!heap.empty() && heap.top().rank == rank) {
+      const Candidate c = heap.top();
+      heap.pop();
+      if (removed[c.pos] || next[c.pos] < 0 || sym[c.pos] != c.left || sym[next[c.pos]] != c.right) continue;
+      const Merge* m = find_merge(c.left, c.right);
+      const int64_t gone = next[c.pos];
+      sym[c.pos] = m->result;
+      removed[gone] = true;
+      next[c.pos] = next[gone];
+      if (next[gone] >= 0) prev[next[gone]] = c.pos;
+      merged.push_back(c.pos);
+    }
+    for (int64_t pos : merged) {
+      if (removed[pos]) continue;
+      push(prev[pos]);
+      push(pos);
+    }
+  }
+  word->clear();
+  for (int64_t i = n > 0 ? 0 : -1; i >= 0; i = next[i]) word->push_back(sym[i]);
+}
+
 void GPT2BPETokenizer::bpe(std::string_view piece, std::vector<int32_t>* ids) const {
   if (piece.size() == 1) {
     ids->push_back(byte_ids_[static_cast<uint8_t>(piece[0])]);
     return;
   }
   thread_local std::vector<int32_t> word;
-  if (piece.size() < kMinCachedPieceBytes || piece.size() > kMaxCachedPieceBytes) {
+  if (piece.size() > kMaxCachedPieceBytes) {
+    bpe_long(piece, &word);
+    ids->insert(ids->end(), word.begin(), word.end());
+    return;
+  }
+  if (piece.size() < kMinCachedPieceBytes) {
     bpe_uncached(piece, &word);
     ids->insert(ids->end(), word.begin(), word.end());
     return;

@@ -21,6 +21,8 @@
 // (with a warning).
 //
 // Megatron's per-word cache is kept per thread (no locks), so tokenize_into is thread-safe.
+// Pieces longer than 64 bytes are merged with a priority queue (same result, O(n log n)):
+// Megatron's loop is quadratic in the piece length.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +69,9 @@ class GPT2BPETokenizer final : public Tokenizer {
   /// BPE of one pre-token (raw bytes), appending ids.
   void bpe(std::string_view piece, std::vector<int32_t>* ids) const;
   void bpe_uncached(std::string_view piece, std::vector<int32_t>* word) const;
+  /// The same merges in O(n log n) for long pieces (bpe_uncached rescans the whole word for
+  /// every merge: quadratic, hours for a megabyte-long word).
+  void bpe_long(std::string_view piece, std::vector<int32_t>* word) const;
   const Merge* find_merge(int32_t left, int32_t right) const;
 
   std::vector<std::string> token_bytes_;  ///< id -> raw bytes

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <map>
+#include <random>
+#include <sstream>
 #include <thread>
 
 #include "tokenizer/test_util.h"
@@ -152,6 +156,84 @@ TEST(GPT2BPETokenizer, Identifiers) {
   EXPECT_EQ(tok->unique_description(),
             "{\n    \"class\": \"_GPT2BPETokenizer\",\n    \"tokenizer_path\": [\n        \"" +
                 kVocab + "\",\n        \"" + kMerges + "\"\n    ]\n}");
+}
+
+// Megatron's GPT2Tokenizer.bpe on raw bytes, written out plainly: merge every occurrence of
+// the lowest-ranked adjacent pair left to right until none applies. The tokenizer merges
+// pieces longer than 64 bytes with a priority queue instead; they must agree.
+std::vector<int32_t> reference_bpe(const GPT2BPETokenizer& tok, const std::string& piece) {
+  static const auto tables = [&tok] {
+    std::map<std::string, int32_t> ids;
+    for (int32_t id = 0; id < tok.vocab_size(); ++id) ids[tok.token_bytes(id)] = id;
+    const auto vocab = nlohmann::json::parse(read_file(kVocab));
+    std::map<std::pair<std::string, std::string>, int> ranks;
+    std::istringstream merges(read_file(kMerges));
+    std::string line;
+    std::getline(merges, line);  // #version
+    for (int rank = 0; std::getline(merges, line); ++rank) {
+      const size_t space = line.find(' ');
+      if (space == std::string::npos) continue;
+      const auto bytes = [&](const std::string& symbol) { return tok.token_bytes(vocab[symbol].get<int32_t>()); };
+      ranks.emplace(std::make_pair(bytes(line.substr(0, space)), bytes(line.substr(space + 1))), rank);
+    }
+    return std::make_pair(ids, ranks);
+  }();
+  std::vector<std::string> word;
+  for (char c : piece) word.emplace_back(1, c);
+  while (word.size() > 1) {
+    int best = INT32_MAX;
+    std::pair<std::string, std::string> pair;
+    for (size_t i = 0; i + 1 < word.size(); ++i) {
+      auto it = tables.second.find({word[i], word[i + 1]});
+      if (it != tables.second.end() && it->second < best) {
+        best = it->second;
+        pair = it->first;
+      }
+    }
+    if (best == INT32_MAX) break;
+    std::vector<std::string> merged;
+    for (size_t i = 0; i < word.size();) {
+      if (i + 1 < word.size() && word[i] == pair.first && word[i + 1] == pair.second) {
+        merged.push_back(pair.first + pair.second);
+        i += 2;
+      } else {
+        merged.push_back(word[i++]);
+      }
+    }
+    word = std::move(merged);
+  }
+  std::vector<int32_t> out;
+  for (const std::string& part : word) out.push_back(tables.first.at(part));
+  return out;
+}
+
+// A megabyte-long word took hours (quadratic merging); long pieces now merge in O(n log n)
+// with the same ids as Megatron's loop.
+TEST(GPT2BPETokenizer, LongPiecesMergeLikeMegatronInNLogN) {
+  auto tok = load_gpt2();
+  std::mt19937 rng(7);
+  for (const std::string alphabet : {"ab", "aeinrst", "abcdefghijklmnopqrstuvwxyz", "ABCabc", "0123456789"}) {
+    for (size_t length : {65, 66, 100, 257, 1000, 3000}) {
+      std::string piece;
+      for (size_t i = 0; i < length; ++i) piece.push_back(alphabet[rng() % alphabet.size()]);
+      SCOPED_TRACE(piece.substr(0, 40));
+      auto ids = tok->tokenize(piece);  // one piece: a run of letters (or digits)
+      ASSERT_TRUE(ids.ok());
+      EXPECT_EQ(*ids, reference_bpe(*tok, piece));
+      EXPECT_EQ(*tok->tokenize(" " + piece), reference_bpe(*tok, " " + piece));
+    }
+  }
+  // Long runs of one letter, of whitespace (at the end) and of punctuation: one piece each.
+  for (const std::string& piece : {std::string(500, 'a'), std::string(130, ' '), std::string(99, '!')}) {
+    EXPECT_EQ(*tok->tokenize(piece), reference_bpe(*tok, piece));
+  }
+  std::string huge;
+  for (size_t i = 0; i < (2u << 20); ++i) huge.push_back("abcdefghijklmnopqrstuvwxyz"[rng() % 26]);
+  const auto start = std::chrono::steady_clock::now();
+  auto ids = tok->tokenize(huge);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "2 MiB word";
+  EXPECT_EQ(*tok->detokenize(*ids), huge);
 }
 
 // ---- damaged and mismatched files
