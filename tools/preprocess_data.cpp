@@ -24,7 +24,7 @@
 //    partitions are concatenated in order; with --keep-sequential-samples the input order)
 //    without writing partition copies of the input; the per-partition datasets are
 //    temporary. --input must be one file (Megatron globs it when N > 1).
-//  - --workers defaults to the number of cores (required in Megatron).
+//  - --workers defaults to the number of cores (required in Megatron) and must be 1..1024.
 //  - --split-sentences is refused: it needs NLTK's punkt models, which we do not have.
 #include <zlib.h>
 
