@@ -4,9 +4,9 @@
 //  * MS_RECORD_NUMBERS=1 in the environment writes the files (run the suite once on the
 //    tree whose numbers are the reference, then commit them).
 //  * Otherwise the values must equal the recorded ones exactly when the fingerprint (CPU
-//    model, OpenBLAS core, OpenMP threads) matches the recording machine; on another
-//    machine BLAS may round differently, so there they are compared within 1e-6 relative
-//    and the test says so.
+//    model, OpenBLAS core, OpenMP threads, sanitizers) matches the recording build; on
+//    another machine or a sanitizer build the code may round differently, so there they are
+//    compared within 1e-6 relative and the test says so.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -34,7 +34,12 @@ inline std::string machine_fingerprint() {
       break;
     }
   }
-  return cpu + " | openblas " + openblas_get_corename() + " | omp " + std::to_string(omp_get_max_threads());
+  std::string fingerprint = cpu + " | openblas " + openblas_get_corename() + " | omp " +
+                            std::to_string(omp_get_max_threads());
+#if defined(__SANITIZE_ADDRESS__)
+  fingerprint += " | sanitized build";  // instrumented code may round differently
+#endif
+  return fingerprint;
 }
 
 /// Compares `values` with tests/recorded/<key>.txt (or writes it, see above).
