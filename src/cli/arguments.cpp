@@ -136,6 +136,7 @@ struct Choices {
   std::string lr_decay_style = "linear";
   std::string lr_wsd_decay_style = "exponential";
   std::string noop_layers;
+  std::string schedules_method;
   std::string optimizer = "adam";
   std::string transformer_impl = "transformer_engine";
   bool use_rotary_position_embeddings = false;
@@ -204,6 +205,22 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.clear_flag("--no-gradient-accumulation-fusion", p.gradient_accumulation_fusion,
                "Weight-gradient GEMM into a temporary, then add (instead of accumulating in place)");
   r.flag("--use-tp-pp-dp-mapping", p.use_tp_pp_dp_mapping, "Rank order tp-cp-ep-pp-dp");
+  r.number("--decoder-first-pipeline-num-layers", p.decoder_first_pipeline_num_layers,
+           "Layers of the first pipeline stage (uneven split; the rest evenly over the others)",
+           between(1, 1 << 20, false, "layers"));
+  r.number("--decoder-last-pipeline-num-layers", p.decoder_last_pipeline_num_layers,
+           "Layers of the last pipeline stage (uneven split)", between(1, 1 << 20, false, "layers"));
+  r.number("--num-layers-per-virtual-pipeline-stage", p.num_layers_per_virtual_pipeline_stage,
+           "Interleaved schedule: layers per virtual stage (model chunk)", between(1, 1 << 20, false, "layers"));
+  r.number("--num-virtual-stages-per-pipeline-rank", p.num_virtual_stages_per_pipeline_rank,
+           "Interleaved schedule: model chunks per pipeline rank", between(1, 1 << 16, false, "chunks"));
+  r.number("--microbatch-group-size-per-virtual-pipeline-stage", p.microbatch_group_size_per_vp_stage,
+           "Interleaved schedule: micro-batches per chunk before switching chunks (default the pipeline size)",
+           between(1, 1 << 24, false, "micro-batches"));
+  r.value("--schedules-method", ch.schedules_method, "MindSpeed pipeline schedule: dualpipev")
+      ->check(CLI::IsMember({"dualpipev"}));
+  r.flag("--dualpipev-dw-detach", p.dualpipev_dw_detach,
+         "DualPipeV: defer weight gradients of the cool-down into the bubbles");
   r.number("--dry-run-world-size", p.dry_run_world_size,
            "mindspeed-cpp: print every process group for this world size and exit",
            between(1, kMaxDryRunWorldSize, false, "ranks"));
@@ -315,6 +332,7 @@ Status parse_noop_layers(const std::string& text, int64_t num_layers, std::vecto
 
 Status apply_choices(Configs& c, const Choices& ch) {
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
+  c.parallel.dualpipev = ch.schedules_method == "dualpipev";
   c.model.normalization = ch.normalization == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
   if (ch.position_embedding_type == "rope" || ch.use_rotary_position_embeddings) {
     c.model.position_embedding_type = PositionEmbeddingType::kRope;

@@ -19,6 +19,19 @@ struct ParallelConfig {
   int64_t ddp_bucket_size = 0;           ///< --ddp-bucket-size (elements); 0 = Megatron's default
   bool gradient_accumulation_fusion = true;  ///< false with --no-gradient-accumulation-fusion
   bool use_tp_pp_dp_mapping = false;     ///< --use-tp-pp-dp-mapping (order tp-cp-ep-pp-dp)
+
+  // Pipeline layout and schedule (config/pipeline_layout.h).
+  /// --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers; 0 = even split.
+  int64_t decoder_first_pipeline_num_layers = 0;
+  int64_t decoder_last_pipeline_num_layers = 0;
+  /// --num-layers-per-virtual-pipeline-stage (0 = not given).
+  int64_t num_layers_per_virtual_pipeline_stage = 0;
+  /// --num-virtual-stages-per-pipeline-rank (0 = not given).
+  int num_virtual_stages_per_pipeline_rank = 0;
+  /// --microbatch-group-size-per-virtual-pipeline-stage (0 = the pipeline size).
+  int64_t microbatch_group_size_per_vp_stage = 0;
+  bool dualpipev = false;           ///< --schedules-method dualpipev (MindSpeed)
+  bool dualpipev_dw_detach = false;  ///< --dualpipev-dw-detach (MindSpeed)
   /// Dry run: print every process group for this world size and exit (no training).
   int dry_run_world_size = 0;            ///< --dry-run-world-size (mindspeed-cpp)
 };

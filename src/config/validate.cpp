@@ -1,6 +1,8 @@
 // validate_configs (validate.h).
 #include "config/validate.h"
 
+#include "config/pipeline_layout.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -167,9 +169,11 @@ Status validate_model(ModelConfig& m, const ParallelConfig& p) {
 
 Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size) {
   // Sizes >= 1: validate_parallel_sizes, run first.
-  if (m.num_layers % p.pipeline_model_parallel_size != 0) {
-    return invalid_argument("--num-layers (", m.num_layers, ") must be divisible by --pipeline-model-parallel-size (",
-                            p.pipeline_model_parallel_size, ") (uneven stages are not implemented yet)");
+  // The layer split and schedule rules (the micro-batch counts: validate_pipeline).
+  MS_RETURN_IF_ERROR(PipelineLayout::build(p, m.num_layers).status());
+  if (p.dualpipev && !m.untie_embeddings_and_output_weights) {
+    return invalid_argument("--schedules-method dualpipev needs --untie-embeddings-and-output-weights (rank 0 holds "
+                            "both the embedding and the output layer; MindSpeed refuses tied embeddings)");
   }
   if (p.context_parallel_size > 1) {
     return unimplemented("--context-parallel-size ", p.context_parallel_size,
@@ -287,6 +291,13 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
+  {
+    // The schedule's minimum number of micro-batches per data-parallel rank.
+    const int64_t dp = world_size / (static_cast<int64_t>(c.parallel.tensor_model_parallel_size) *
+                                     c.parallel.pipeline_model_parallel_size * c.parallel.context_parallel_size);
+    const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * dp);
+    MS_RETURN_IF_ERROR(PipelineLayout::build(c.parallel, c.model.num_layers, num_micro).status());
+  }
   MS_RETURN_IF_ERROR(validate_optimizer(c.optimizer, c.training.train_iters));
   MS_RETURN_IF_ERROR(validate_data(c.data));
   if (tokenizer_vocab_size.has_value()) {

@@ -2,7 +2,9 @@
 #include "pipeline_parallel/schedules.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -24,25 +26,68 @@ ForwardContext schedule_context(const char* schedule, const ForwardContext& ctx_
   return ctx;
 }
 
+// Records the steps of a schedule into args.trace (when given) and counts the micro-batches
+// whose activations are alive.
+class TraceRecorder {
+ public:
+  /// `training`: forwards keep their activations until their backward.
+  TraceRecorder(ScheduleTrace* trace, bool training) : trace_(trace), training_(training), start_(Clock::now()) {
+    if (trace_ != nullptr) *trace_ = {};
+  }
+  ~TraceRecorder() {
+    if (trace_ != nullptr) trace_->elapsed = seconds();
+  }
+  /// Runs `step` and records it; a forward adds an alive micro-batch, a backward frees one.
+  template <typename Step>
+  auto run(PipelineOpKind kind, int chunk, int64_t microbatch, Step&& step) {
+    const double start = seconds();
+    if (training_ && kind == PipelineOpKind::kForward) peak_ = std::max(peak_, ++alive_);
+    if (kind == PipelineOpKind::kBackward) --alive_;
+    struct Record {
+      TraceRecorder* self;
+      ScheduleEvent event;
+      ~Record() {
+        if (self->trace_ == nullptr) return;
+        event.end = self->seconds();
+        self->trace_->events.push_back(event);
+        self->trace_->peak_in_flight = self->peak_;
+      }
+    } record{this, {kind, chunk, microbatch, start, 0.0}};
+    return step();
+  }
+ private:
+  using Clock = std::chrono::steady_clock;
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  ScheduleTrace* trace_;
+  bool training_;
+  Clock::time_point start_;
+  int64_t alive_ = 0, peak_ = 0;
+};
+
 }  // namespace
 
 ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx_in, const ForwardBackwardArgs& args) {
   WeightGradQueue queue;
   const ForwardContext ctx = schedule_context("no pipelining", ctx_in, args, &queue);
   const ModelChunk& model = *args.model.front();
+  TraceRecorder trace(args.trace, ctx.training);
   ForwardBackwardResult out;
   for (int64_t i = 0; i < args.num_microbatches; ++i) {
     // Gradient reduction may overlap only the last micro-batch's backward (no_sync before).
     if (ctx.training && args.set_grad_sync) args.set_grad_sync(i + 1 == args.num_microbatches);
-    ForwardStep step = args.forward_step_func(ctx, *args.data_iterator, model, Tensor{}, args.num_microbatches);
+    ForwardStep step = trace.run(PipelineOpKind::kForward, 0, i, [&] {
+      return args.forward_step_func(ctx, *args.data_iterator, model, Tensor{}, args.num_microbatches);
+    });
     MS_CHECK(step.microbatch != nullptr, "the data iterator ran out at micro-batch ", i, " of ",
              args.num_microbatches);
     out.losses.push_back(step.result.loss);
     out.total.loss_sum += step.result.loss.loss_sum;
     out.total.num_tokens += step.result.loss.num_tokens;
     if (!ctx.training) continue;
-    model.backward(ctx, *step.microbatch, Tensor{}, *step.result.saved);
-    if (ctx.wgrad_queue != nullptr) queue.flush(ctx);
+    trace.run(PipelineOpKind::kBackward, 0, i, [&] {
+      model.backward(ctx, *step.microbatch, Tensor{}, *step.result.saved);
+      if (ctx.wgrad_queue != nullptr) queue.flush(ctx);
+    });
   }
   return out;
 }
@@ -131,6 +176,7 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
   ForwardBackwardResult out;
   std::deque<InFlight> in_flight;
   int64_t backwards_done = 0;
+  TraceRecorder trace(args.trace, ctx.training);
 
   // Every stage reads the micro-batches (the first for its tokens, the last for labels and
   // the loss mask, all for shapes and dropout keys). A stage must size its receive buffer
@@ -156,7 +202,9 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
     return *mb;
   };
   auto forward_step = [&](Tensor input) {
-    ForwardStep step = args.forward_step_func(ctx, data, model, std::move(input), args.num_microbatches);
+    ForwardStep step = trace.run(PipelineOpKind::kForward, 0, static_cast<int64_t>(out.losses.size()), [&] {
+      return args.forward_step_func(ctx, data, model, std::move(input), args.num_microbatches);
+    });
     MS_CHECK(step.microbatch != nullptr, "the data iterator ran out at micro-batch ", out.losses.size(), " of ", m);
     out.losses.push_back(step.result.loss);
     out.total.loss_sum += step.result.loss.loss_sum;
@@ -168,10 +216,12 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
     InFlight f = std::move(in_flight.front());
     in_flight.pop_front();
     // Gradient reduction may overlap only the last micro-batch's backward (no_sync before).
-    if (args.set_grad_sync) args.set_grad_sync(++backwards_done == m);
-    Tensor input_grad = model.backward(ctx, *f.microbatch, std::move(output_grad), *f.saved);
-    if (ctx.wgrad_queue != nullptr) queue.flush(ctx);
-    return input_grad;
+    if (args.set_grad_sync) args.set_grad_sync(backwards_done + 1 == m);
+    return trace.run(PipelineOpKind::kBackward, 0, backwards_done++, [&] {
+      Tensor input_grad = model.backward(ctx, *f.microbatch, std::move(output_grad), *f.saved);
+      if (ctx.wgrad_queue != nullptr) queue.flush(ctx);
+      return input_grad;
+    });
   };
 
   // Warm-up: forwards only.
@@ -205,17 +255,211 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
   return out;
 }
 
-StatusOr<ForwardBackwardFunc> get_forward_backward_func(int pipeline_model_parallel_size,
-                                                        int virtual_pipeline_model_parallel_size) {
-  if (pipeline_model_parallel_size == 1 && virtual_pipeline_model_parallel_size <= 1) {
-    return ForwardBackwardFunc(forward_backward_no_pipelining);
+namespace {
+
+// A single-micro-batch data iterator (the executor hands each forward step its micro-batch).
+class OneMicroBatch final : public DataIterator {
+ public:
+  explicit OneMicroBatch(const MicroBatch* mb) : mb_(mb) {}
+  const MicroBatch* next() override { return std::exchange(mb_, nullptr); }
+
+ private:
+  const MicroBatch* mb_;
+};
+
+// Runs this rank's schedule_plan() over its model chunks. A stage's output goes to the next
+// stage and its input gradient to the previous one: a local hand-over when that stage is
+// another chunk of this rank (the V's turn in DualPipeV), else a non-blocking send over the
+// pipeline group that is completed at the end of the schedule (its buffer kept alive until
+// then); receives wait where the step needs them. Since no send ever blocks, a rank waits
+// only for an input its plan needs next, and simulate_plans() shows that no plan has a
+// waiting cycle. Each (stage boundary, direction) has its own tag and both ends take the
+// micro-batches in order, so MPI's ordering matches every message to its micro-batch.
+class PlanExecutor {
+ public:
+  PlanExecutor(const ForwardContext& ctx, const ForwardBackwardArgs& args, const PipelineLayout& layout)
+      : ctx_(ctx), args_(args), layout_(layout), pipe_(ctx.ps->pp()), rank_(pipe_.rank()),
+        M_(args.num_microbatches), trace_(args.trace, ctx.training),
+        chunks_(static_cast<size_t>(layout.chunks_per_rank)) {
+    MS_CHECK(layout.pipeline_size == pipe_.size(), "the pipeline layout has ", layout.pipeline_size,
+             " ranks, the pipeline group ", pipe_.size());
+    MS_CHECK(static_cast<int>(args.model.size()) == layout.chunks_per_rank, pipeline_schedule_name(layout.schedule),
+             " runs ", layout.chunks_per_rank, " model chunks per rank, got ", args.model.size());
+    MS_CHECK(args.data_iterator != nullptr && args.forward_step_func, "no data iterator or forward_step_func");
+    for (int64_t i = 0; i < M_; ++i) {
+      const MicroBatch* mb = args.data_iterator->next();
+      MS_CHECK(mb != nullptr, "the data iterator ran out at micro-batch ", i, " of ", M_);
+      microbatches_.push_back(mb);
+    }
+    for (int c = 0; c < layout.chunks_per_rank; ++c) chunks_[c].stage = layout.stage_of(rank_, c);
+    out_.losses.resize(static_cast<size_t>(M_));
   }
-  if (pipeline_model_parallel_size > 1 && virtual_pipeline_model_parallel_size <= 1) {
-    return ForwardBackwardFunc(forward_backward_pipelining_without_interleaving);
+
+  ForwardBackwardResult run() {
+    for (const PipelineOp& op : schedule_plan(layout_, rank_, M_, !ctx_.training)) {
+      switch (op.kind) {
+        case PipelineOpKind::kForward: forward(op); break;
+        case PipelineOpKind::kBackward: backward(op); break;
+        case PipelineOpKind::kWeight: weight(); break;
+      }
+      reap_sends();
+    }
+    for (PendingSend& s : sends_) s.work->wait();
+    sends_.clear();
+    MS_CHECK(deferred_.empty(), "deferred weight gradients left after the schedule");
+    for (const LossSums& l : out_.losses) {
+      out_.total.loss_sum += l.loss_sum;
+      out_.total.num_tokens += l.num_tokens;
+    }
+    return std::move(out_);
   }
-  return unimplemented("the interleaved pipeline schedule (--pipeline-model-parallel-size ",
-                       pipeline_model_parallel_size, " with ", virtual_pipeline_model_parallel_size,
-                       " virtual stages per rank) is not implemented yet; leave out the virtual-pipeline flags");
+
+ private:
+  struct InFlight {
+    int64_t microbatch = 0;
+    std::unique_ptr<ModelChunk::Saved> saved;
+  };
+  struct Chunk {
+    int stage = 0;
+    std::deque<InFlight> in_flight;  ///< forwards awaiting their backward, oldest first
+    int64_t backwards_done = 0;
+  };
+  struct PendingSend {
+    std::unique_ptr<Work> work;
+    Tensor buffer;
+  };
+  struct Deferred {
+    std::unique_ptr<WeightGradQueue> queue;
+    bool last_of_chunk = false;
+  };
+  static int tag(int boundary, bool gradient) { return 2 * boundary + (gradient ? 1 : 0); }
+
+  Tensor buffer(int64_t microbatch) const {
+    const MicroBatch& mb = *microbatches_[static_cast<size_t>(microbatch)];
+    return Tensor(*ctx_.alloc, Shape{ctx_.local_rows(mb.B * mb.T), args_.model.front()->hidden_size()},
+                  DType::kFloat32, MemoryCategory::kActivations);
+  }
+  // Activations from stage s to s+1 cross boundary s; their gradients come back across it.
+  Tensor receive(int from_stage, int boundary, bool gradient, int64_t microbatch) {
+    const int from = layout_.stages[from_stage].rank;
+    if (from == rank_) {
+      auto& q = local_[{boundary, gradient}];
+      MS_CHECK(!q.empty(), "local pipeline hand-over missing at boundary ", boundary);
+      Tensor t = std::move(q.front());
+      q.pop_front();
+      return t;
+    }
+    Tensor t = buffer(microbatch);
+    pipe_.recv_async(t.f32(), t.numel(), from, tag(boundary, gradient))->wait();
+    return t;
+  }
+  void send(int to_stage, int boundary, bool gradient, Tensor t) {
+    const int to = layout_.stages[to_stage].rank;
+    if (to == rank_) {
+      local_[{boundary, gradient}].push_back(std::move(t));
+      return;
+    }
+    auto work = pipe_.send_async(t.f32(), t.numel(), to, tag(boundary, gradient));
+    sends_.push_back({std::move(work), std::move(t)});
+  }
+  void reap_sends() {
+    std::erase_if(sends_, [](PendingSend& s) { return s.work->is_completed(); });
+  }
+
+  void forward(const PipelineOp& op) {
+    Chunk& chunk = chunks_[op.chunk];
+    const int s = chunk.stage;
+    Tensor input;
+    if (s > 0) input = receive(s - 1, s - 1, false, op.microbatch);
+    OneMicroBatch data(microbatches_[static_cast<size_t>(op.microbatch)]);
+    ForwardStep step = trace_.run(PipelineOpKind::kForward, op.chunk, op.microbatch, [&] {
+      return args_.forward_step_func(ctx_, data, *args_.model[op.chunk], std::move(input), M_);
+    });
+    MS_CHECK(step.microbatch != nullptr, "forward_step_func took no micro-batch");
+    if (layout_.stages[s].post_process) out_.losses[static_cast<size_t>(op.microbatch)] = step.result.loss;
+    if (ctx_.training) chunk.in_flight.push_back({op.microbatch, std::move(step.result.saved)});
+    if (s + 1 < layout_.num_stages()) send(s + 1, s, false, std::move(step.result.output));
+  }
+
+  void backward(const PipelineOp& op) {
+    Chunk& chunk = chunks_[op.chunk];
+    const int s = chunk.stage;
+    MS_CHECK(!chunk.in_flight.empty() && chunk.in_flight.front().microbatch == op.microbatch,
+             "backward of micro-batch ", op.microbatch, " on chunk ", op.chunk, " out of order");
+    InFlight f = std::move(chunk.in_flight.front());
+    chunk.in_flight.pop_front();
+    Tensor output_grad;
+    if (s + 1 < layout_.num_stages()) output_grad = receive(s + 1, s, true, op.microbatch);
+    const bool last_of_chunk = ++chunk.backwards_done == M_;
+    ForwardContext ctx = ctx_;
+    auto queue = std::make_unique<WeightGradQueue>();
+    if (op.defer_weight_grad || args_.defer_weight_grad) ctx.wgrad_queue = queue.get();
+    // Megatron enables the gradient reduction for each chunk's last backward (its
+    // gradients are final then); a deferred backward notifies in its W step.
+    if (args_.set_grad_sync && !op.defer_weight_grad) args_.set_grad_sync(last_of_chunk);
+    Tensor input_grad = trace_.run(PipelineOpKind::kBackward, op.chunk, op.microbatch, [&] {
+      Tensor g = args_.model[op.chunk]->backward(ctx, *microbatches_[static_cast<size_t>(op.microbatch)],
+                                                 std::move(output_grad), *f.saved);
+      if (!op.defer_weight_grad && ctx.wgrad_queue != nullptr) queue->flush(ctx_);
+      return g;
+    });
+    f.saved.reset();
+    if (op.defer_weight_grad) deferred_.push_back({std::move(queue), last_of_chunk});
+    if (s > 0) send(s - 1, s - 1, true, std::move(input_grad));
+  }
+
+  void weight() {
+    MS_CHECK(!deferred_.empty(), "W step with no deferred weight gradient");
+    Deferred d = std::move(deferred_.front());
+    deferred_.pop_front();
+    if (args_.set_grad_sync) args_.set_grad_sync(d.last_of_chunk);
+    trace_.run(PipelineOpKind::kWeight, -1, -1, [&] { d.queue->flush(ctx_); });
+  }
+
+  const ForwardContext& ctx_;
+  const ForwardBackwardArgs& args_;
+  const PipelineLayout& layout_;
+  ProcessGroup& pipe_;
+  const int rank_;
+  const int64_t M_;
+  TraceRecorder trace_;
+  std::vector<Chunk> chunks_;
+  std::vector<const MicroBatch*> microbatches_;
+  std::map<std::pair<int, bool>, std::deque<Tensor>> local_;
+  std::vector<PendingSend> sends_;
+  std::deque<Deferred> deferred_;
+  ForwardBackwardResult out_;
+};
+
+ForwardBackwardResult run_plan(const char* schedule, const ForwardContext& ctx_in, const ForwardBackwardArgs& args,
+                               PipelineSchedule expected) {
+  MS_CHECK(args.layout != nullptr && args.layout->schedule == expected, schedule,
+           " needs ForwardBackwardArgs::layout with that schedule");
+  ForwardContext ctx = ctx_in;
+  ctx.training = ctx_in.training && !args.forward_only;
+  ctx.wgrad_queue = nullptr;
+  return PlanExecutor(ctx, args, *args.layout).run();
+}
+
+}  // namespace
+
+ForwardBackwardResult forward_backward_pipelining_with_interleaving(const ForwardContext& ctx,
+                                                                    const ForwardBackwardArgs& args) {
+  return run_plan("the interleaved schedule", ctx, args, PipelineSchedule::kInterleaved);
+}
+
+ForwardBackwardResult forward_backward_dualpipev(const ForwardContext& ctx, const ForwardBackwardArgs& args) {
+  return run_plan("DualPipeV", ctx, args, PipelineSchedule::kDualPipeV);
+}
+
+ForwardBackwardFunc get_forward_backward_func(const PipelineLayout& layout) {
+  switch (layout.schedule) {
+    case PipelineSchedule::kNoPipelining: return forward_backward_no_pipelining;
+    case PipelineSchedule::k1F1B: return forward_backward_pipelining_without_interleaving;
+    case PipelineSchedule::kInterleaved: return forward_backward_pipelining_with_interleaving;
+    case PipelineSchedule::kDualPipeV: return forward_backward_dualpipev;
+  }
+  return forward_backward_no_pipelining;
 }
 
 }  // namespace mindspeed

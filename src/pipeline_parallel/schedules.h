@@ -4,9 +4,10 @@
 // forward_step_func (Megatron's contract: it takes the next micro-batch from the data
 // iterator, runs the chunk, and says how the loss is scaled), so the schedules know nothing
 // of GPT. Training and evaluation both go through here (forward_only for evaluation).
-// Today: forward_backward_no_pipelining (pipeline size 1) and
-// forward_backward_pipelining_without_interleaving (1F1B, pipeline size > 1); interleaved and
-// DualPipeV come behind the same function type.
+// forward_backward_no_pipelining (pipeline size 1), forward_backward_pipelining_without_
+// interleaving (1F1B, written as Megatron's with its paired p2p calls), and the multi-chunk
+// schedules forward_backward_pipelining_with_interleaving and forward_backward_dualpipev,
+// which run a schedule_plan() through one executor.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,8 @@
 #include "core/status.h"
 #include "module/forward_context.h"
 #include "module/model_chunk.h"
+#include "config/pipeline_layout.h"
+#include "pipeline_parallel/schedule_plan.h"
 
 namespace mindspeed {
 
@@ -50,10 +53,28 @@ struct ForwardStep {
 using ForwardStepFunc = std::function<ForwardStep(const ForwardContext& ctx, DataIterator& data_iterator,
                                                   const ModelChunk& model, Tensor input, int64_t num_microbatches)>;
 
+/// One F, B or W step as it ran: times in seconds since the schedule started (bench/).
+struct ScheduleEvent {
+  PipelineOpKind kind = PipelineOpKind::kForward;
+  int chunk = 0;
+  int64_t microbatch = 0;
+  double start = 0.0, end = 0.0;
+};
+
+/// Filled when passed in ForwardBackwardArgs::trace: every step of this rank, the schedule's
+/// wall time, and the most micro-batches whose activations were alive at once.
+struct ScheduleTrace {
+  std::vector<ScheduleEvent> events;
+  double elapsed = 0.0;
+  int64_t peak_in_flight = 0;
+};
+
 struct ForwardBackwardArgs {
   ForwardStepFunc forward_step_func;
   DataIterator* data_iterator = nullptr;
-  std::vector<const ModelChunk*> model;  ///< this rank's chunks, in pipeline order
+  std::vector<const ModelChunk*> model;  ///< this rank's chunks, in chunk order (PipelineLayout)
+  /// Where every stage lives (needed by the interleaved and DualPipeV schedules).
+  const PipelineLayout* layout = nullptr;
   int64_t num_microbatches = 1;
   bool forward_only = false;
   /// Megatron's no_sync_func: enables (true) or suppresses (false) the data-parallel
@@ -63,6 +84,7 @@ struct ForwardBackwardArgs {
   /// of zero-bubble schedules and --dualpipev-dw-detach). No pipelining flushes after each
   /// micro-batch's backward, so the gradients equal the undeferred ones bit for bit.
   bool defer_weight_grad = false;
+  ScheduleTrace* trace = nullptr;  ///< optional timing record
 };
 
 struct ForwardBackwardResult {
@@ -73,11 +95,8 @@ struct ForwardBackwardResult {
 using ForwardBackwardFunc = std::function<ForwardBackwardResult(const ForwardContext& ctx,
                                                                 const ForwardBackwardArgs& args)>;
 
-/// The schedule for this layout: forward_backward_no_pipelining for pipeline size 1, 1F1B
-/// for a larger pipeline without virtual stages; interleaved layouts are refused until
-/// that schedule exists.
-StatusOr<ForwardBackwardFunc> get_forward_backward_func(int pipeline_model_parallel_size,
-                                                        int virtual_pipeline_model_parallel_size = 1);
+/// The schedule of the layout (PipelineLayout::schedule).
+ForwardBackwardFunc get_forward_backward_func(const PipelineLayout& layout);
 
 /// Runs every micro-batch forward then backward on the one model chunk.
 ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx, const ForwardBackwardArgs& args);
@@ -90,5 +109,16 @@ ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx, 
 /// their activations alive on stage r. The loss lives on the last stage.
 ForwardBackwardResult forward_backward_pipelining_without_interleaving(const ForwardContext& ctx,
                                                                        const ForwardBackwardArgs& args);
+
+/// Megatron's interleaved 1F1B over args.layout (v chunks per rank, chunk c = stage c*P + r):
+/// micro-batches in groups of G per chunk (get_schedule_table), (P - r - 1)*2 + (v - 1)*G
+/// warm-up forwards, then one forward and one backward, then the cool-down.
+ForwardBackwardResult forward_backward_pipelining_with_interleaving(const ForwardContext& ctx,
+                                                                    const ForwardBackwardArgs& args);
+
+/// DeepSeek's DualPipeV over args.layout (chunk 0 = stage r, chunk 1 = stage 2P-1-r, the loss
+/// on rank 0); with layout.dw_detach the zero-bubble steps defer their weight gradients into
+/// later W steps (WeightGradQueue), else every backward computes them at once.
+ForwardBackwardResult forward_backward_dualpipev(const ForwardContext& ctx, const ForwardBackwardArgs& args);
 
 }  // namespace mindspeed

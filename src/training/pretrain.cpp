@@ -120,7 +120,7 @@ StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, int64_
 
 // Runs eval_iters global batches forward-only; returns the token-weighted mean loss over the
 // data-parallel group (Megatron 0.12: sum of losses / sum of tokens).
-StatusOr<double> evaluate(const GPTModel& model, const ForwardContext& ctx, GptDataLoader& loader,
+StatusOr<double> evaluate(const GPTModelChunks& model, const ForwardContext& ctx, GptDataLoader& loader,
                           const Configs& c, int64_t num_micro, const ParallelState& ps) {
   LossSums sums;
   std::vector<MicroBatch> mbs;
@@ -174,15 +174,20 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
 
   Allocator alloc;
   ParameterRegistry registry;
-  // This rank's pipeline stage: an even share of the layers (validated), the embedding on
-  // the first stage, the output layer and loss on the last.
-  const int64_t stage_layers = c.model.num_layers / ps.sizes.pipeline;
-  GPTModel model(c.model, ps, registry,
-                 {.first_layer = ps.pp_rank * stage_layers,
-                  .num_layers = stage_layers,
-                  .pre_process = ps.is_pipeline_first_stage(),
-                  .post_process = ps.is_pipeline_last_stage(),
-                  .sequence_parallel = c.parallel.sequence_parallel});
+  // This rank's pipeline stages (validated): the layer split and the schedule.
+  const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * ps.dp().size());
+  MS_ASSIGN_OR_RETURN(const PipelineLayout layout,
+                      agreed(ps.world(), PipelineLayout::build(c.parallel, c.model.num_layers, num_micro)));
+  if (log_rank0 && ps.sizes.pipeline > 1) {
+    std::string stages;
+    for (const PipelineStage& s : layout.stages) {
+      stages += (stages.empty() ? "" : ", ") + std::to_string(s.first_layer) + "-" +
+                std::to_string(s.first_layer + s.num_layers - 1) + "@" + std::to_string(s.rank);
+    }
+    log_info("> pipeline: ", pipeline_schedule_name(layout.schedule), ", ", layout.chunks_per_rank,
+             " chunk(s) per rank, ", num_micro, " micro-batches; stage layers@rank: ", stages);
+  }
+  GPTModelChunks model(c.model, ps, registry, layout, c.parallel.sequence_parallel);
   BufferOptions bopts;
   bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
@@ -196,7 +201,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   }
   ParamAndGradBuffer buffer(model.registry(), alloc, bopts);
   if (!c.training.load.empty()) {
-    MS_RETURN_IF_ERROR(agreed(ps.world(), load_hf_checkpoint(c.training.load, model, ps)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), load_hf_checkpoint(c.training.load, model[0], ps)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
     if (log_rank0) log_info("> loaded Hugging Face checkpoint from ", c.training.load);
   } else {
@@ -251,7 +256,6 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
                                                           : invalid_argument("no training data (check --split / "
                                                                              "--train-data-path)")));
   const int64_t dp = ps.dp().size();
-  const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * dp);
   MS_ASSIGN_OR_RETURN(GptDataLoader train_loader,
                       agreed(ps.world(),
                              GptDataLoader::create(datasets.train(), 0, c.training.micro_batch_size, ps.dp_rank, dp)));

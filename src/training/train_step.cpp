@@ -21,33 +21,42 @@ ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_itera
 }
 
 namespace {
-ForwardBackwardResult run_schedule(const GPTModel& model, const ForwardContext& ctx,
-                                   std::span<const MicroBatch> microbatches, bool forward_only,
-                                   DistributedDataParallel* ddp, bool defer_weight_grad) {
-  auto schedule = get_forward_backward_func(ctx.ps->sizes.pipeline);
-  MS_CHECK_OK(schedule.status());
+// One chunk per rank: no pipelining or 1F1B by the pipeline size.
+PipelineLayout single_chunk_layout(const ParallelState& ps) {
+  PipelineLayout layout;
+  layout.pipeline_size = ps.sizes.pipeline;
+  layout.schedule = ps.sizes.pipeline > 1 ? PipelineSchedule::k1F1B : PipelineSchedule::kNoPipelining;
+  return layout;
+}
+
+ForwardBackwardResult run_schedule(std::vector<const ModelChunk*> model, const PipelineLayout& layout,
+                                   const ForwardContext& ctx, std::span<const MicroBatch> microbatches,
+                                   bool forward_only, DistributedDataParallel* ddp, const TrainStepOptions& options) {
+  const ForwardBackwardFunc schedule = get_forward_backward_func(layout);
   SpanDataIterator data(microbatches);
   ForwardBackwardArgs args;
   args.forward_step_func = gpt_forward_step;
   args.data_iterator = &data;
-  args.model = {&model};
+  args.model = std::move(model);
+  args.layout = &layout;
+  args.trace = options.trace;
   args.num_microbatches = static_cast<int64_t>(microbatches.size());
   args.forward_only = forward_only;
-  args.defer_weight_grad = defer_weight_grad;
+  args.defer_weight_grad = options.defer_weight_grad;
   if (ddp != nullptr) args.set_grad_sync = [ddp](bool enabled) { ddp->enable_grad_sync(enabled); };
-  return (*schedule)(ctx, args);
+  return schedule(ctx, args);
 }
-}  // namespace
 
-TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
-                           DistributedDataParallel* ddp, const ForwardContext& ctx_in,
-                           std::span<const MicroBatch> microbatches, double lr, const TrainStepOptions& options) {
+TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const PipelineLayout& layout,
+                               ParamAndGradBuffer& buffer, Optimizer& optimizer, DistributedDataParallel* ddp,
+                               const ForwardContext& ctx_in, std::span<const MicroBatch> microbatches, double lr,
+                               const TrainStepOptions& options) {
   MS_CHECK(ctx_in.training, "train_step needs a training context");
   ForwardContext ctx = ctx_in;
   ctx.hooks = ddp;
   TrainStepResult result;
   buffer.zero_grad(*ctx.backend);
-  const ForwardBackwardResult fb = run_schedule(model, ctx, microbatches, false, ddp, options.defer_weight_grad);
+  const ForwardBackwardResult fb = run_schedule(std::move(model), layout, ctx, microbatches, false, ddp, options);
   result.loss_sum = fb.total.loss_sum;
   result.num_tokens = fb.total.num_tokens;
   if (ddp) ddp->finish_grad_sync();
@@ -56,9 +65,28 @@ TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Op
   return result;
 }
 
+}  // namespace
+
+TrainStepResult train_step(const GPTModelChunks& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
+                           DistributedDataParallel* ddp, const ForwardContext& ctx, std::span<const MicroBatch> microbatches,
+                           double lr, const TrainStepOptions& options) {
+  return run_train_step(model.model_chunks(), model.layout(), buffer, optimizer, ddp, ctx, microbatches, lr, options);
+}
+
+TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
+                           DistributedDataParallel* ddp, const ForwardContext& ctx, std::span<const MicroBatch> microbatches,
+                           double lr, const TrainStepOptions& options) {
+  return run_train_step({&model}, single_chunk_layout(*ctx.ps), buffer, optimizer, ddp, ctx, microbatches, lr, options);
+}
+
+// Hooks (parameter gathers) stay as the caller set them.
+LossSums evaluate_step(const GPTModelChunks& model, const ForwardContext& ctx, std::span<const MicroBatch> microbatches) {
+  return run_schedule(model.model_chunks(), model.layout(), ctx, microbatches, /*forward_only=*/true, nullptr, {}).total;
+}
+
 LossSums evaluate_step(const GPTModel& model, const ForwardContext& ctx, std::span<const MicroBatch> microbatches) {
-  // Hooks (parameter gathers) stay as the caller set them.
-  return run_schedule(model, ctx, microbatches, /*forward_only=*/true, nullptr, false).total;
+  return run_schedule({&model}, single_chunk_layout(*ctx.ps), ctx, microbatches, /*forward_only=*/true, nullptr, {})
+      .total;
 }
 
 double evaluation_loss(const ParallelState& ps, const LossSums& local) {

@@ -11,6 +11,7 @@
 
 #include "distributed/param_and_grad_buffer.h"
 #include "models/gpt/gpt_model.h"
+#include "models/gpt/gpt_model_chunks.h"
 #include "module/forward_context.h"
 #include "optimizer/optimizer.h"
 #include "parallel/parallel_state.h"
@@ -34,14 +35,21 @@ ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_itera
 
 struct TrainStepOptions {
   bool defer_weight_grad = false;  ///< see ForwardBackwardArgs::defer_weight_grad
+  ScheduleTrace* trace = nullptr;  ///< see ForwardBackwardArgs::trace
 };
 
-/// `ddp` may be null (one process, no data-parallel reduction).
+/// One iteration over this rank's model chunks with their layout's schedule. `ddp` may be
+/// null (one process, no data-parallel reduction).
+TrainStepResult train_step(const GPTModelChunks& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
+                           DistributedDataParallel* ddp, const ForwardContext& ctx,
+                           std::span<const MicroBatch> microbatches, double lr, const TrainStepOptions& options = {});
+/// The same with one chunk per rank (no pipelining, or 1F1B over ctx.ps's pipeline group).
 TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
                            DistributedDataParallel* ddp, const ForwardContext& ctx,
                            std::span<const MicroBatch> microbatches, double lr, const TrainStepOptions& options = {});
 
 /// Forward only over micro-batches (evaluation): the summed loss and token count.
+LossSums evaluate_step(const GPTModelChunks& model, const ForwardContext& ctx, std::span<const MicroBatch> microbatches);
 LossSums evaluate_step(const GPTModel& model, const ForwardContext& ctx, std::span<const MicroBatch> microbatches);
 
 /// The evaluation loss of Megatron's evaluate(): this rank's loss and token sums over its

@@ -326,14 +326,5 @@ TEST_P(ModelChunks, NoopLayersAreTheIdentity) {
 INSTANTIATE_TEST_SUITE_P(Families, ModelChunks, ::testing::Values(false, true),
                          [](const auto& info) { return std::string(info.param ? "llama" : "gpt"); });
 
-TEST(Schedules, InterleavedLayoutsAreRefusedUntilImplemented) {
-  EXPECT_TRUE(get_forward_backward_func(1).ok());
-  EXPECT_TRUE(get_forward_backward_func(2).ok());  // 1F1B
-  const auto vpp = get_forward_backward_func(2, 2);
-  ASSERT_FALSE(vpp.ok());
-  EXPECT_EQ(vpp.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(vpp.status().to_string().find("interleaved"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace mindspeed

@@ -37,6 +37,9 @@ struct Case {
   int world;
   LayoutOptions layout;
   int64_t num_layers = 2;  ///< of the tiny model (4 for four pipeline stages)
+  int64_t global_batch = 8;  ///< 4 micro-batches of 2 samples without data parallelism
+  bool untie = false;        ///< GPT-2 with an untied output layer (DualPipeV refuses tied ones)
+  std::vector<int64_t> noop_layers = {};
 };
 
 std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
@@ -55,6 +58,9 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
   RunOptions run;
   run.model = llama ? tiny_llama_config() : tiny_gpt_config();
   run.model.num_layers = c.num_layers;
+  run.model.untie_embeddings_and_output_weights |= c.untie;
+  run.model.noop_layers = c.noop_layers;
+  run.global_batch = c.global_batch;
   const RunResult want = train(run, {}, world, /*single=*/true);
   const RunResult got = train(run, c.layout, world, /*single=*/false);
   ASSERT_EQ(got.losses.size(), want.losses.size());
@@ -108,6 +114,29 @@ const Case kCases[] = {
      {.pp = 2, .distributed_optimizer = true, .overlap_grad_reduce = true, .overlap_param_gather = true,
       .bucket_size = 3000}},
     {"tp2_pp2_dp2_1f1b", 8, {.tp = 2, .pp = 2, .sequence_parallel = true, .distributed_optimizer = true}},
+    // Uneven stages (--decoder-first/last-pipeline-num-layers).
+    {"pp2_uneven_first1", 2, {.pp = 2, .first_stage_layers = 1}, 3},
+    {"pp4_uneven_first1_last1", 4, {.pp = 4, .first_stage_layers = 1, .last_stage_layers = 1}, 6},
+    // No-op layers inside the pipeline split (4 layers, 2 of them identities).
+    {"pp2_noop", 2, {.pp = 2}, 4, 8, false, {0, 3}},
+    // Interleaved 1F1B: chunk c of rank r is stage c*P + r.
+    {"pp2_interleaved_v2", 2, {.pp = 2, .virtual_stages = 2}, 4},
+    {"pp2_interleaved_v2_group3", 2, {.pp = 2, .virtual_stages = 2, .microbatch_group_size = 3}, 4, 10},
+    {"pp4_interleaved_v2", 4, {.pp = 4, .virtual_stages = 2}, 8, 16},
+    {"tp2_pp2_sp_interleaved_v2", 4, {.tp = 2, .pp = 2, .virtual_stages = 2, .sequence_parallel = true}, 4},
+    {"pp2_dp2_distopt_overlap_interleaved_v2", 4,
+     {.pp = 2, .virtual_stages = 2, .distributed_optimizer = true, .overlap_grad_reduce = true,
+      .overlap_param_gather = true, .bucket_size = 3000},
+     4, 16},
+    // DualPipeV: rank r holds stages r and 2P-1-r; untied output layer (MindSpeed's rule).
+    {"pp2_dualpipev", 2, {.pp = 2, .dualpipev = true}, 4, 8, true},
+    {"pp2_dualpipev_dw_detach", 2, {.pp = 2, .dualpipev = true, .dw_detach = true}, 4, 8, true},
+    {"pp4_dualpipev", 4, {.pp = 4, .dualpipev = true}, 8, 16, true},
+    {"pp4_dualpipev_dw_detach", 4, {.pp = 4, .dualpipev = true, .dw_detach = true}, 8, 16, true},
+    {"tp2_pp2_dp2_dualpipev_dw_detach", 8,
+     {.tp = 2, .pp = 2, .dualpipev = true, .dw_detach = true, .sequence_parallel = true,
+      .distributed_optimizer = true},
+     4, 16, true},
     {"tp4", 4, {.tp = 4}},
     {"dp4", 4, {.tp = 1}},
     {"tp4_sp", 4, {.tp = 4, .sequence_parallel = true}},

@@ -8,7 +8,7 @@
 #include "core/rng.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/param_and_grad_buffer.h"
-#include "models/gpt/gpt_model.h"
+#include "models/gpt/gpt_model_chunks.h"
 #include "module/compute_weights.h"
 #include "optimizer/lr_scheduler.h"
 #include "optimizer/optimizer.h"
@@ -137,7 +137,7 @@ constexpr int64_t kFirstEvalBatch = 100000;
 // Megatron's evaluate() (pretrain.cpp) on this layout: the parameters gathered, then
 // eval_iters held-out global batches forward only, each rank its sampler slice; the loss per
 // token over the data-parallel group on the last stage, shared over the pipeline.
-double evaluate_layout(const GPTModel& model, DistributedDataParallel& ddp, const ForwardContext& train_ctx, bool by_hand,
+double evaluate_layout(const GPTModelChunks& model, DistributedDataParallel& ddp, const ForwardContext& train_ctx, bool by_hand,
                        const RunOptions& run) {
   const ParallelState& ps = *train_ctx.ps;
   ddp.finish_param_sync();
@@ -147,7 +147,7 @@ double evaluate_layout(const GPTModel& model, DistributedDataParallel& ddp, cons
   for (int i = 0; i < run.eval_iters; ++i) {
     const auto mbs = global_batch(kFirstEvalBatch + i, run.micro_batch, run.global_batch, ps.dp_cp().size(),
                                   ps.dp_rank, run.model.seq_length);
-    const LossSums s = by_hand && ps.sizes.pipeline > 1 ? pipeline_forward_by_hand(model, ctx, mbs)
+    const LossSums s = by_hand && ps.sizes.pipeline > 1 ? pipeline_forward_by_hand(model[0], ctx, mbs)
                                                         : evaluate_step(model, ctx, mbs);
     sums.loss_sum += s.loss_sum;
     sums.num_tokens += s.num_tokens;
@@ -202,13 +202,19 @@ double normwise_error(const std::vector<float>& a, const std::vector<float>& b) 
 }
 
 RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWorld& world, bool single) {
+  ParallelConfig pc;
+  pc.tensor_model_parallel_size = layout.tp;
+  pc.pipeline_model_parallel_size = layout.pp;
+  pc.num_virtual_stages_per_pipeline_rank = layout.virtual_stages;
+  pc.microbatch_group_size_per_vp_stage = layout.microbatch_group_size;
+  pc.dualpipev = layout.dualpipev;
+  pc.dualpipev_dw_detach = layout.dw_detach;
+  pc.decoder_first_pipeline_num_layers = layout.first_stage_layers;
+  pc.decoder_last_pipeline_num_layers = layout.last_stage_layers;
   std::unique_ptr<ParallelState> ps;
   if (single) {
     ps = ParallelState::single_process();
   } else {
-    ParallelConfig pc;
-    pc.tensor_model_parallel_size = layout.tp;
-    pc.pipeline_model_parallel_size = layout.pp;
     auto s = initialize_model_parallel(pc, world);
     MS_CHECK_OK(s.status());
     ps = std::move(*s);
@@ -218,13 +224,12 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   Allocator alloc;
   ParameterRegistry registry;
   const int pp = ps->sizes.pipeline;
-  const int64_t stage_layers = run.model.num_layers / pp;
-  GPTModel model(run.model, *ps, registry,
-                 {.first_layer = ps->pp_rank * stage_layers,
-                  .num_layers = stage_layers,
-                  .pre_process = ps->is_pipeline_first_stage(),
-                  .post_process = ps->is_pipeline_last_stage(),
-                  .sequence_parallel = sp});
+  const int64_t num_micro = run.global_batch / (run.micro_batch * ps->dp_cp().size());
+  StatusOr<PipelineLayout> pipeline = single ? PipelineLayout::single(run.model.num_layers)
+                                             : PipelineLayout::build(pc, run.model.num_layers, num_micro);
+  MS_CHECK_OK(pipeline.status());
+  MS_CHECK(!layout.pipeline_by_hand || pipeline->chunks_per_rank == 1, "pipeline_by_hand drives one chunk per rank");
+  GPTModelChunks model(run.model, *ps, registry, *pipeline, sp);
   BufferOptions bo;
   bo.param_dtype = layout.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bo.pad_for_distributed_optimizer = !single && layout.distributed_optimizer;
@@ -263,7 +268,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     ctx.iteration = step + 1;
     const TrainStepResult r =
         layout.pipeline_by_hand && pp > 1
-            ? pipeline_step_by_hand(model, buffer, optimizer, ddp, ctx, mbs, scheduler.lr(step))
+            ? pipeline_step_by_hand(model[0], buffer, optimizer, ddp, ctx, mbs, scheduler.lr(step))
             : train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(step));
     // The loss lives on the last stage: sum over the pipeline (other stages add 0) and dp.
     const double loss_sum = ps->pp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum);

@@ -21,6 +21,13 @@ struct LayoutOptions {
   /// Pipeline stages (layers split evenly; stage 0 holds the embedding, the last stage the
   /// output layer, a tied output weight there is a copy), run by train_step's schedule (1F1B).
   int pp = 1;
+  /// Interleaved schedule: model chunks per pipeline rank (--num-virtual-stages-per-pipeline-rank).
+  int virtual_stages = 0;
+  int64_t microbatch_group_size = 0;  ///< --microbatch-group-size-per-virtual-pipeline-stage
+  bool dualpipev = false;             ///< --schedules-method dualpipev
+  bool dw_detach = false;             ///< --dualpipev-dw-detach
+  int64_t first_stage_layers = 0;     ///< --decoder-first-pipeline-num-layers
+  int64_t last_stage_layers = 0;      ///< --decoder-last-pipeline-num-layers
   /// Drive the stages by hand instead (every micro-batch forward, then every backward, with
   /// send/recv between neighbours): the reference the schedules must equal.
   bool pipeline_by_hand = false;
