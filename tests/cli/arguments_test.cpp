@@ -126,6 +126,54 @@ TEST(Arguments, NoopLayersAndWsd) {
   EXPECT_EQ(c.optimizer.lr_wsd_decay_style, LrWsdDecayStyle::kCosine);
 }
 
+TEST(Arguments, PipelineScheduleFlags) {
+  auto parsed = parse_with({"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1",
+                            "--microbatch-group-size-per-virtual-pipeline-stage", "3",
+                            "--decoder-first-pipeline-num-layers", "1", "--decoder-last-pipeline-num-layers", "1"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  const ParallelConfig& p = parsed->configs.parallel;
+  EXPECT_EQ(p.num_layers_per_virtual_pipeline_stage, 1);
+  EXPECT_EQ(p.microbatch_group_size_per_vp_stage, 3);
+  EXPECT_EQ(p.decoder_first_pipeline_num_layers, 1);
+  EXPECT_EQ(p.decoder_last_pipeline_num_layers, 1);
+  auto v = parse_with({"--schedules-method", "dualpipev", "--dualpipev-dw-detach", "--num-virtual-stages-per-pipeline-rank", "2"});
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  EXPECT_TRUE(v->configs.parallel.dualpipev);
+  EXPECT_TRUE(v->configs.parallel.dualpipev_dw_detach);
+  EXPECT_EQ(v->configs.parallel.num_virtual_stages_per_pipeline_rank, 2);
+  EXPECT_FALSE(parse_with({"--schedules-method", "zbv"}).ok());
+}
+
+TEST(Validate, PipelineRules) {
+  // Uneven layers with the first/last counts, and every layout rule of PipelineLayout.
+  auto parsed = parse_with({"--num-layers", "3", "--pipeline-model-parallel-size", "2", "--global-batch-size", "8"});
+  ASSERT_TRUE(parsed.ok());
+  Configs c = parsed->configs;
+  Status s = validate_configs(c, 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--decoder-first-pipeline-num-layers"), std::string::npos) << s.message();
+  c = parsed->configs;
+  c.parallel.decoder_first_pipeline_num_layers = 1;
+  EXPECT_TRUE(validate_configs(c, 2).ok());
+  // DualPipeV: untied embeddings, and 2P micro-batches per data-parallel rank.
+  auto v = parse_with({"--num-layers", "4", "--pipeline-model-parallel-size", "2", "--schedules-method", "dualpipev",
+                       "--global-batch-size", "8"});
+  ASSERT_TRUE(v.ok());
+  c = v->configs;
+  s = validate_configs(c, 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--untie-embeddings-and-output-weights"), std::string::npos) << s.message();
+  c = v->configs;
+  c.model.untie_embeddings_and_output_weights = true;
+  EXPECT_TRUE(validate_configs(c, 2).ok());  // 4 micro-batches of 2 samples
+  c = v->configs;
+  c.model.untie_embeddings_and_output_weights = true;
+  c.training.global_batch_size = 6;
+  s = validate_configs(c, 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("micro-batches per data-parallel rank, got 3"), std::string::npos) << s.message();
+}
+
 TEST(Arguments, HelpIsReported) {
   auto parsed = parse_arguments({"--help"});
   ASSERT_TRUE(parsed.ok());
