@@ -298,7 +298,11 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     ctx.training = true;
     ctx.iteration = it;
     if (hooks.on_iteration) hooks.on_iteration(world.rank, it);
-    const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(it - 1));
+    TrainStepOptions step_options;
+    if (hooks.on_forward_step) {
+      step_options.on_forward_step = [&hooks, &world, it](int64_t step) { hooks.on_forward_step(world.rank, it, step); };
+    }
+    const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(it - 1), step_options);
     // The loss lives on the last pipeline stage (the others add 0).
     const double loss_sum =
         ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum), ReduceOp::kSum);

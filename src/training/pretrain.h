@@ -25,6 +25,9 @@ StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer_from_config(const DataConfi
 struct PretrainHooks {
   /// Called on every rank at the start of each iteration, after the batch was fetched.
   std::function<void(int rank, int64_t iteration)> on_iteration;
+  /// Called on every rank before each forward step of a training iteration's schedule
+  /// (forward_step counts this rank's forward steps in the iteration from 0).
+  std::function<void(int rank, int64_t iteration, int64_t forward_step)> on_forward_step;
 };
 
 /// Runs the whole job on this rank. Every rank calls it with the same validated configs

@@ -36,6 +36,14 @@ ForwardBackwardResult run_schedule(std::vector<const ModelChunk*> model, const P
   SpanDataIterator data(microbatches);
   ForwardBackwardArgs args;
   args.forward_step_func = gpt_forward_step;
+  if (options.on_forward_step) {
+    args.forward_step_func = [&options, count = int64_t{0}](const ForwardContext& c, DataIterator& it,
+                                                            const ModelChunk& chunk, Tensor input,
+                                                            int64_t num_microbatches) mutable {
+      options.on_forward_step(count++);
+      return gpt_forward_step(c, it, chunk, std::move(input), num_microbatches);
+    };
+  }
   args.data_iterator = &data;
   args.model = std::move(model);
   args.layout = &layout;

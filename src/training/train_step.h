@@ -36,6 +36,8 @@ ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_itera
 struct TrainStepOptions {
   bool defer_weight_grad = false;  ///< see ForwardBackwardArgs::defer_weight_grad
   ScheduleTrace* trace = nullptr;  ///< see ForwardBackwardArgs::trace
+  /// Called before each forward step with this rank's count of forward steps so far.
+  std::function<void(int64_t forward_step)> on_forward_step;
 };
 
 /// One iteration over this rank's model chunks with their layout's schedule. `ddp` may be

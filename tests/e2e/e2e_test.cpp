@@ -113,6 +113,46 @@ TEST(EndToEnd, FailingRankAbortsTheWholeJobQuickly) {
   EXPECT_LT(r.seconds, 30.0) << "the job must not hang";
 }
 
+// A stage failing in the middle of a pipeline schedule (its neighbours blocked waiting for
+// its activations or gradients) still ends the whole job within seconds.
+TEST(EndToEnd, StageFailingMidScheduleEndsTheJob) {
+  const std::string pipeline = " --train-iters 50 --log-interval 1 --num-layers 4 --global-batch-size 32"
+                               " --pipeline-model-parallel-size 2";
+  for (const std::string& schedule : {std::string(" --num-virtual-stages-per-pipeline-rank 2"),
+                                      std::string(" --schedules-method dualpipev --dualpipev-dw-detach"
+                                                  " --untie-embeddings-and-output-weights")}) {
+    const Result r = run("MS_FAULT_INJECT=1:3:5 " + kMpirun + " -x MS_FAULT_INJECT -np 2 " + kFaultyBin + kTiny +
+                         pipeline + schedule);
+    EXPECT_NE(r.exit_code, 0) << schedule;
+    EXPECT_NE(r.output.find("[rank 1] FATAL: fault injected by MS_FAULT_INJECT at iteration 3, forward step 5"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("iteration        2/"), std::string::npos) << "the schedule ran before the fault";
+    EXPECT_EQ(r.output.find("iteration        3/"), std::string::npos) << "the job went on after the failure";
+    EXPECT_LT(r.seconds, 30.0) << "the job must not hang";
+  }
+}
+
+// The interleaved and DualPipeV schedules train the main job (loss falls, evaluation runs).
+TEST(EndToEnd, MockDataLossFallsWithInterleavedAndDualPipeV) {
+  const std::string common = " --train-iters 60 --log-interval 10 --eval-interval 30 --eval-iters 2"
+                             " --attention-dropout 0 --hidden-dropout 0 --num-layers 4 --global-batch-size 32"
+                             " --pipeline-model-parallel-size 2";
+  Result r = run(kMpirun + " -np 2 " + kBin + kTiny + common + " --num-layers-per-virtual-pipeline-stage 1");
+  expect_loss_falls(r);
+  EXPECT_NE(r.output.find("> pipeline: interleaved 1F1B, 2 chunk(s) per rank, 8 micro-batches; stage layers@rank: "
+                          "0-0@0, 1-1@1, 2-2@0, 3-3@1"),
+            std::string::npos)
+      << r.output;
+  r = run(kMpirun + " -np 2 " + kBin + kTiny + common +
+          " --schedules-method dualpipev --dualpipev-dw-detach --untie-embeddings-and-output-weights");
+  expect_loss_falls(r);
+  EXPECT_NE(r.output.find("> pipeline: DualPipeV, 2 chunk(s) per rank, 8 micro-batches; stage layers@rank: "
+                          "0-0@0, 1-1@1, 2-2@1, 3-3@0"),
+            std::string::npos)
+      << r.output;
+}
+
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;

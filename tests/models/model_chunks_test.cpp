@@ -250,10 +250,12 @@ TEST_P(ModelChunks, TrainStepWithDeferredWeightGradientsIsBitIdentical) {
     Optimizer opt_deferred(oc, *deferred.buffer, *deferred.ps, deferred.alloc, deferred.backend, false);
     for (int64_t step = 0; step < 2; ++step) {
       const std::vector<MicroBatch> mbs = {batch(4 * step, 2, 16), batch(4 * step + 2, 2, 16)};
+      TrainStepOptions deferred_options;
+      deferred_options.defer_weight_grad = true;
       const TrainStepResult a = train_step(*plain.chunks[0], *plain.buffer, opt_plain, nullptr, plain.ctx(step + 1),
                                            mbs, 1e-3);
       const TrainStepResult b = train_step(*deferred.chunks[0], *deferred.buffer, opt_deferred, nullptr,
-                                           deferred.ctx(step + 1), mbs, 1e-3, {.defer_weight_grad = true});
+                                           deferred.ctx(step + 1), mbs, 1e-3, deferred_options);
       EXPECT_EQ(a.loss_sum, b.loss_sum) << "bf16 " << bf16;
       EXPECT_EQ(a.optimizer.grad_norm, b.optimizer.grad_norm) << "bf16 " << bf16;
     }
