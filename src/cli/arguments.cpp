@@ -219,6 +219,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
            between(1, 1 << 24, false, "micro-batches"));
   r.value("--schedules-method", ch.schedules_method, "MindSpeed pipeline schedule: dualpipev")
       ->check(CLI::IsMember({"dualpipev"}));
+  r.flag("--variable-seq-lengths", p.variable_seq_lengths,
+         "Micro-batches may differ in sequence length: each tensor between pipeline stages is preceded by its shape");
   r.flag("--dualpipev-dw-detach", p.dualpipev_dw_detach,
          "DualPipeV: defer weight gradients of the cool-down into the bubbles");
   r.number("--dry-run-world-size", p.dry_run_world_size,

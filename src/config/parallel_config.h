@@ -32,6 +32,7 @@ struct ParallelConfig {
   int64_t microbatch_group_size_per_vp_stage = 0;
   bool dualpipev = false;           ///< --schedules-method dualpipev (MindSpeed)
   bool dualpipev_dw_detach = false;  ///< --dualpipev-dw-detach (MindSpeed)
+  bool variable_seq_lengths = false;  ///< --variable-seq-lengths (MindSpeed PP dynamic shapes)
   /// Dry run: print every process group for this world size and exit (no training).
   int dry_run_world_size = 0;            ///< --dry-run-world-size (mindspeed-cpp)
 };

@@ -56,6 +56,7 @@ StatusOr<PipelineLayout> PipelineLayout::build(const ParallelConfig& p, int64_t 
   const int P = p.pipeline_model_parallel_size;
   PipelineLayout layout;
   layout.pipeline_size = P;
+  layout.variable_seq_lengths = p.variable_seq_lengths;
   const bool vpp_by_layers = p.num_layers_per_virtual_pipeline_stage > 0;
   const bool vpp_by_stages = p.num_virtual_stages_per_pipeline_rank > 0;
   const bool uneven = p.decoder_first_pipeline_num_layers > 0 || p.decoder_last_pipeline_num_layers > 0;

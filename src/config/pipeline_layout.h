@@ -54,6 +54,9 @@ class PipelineLayout {
   /// Interleaved: micro-batches run per chunk before switching chunks (Megatron's G).
   int64_t microbatch_group_size = 1;
   bool dw_detach = false;  ///< DualPipeV: weight gradients deferred into the bubbles
+  /// --variable-seq-lengths: micro-batches may differ in shape; tensors between stages are
+  /// preceded by their shapes.
+  bool variable_seq_lengths = false;
 
   std::vector<PipelineStage> stages;  ///< in model order
 

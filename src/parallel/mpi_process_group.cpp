@@ -242,6 +242,18 @@ class MpiProcessGroup final : public ProcessGroup {
     mpi_check(MPI_Irecv(data, checked_count(n, "recv"), MPI_FLOAT, src, tag, comm_, &req), "Irecv", name_);
     return std::make_unique<RequestWork>(req);
   }
+  std::unique_ptr<Work> send_i64_async(const int64_t* data, int64_t n, int dst, int tag) override {
+    stats_.record(CollectiveKind::kSend, 8 * n);
+    MPI_Request req;
+    mpi_check(MPI_Isend(data, checked_count(n, "send"), MPI_INT64_T, dst, tag, comm_, &req), "Isend", name_);
+    return std::make_unique<RequestWork>(req);
+  }
+  std::unique_ptr<Work> recv_i64_async(int64_t* data, int64_t n, int src, int tag) override {
+    stats_.record(CollectiveKind::kRecv, 8 * n);
+    MPI_Request req;
+    mpi_check(MPI_Irecv(data, checked_count(n, "recv"), MPI_INT64_T, src, tag, comm_, &req), "Irecv", name_);
+    return std::make_unique<RequestWork>(req);
+  }
   void barrier() override { mpi_check(MPI_Barrier(comm_), "Barrier", name_); }
   double all_reduce_scalar(double value, ReduceOp op) override {
     if (size_ == 1) return value;

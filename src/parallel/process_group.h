@@ -65,6 +65,9 @@ class ProcessGroup {
                                                  const std::vector<int64_t>& send_counts) = 0;
   virtual std::unique_ptr<Work> send_async(const float* data, int64_t n, int dst, int tag) = 0;
   virtual std::unique_ptr<Work> recv_async(float* data, int64_t n, int src, int tag) = 0;
+  /// Point-to-point of int64 values (tensor shapes sent ahead of a tensor).
+  virtual std::unique_ptr<Work> send_i64_async(const int64_t* data, int64_t n, int dst, int tag) = 0;
+  virtual std::unique_ptr<Work> recv_i64_async(int64_t* data, int64_t n, int src, int tag) = 0;
   virtual void barrier() = 0;
   /// Sum of `value` over the group in double (loss and norm bookkeeping).
   virtual double all_reduce_scalar(double value, ReduceOp op) = 0;

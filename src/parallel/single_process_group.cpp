@@ -69,6 +69,12 @@ class SingleProcessGroup final : public ProcessGroup {
   std::unique_ptr<Work> recv_async(float*, int64_t, int, int) override {
     fatal("recv in a process group of one (" + name_ + ")");
   }
+  std::unique_ptr<Work> send_i64_async(const int64_t*, int64_t, int, int) override {
+    fatal("send in a process group of one (" + name_ + ")");
+  }
+  std::unique_ptr<Work> recv_i64_async(int64_t*, int64_t, int, int) override {
+    fatal("recv in a process group of one (" + name_ + ")");
+  }
   void barrier() override {}
   double all_reduce_scalar(double value, ReduceOp) override { return value; }
 

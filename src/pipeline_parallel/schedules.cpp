@@ -2,6 +2,7 @@
 #include "pipeline_parallel/schedules.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -94,66 +95,97 @@ ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx_i
 
 namespace {
 
+// With --variable-seq-lengths every tensor is preceded by its shape (MindSpeed's "PP
+// dynamic shapes", Megatron's _communicate_shapes): three int64 [s, b, h] on this tag
+// offset; the receiver sizes its buffer from it, not from what it expects.
+constexpr int kShapeTagOffset = 1 << 20;
+
+// The wire shape [s (local rows per sample), b, h] of a stage tensor [n, h].
+std::array<int64_t, 3> wire_shape(const Tensor& t, const MicroBatch& mb) {
+  return {t.shape()[0] / mb.B, mb.B, t.shape()[1]};
+}
+
+// A received shape must be the one the micro-batch implies: a mismatch means the stages
+// disagree on the data (or on --variable-seq-lengths) and is not survivable.
+void check_received_shape(const std::array<int64_t, 3>& shape, int64_t rows, int64_t hidden, int src) {
+  MS_CHECK(shape[0] * shape[1] == rows && shape[2] == hidden, "pipeline rank ", src, " sent a tensor of shape [",
+           shape[0], ", ", shape[1], ", ", shape[2], "], this stage expects ", rows, " rows of ", hidden,
+           " (do all ranks run with the same --variable-seq-lengths and data?)");
+}
+
 // Point-to-point of one stage with its neighbours on the pipeline group (Megatron's
 // p2p_communication): activations travel with tag kForward, gradients with kBackward; MPI
 // keeps messages of one (source, tag) in order, so micro-batches need no tag of their own.
 class PipelineP2P {
  public:
   static constexpr int kForward = 0, kBackward = 1;
-  PipelineP2P(const ForwardContext& ctx, int64_t hidden) : ctx_(ctx), pipe_(ctx.ps->pp()), hidden_(hidden) {}
+  PipelineP2P(const ForwardContext& ctx, int64_t hidden, bool variable_shapes)
+      : ctx_(ctx), pipe_(ctx.ps->pp()), hidden_(hidden), variable_shapes_(variable_shapes) {}
   bool first() const { return pipe_.rank() == 0; }
   bool last() const { return pipe_.rank() == pipe_.size() - 1; }
 
   /// Receives what the previous stage sent forward (empty on the first stage).
   Tensor recv_forward(const MicroBatch& mb) {
     if (first()) return {};
-    Tensor t = buffer(mb);
-    pipe_.recv_async(t.f32(), t.numel(), pipe_.rank() - 1, kForward)->wait();
-    return t;
+    return exchange(nullptr, nullptr, 0, 0, &mb, pipe_.rank() - 1, kForward);
   }
   /// Receives the gradient of this stage's output for `mb` (empty on the last stage).
   Tensor recv_backward(const MicroBatch& mb) {
     if (last()) return {};
-    Tensor t = buffer(mb);
-    pipe_.recv_async(t.f32(), t.numel(), pipe_.rank() + 1, kBackward)->wait();
-    return t;
+    return exchange(nullptr, nullptr, 0, 0, &mb, pipe_.rank() + 1, kBackward);
   }
-  void send_forward(const Tensor& output) {
-    if (!last()) pipe_.send_async(output.f32(), output.numel(), pipe_.rank() + 1, kForward)->wait();
+  void send_forward(const Tensor& output, const MicroBatch& mb) {
+    if (!last()) exchange(&output, &mb, pipe_.rank() + 1, kForward, nullptr, 0, 0);
   }
-  void send_backward(const Tensor& input_grad) {
-    if (!first()) pipe_.send_async(input_grad.f32(), input_grad.numel(), pipe_.rank() - 1, kBackward)->wait();
+  void send_backward(const Tensor& input_grad, const MicroBatch& mb) {
+    if (!first()) exchange(&input_grad, &mb, pipe_.rank() - 1, kBackward, nullptr, 0, 0);
   }
   /// Sends `output` forward and receives the gradient of `grad_mb`'s output, both posted
   /// before either is waited for (no deadlock with the neighbour doing the mirror image).
-  Tensor send_forward_recv_backward(const Tensor& output, const MicroBatch& grad_mb) {
+  Tensor send_forward_recv_backward(const Tensor& output, const MicroBatch& mb, const MicroBatch& grad_mb) {
     if (last()) return {};
-    Tensor grad = buffer(grad_mb);
-    auto recv = pipe_.recv_async(grad.f32(), grad.numel(), pipe_.rank() + 1, kBackward);
-    auto send = pipe_.send_async(output.f32(), output.numel(), pipe_.rank() + 1, kForward);
-    send->wait();
-    recv->wait();
-    return grad;
+    return exchange(&output, &mb, pipe_.rank() + 1, kForward, &grad_mb, pipe_.rank() + 1, kBackward);
   }
   /// Sends `input_grad` back and receives the next micro-batch's input, posted together.
-  Tensor send_backward_recv_forward(const Tensor& input_grad, const MicroBatch& next_mb) {
+  Tensor send_backward_recv_forward(const Tensor& input_grad, const MicroBatch& mb, const MicroBatch& next_mb) {
     if (first()) return {};
-    Tensor input = buffer(next_mb);
-    auto recv = pipe_.recv_async(input.f32(), input.numel(), pipe_.rank() - 1, kForward);
-    auto send = pipe_.send_async(input_grad.f32(), input_grad.numel(), pipe_.rank() - 1, kBackward);
-    send->wait();
-    recv->wait();
-    return input;
+    return exchange(&input_grad, &mb, pipe_.rank() - 1, kBackward, &next_mb, pipe_.rank() - 1, kForward);
   }
 
  private:
-  Tensor buffer(const MicroBatch& mb) const {
-    return Tensor(*ctx_.alloc, Shape{ctx_.local_rows(mb.B * mb.T), hidden_}, DType::kFloat32,
-                  MemoryCategory::kActivations);
+  // Posts the send (if any) and the receive (if any), then waits for both. Shapes go
+  // first and the shape send is posted before any wait, so two neighbours exchanging in
+  // opposite directions cannot block each other.
+  Tensor exchange(const Tensor* send, const MicroBatch* send_mb, int dst, int send_tag, const MicroBatch* recv_mb,
+                  int src, int recv_tag) {
+    std::array<int64_t, 3> send_shape{}, recv_shape{};
+    std::unique_ptr<Work> shape_send, shape_recv, data_send, data_recv;
+    if (variable_shapes_ && send != nullptr) {
+      send_shape = wire_shape(*send, *send_mb);
+      shape_send = pipe_.send_i64_async(send_shape.data(), 3, dst, send_tag + kShapeTagOffset);
+    }
+    Tensor received;
+    if (recv_mb != nullptr) {
+      Shape shape{ctx_.local_rows(recv_mb->B * recv_mb->T), hidden_};
+      if (variable_shapes_) {
+        pipe_.recv_i64_async(recv_shape.data(), 3, src, recv_tag + kShapeTagOffset)->wait();
+        check_received_shape(recv_shape, shape[0], hidden_, src);
+        shape = Shape{recv_shape[0] * recv_shape[1], recv_shape[2]};  // sized by what was sent
+      }
+      received = Tensor(*ctx_.alloc, shape, DType::kFloat32, MemoryCategory::kActivations);
+      data_recv = pipe_.recv_async(received.f32(), received.numel(), src, recv_tag);
+    }
+    if (send != nullptr) data_send = pipe_.send_async(send->f32(), send->numel(), dst, send_tag);
+    if (data_send) data_send->wait();
+    if (shape_send) shape_send->wait();
+    if (data_recv) data_recv->wait();
+    return received;
   }
+
   const ForwardContext& ctx_;
   ProcessGroup& pipe_;
   int64_t hidden_;
+  bool variable_shapes_;
 };
 
 // One micro-batch in flight on this stage: its data and the chunk's saved state.
@@ -169,7 +201,7 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
   WeightGradQueue queue;
   const ForwardContext ctx = schedule_context("1F1B", ctx_in, args, &queue);
   const ModelChunk& model = *args.model.front();
-  PipelineP2P p2p(ctx, model.hidden_size());
+  PipelineP2P p2p(ctx, model.hidden_size(), args.variable_seq_lengths);
   const int64_t P = ctx.ps->pp().size(), r = ctx.ps->pp().rank(), m = args.num_microbatches;
   const int64_t num_warmup = ctx.training ? std::min(P - r - 1, m) : m;
   const int64_t num_steady = m - num_warmup;
@@ -210,46 +242,48 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
     out.total.loss_sum += step.result.loss.loss_sum;
     out.total.num_tokens += step.result.loss.num_tokens;
     if (ctx.training) in_flight.push_back({step.microbatch, std::move(step.result.saved)});
-    return std::move(step.result.output);
+    return std::make_pair(std::move(step.result.output), step.microbatch);
   };
   auto backward = [&](Tensor output_grad) {
     InFlight f = std::move(in_flight.front());
     in_flight.pop_front();
     // Gradient reduction may overlap only the last micro-batch's backward (no_sync before).
     if (args.set_grad_sync) args.set_grad_sync(backwards_done + 1 == m);
-    return trace.run(PipelineOpKind::kBackward, 0, backwards_done++, [&] {
-      Tensor input_grad = model.backward(ctx, *f.microbatch, std::move(output_grad), *f.saved);
+    Tensor input_grad = trace.run(PipelineOpKind::kBackward, 0, backwards_done++, [&] {
+      Tensor g = model.backward(ctx, *f.microbatch, std::move(output_grad), *f.saved);
       if (ctx.wgrad_queue != nullptr) queue.flush(ctx);
-      return input_grad;
+      return g;
     });
+    return std::make_pair(std::move(input_grad), f.microbatch);
   };
 
   // Warm-up: forwards only.
   for (int64_t i = 0; i < num_warmup; ++i) {
-    Tensor output = forward_step(p2p.recv_forward(next_microbatch(i)));
-    p2p.send_forward(output);
+    auto [output, mb] = forward_step(p2p.recv_forward(next_microbatch(i)));
+    p2p.send_forward(output, *mb);
   }
   // Steady state: one forward, one backward.
   Tensor input;
   if (num_steady > 0) input = p2p.recv_forward(next_microbatch(num_warmup));
   for (int64_t i = 0; i < num_steady; ++i) {
     const bool last_iteration = i + 1 == num_steady;
-    Tensor output = forward_step(std::move(input));
+    auto [output, mb] = forward_step(std::move(input));
     const MicroBatch* oldest = in_flight.front().microbatch;
-    Tensor output_grad = p2p.send_forward_recv_backward(output, *oldest);
+    Tensor output_grad = p2p.send_forward_recv_backward(output, *mb, *oldest);
     output.reset();
-    Tensor input_grad = backward(std::move(output_grad));
+    auto [input_grad, grad_mb] = backward(std::move(output_grad));
     if (last_iteration) {
-      p2p.send_backward(input_grad);
+      p2p.send_backward(input_grad, *grad_mb);
     } else {
-      input = p2p.send_backward_recv_forward(input_grad, next_microbatch(num_warmup + i + 1));
+      input = p2p.send_backward_recv_forward(input_grad, *grad_mb, next_microbatch(num_warmup + i + 1));
     }
   }
   // Cool-down: the remaining backwards.
   if (ctx.training) {
     while (!in_flight.empty()) {
       Tensor output_grad = p2p.recv_backward(*in_flight.front().microbatch);
-      p2p.send_backward(backward(std::move(output_grad)));
+      auto [input_grad, mb] = backward(std::move(output_grad));
+      p2p.send_backward(input_grad, *mb);
     }
   }
   return out;
@@ -327,6 +361,7 @@ class PlanExecutor {
   struct PendingSend {
     std::unique_ptr<Work> work;
     Tensor buffer;
+    std::unique_ptr<std::array<int64_t, 3>> shape;
   };
   struct Deferred {
     std::unique_ptr<WeightGradQueue> queue;
@@ -349,18 +384,33 @@ class PlanExecutor {
       q.pop_front();
       return t;
     }
+    if (args_.variable_seq_lengths) {
+      std::array<int64_t, 3> shape{};
+      pipe_.recv_i64_async(shape.data(), 3, from, tag(boundary, gradient) + kShapeTagOffset)->wait();
+      const MicroBatch& mb = *microbatches_[static_cast<size_t>(microbatch)];
+      check_received_shape(shape, ctx_.local_rows(mb.B * mb.T), args_.model.front()->hidden_size(), from);
+      Tensor t(*ctx_.alloc, Shape{shape[0] * shape[1], shape[2]}, DType::kFloat32, MemoryCategory::kActivations);
+      pipe_.recv_async(t.f32(), t.numel(), from, tag(boundary, gradient))->wait();
+      return t;
+    }
     Tensor t = buffer(microbatch);
     pipe_.recv_async(t.f32(), t.numel(), from, tag(boundary, gradient))->wait();
     return t;
   }
-  void send(int to_stage, int boundary, bool gradient, Tensor t) {
+  void send(int to_stage, int boundary, bool gradient, Tensor t, int64_t microbatch) {
     const int to = layout_.stages[to_stage].rank;
     if (to == rank_) {
       local_[{boundary, gradient}].push_back(std::move(t));
       return;
     }
+    if (args_.variable_seq_lengths) {
+      auto shape = std::make_unique<std::array<int64_t, 3>>(
+          wire_shape(t, *microbatches_[static_cast<size_t>(microbatch)]));
+      auto work = pipe_.send_i64_async(shape->data(), 3, to, tag(boundary, gradient) + kShapeTagOffset);
+      sends_.push_back({std::move(work), Tensor{}, std::move(shape)});
+    }
     auto work = pipe_.send_async(t.f32(), t.numel(), to, tag(boundary, gradient));
-    sends_.push_back({std::move(work), std::move(t)});
+    sends_.push_back({std::move(work), std::move(t), nullptr});
   }
   void reap_sends() {
     std::erase_if(sends_, [](PendingSend& s) { return s.work->is_completed(); });
@@ -378,7 +428,7 @@ class PlanExecutor {
     MS_CHECK(step.microbatch != nullptr, "forward_step_func took no micro-batch");
     if (layout_.stages[s].post_process) out_.losses[static_cast<size_t>(op.microbatch)] = step.result.loss;
     if (ctx_.training) chunk.in_flight.push_back({op.microbatch, std::move(step.result.saved)});
-    if (s + 1 < layout_.num_stages()) send(s + 1, s, false, std::move(step.result.output));
+    if (s + 1 < layout_.num_stages()) send(s + 1, s, false, std::move(step.result.output), op.microbatch);
   }
 
   void backward(const PipelineOp& op) {
@@ -405,7 +455,7 @@ class PlanExecutor {
     });
     f.saved.reset();
     if (op.defer_weight_grad) deferred_.push_back({std::move(queue), last_of_chunk});
-    if (s > 0) send(s - 1, s - 1, true, std::move(input_grad));
+    if (s > 0) send(s - 1, s - 1, true, std::move(input_grad), op.microbatch);
   }
 
   void weight() {

@@ -85,6 +85,9 @@ struct ForwardBackwardArgs {
   /// micro-batch's backward, so the gradients equal the undeferred ones bit for bit.
   bool defer_weight_grad = false;
   ScheduleTrace* trace = nullptr;  ///< optional timing record
+  /// --variable-seq-lengths: micro-batches may differ in shape; every tensor between stages
+  /// is preceded by its shape [s, b, h] and the receiver sizes its buffer from it.
+  bool variable_seq_lengths = false;
 };
 
 struct ForwardBackwardResult {

@@ -33,6 +33,16 @@ ForwardBackwardResult run_schedule(std::vector<const ModelChunk*> model, const P
                                    const ForwardContext& ctx, std::span<const MicroBatch> microbatches,
                                    bool forward_only, DistributedDataParallel* ddp, const TrainStepOptions& options) {
   const ForwardBackwardFunc schedule = get_forward_backward_func(layout);
+  // Megatron sends a fixed tensor shape between stages; micro-batches of different shapes
+  // need the shapes sent ahead (--variable-seq-lengths).
+  if (layout.pipeline_size > 1 && !layout.variable_seq_lengths) {
+    for (const MicroBatch& mb : microbatches) {
+      MS_CHECK(mb.B == microbatches.front().B && mb.T == microbatches.front().T,
+               "micro-batches of different shapes in one step ([", mb.B, ", ", mb.T, "] and [",
+               microbatches.front().B, ", ", microbatches.front().T,
+               "]) between pipeline stages need --variable-seq-lengths");
+    }
+  }
   SpanDataIterator data(microbatches);
   ForwardBackwardArgs args;
   args.forward_step_func = gpt_forward_step;
@@ -48,6 +58,7 @@ ForwardBackwardResult run_schedule(std::vector<const ModelChunk*> model, const P
   args.model = std::move(model);
   args.layout = &layout;
   args.trace = options.trace;
+  args.variable_seq_lengths = layout.variable_seq_lengths;
   args.num_microbatches = static_cast<int64_t>(microbatches.size());
   args.forward_only = forward_only;
   args.defer_weight_grad = options.defer_weight_grad;

@@ -40,6 +40,7 @@ struct Case {
   int64_t global_batch = 8;  ///< 4 micro-batches of 2 samples without data parallelism
   bool untie = false;        ///< GPT-2 with an untied output layer (DualPipeV refuses tied ones)
   std::vector<int64_t> noop_layers = {};
+  bool variable_lengths = false;  ///< micro-batches of 16, 12 and 8 tokens (--variable-seq-lengths)
 };
 
 std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
@@ -61,6 +62,7 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
   run.model.untie_embeddings_and_output_weights |= c.untie;
   run.model.noop_layers = c.noop_layers;
   run.global_batch = c.global_batch;
+  run.variable_lengths = c.variable_lengths;
   const RunResult want = train(run, {}, world, /*single=*/true);
   const RunResult got = train(run, c.layout, world, /*single=*/false);
   ASSERT_EQ(got.losses.size(), want.losses.size());
@@ -137,6 +139,14 @@ const Case kCases[] = {
      {.tp = 2, .pp = 2, .dualpipev = true, .dw_detach = true, .sequence_parallel = true,
       .distributed_optimizer = true},
      4, 16, true},
+    // Variable sequence lengths: shapes sent ahead of every tensor.
+    {"pp2_1f1b_variable_seq", 2, {.pp = 2, .variable_seq_lengths = true}, 2, 8, false, {}, true},
+    {"pp2_interleaved_v2_variable_seq", 2, {.pp = 2, .virtual_stages = 2, .variable_seq_lengths = true}, 4, 8,
+     false, {}, true},
+    {"pp2_dualpipev_variable_seq", 2, {.pp = 2, .dualpipev = true, .variable_seq_lengths = true}, 4, 8, true, {},
+     true},
+    {"tp2_pp2_sp_variable_seq", 4, {.tp = 2, .pp = 2, .variable_seq_lengths = true, .sequence_parallel = true}, 2,
+     8, false, {}, true},
     {"tp4", 4, {.tp = 4}},
     {"dp4", 4, {.tp = 1}},
     {"tp4_sp", 4, {.tp = 4, .sequence_parallel = true}},

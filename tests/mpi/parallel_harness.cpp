@@ -33,10 +33,12 @@ void fill_sample(int64_t k, int64_t T, int32_t* tokens, int32_t* labels, float* 
 }
 
 // This rank's micro-batches of global batch `step` (MegatronPretrainingSampler slicing).
-std::vector<MicroBatch> global_batch(int64_t step, int64_t mbs, int64_t gbs, int dp, int dp_rank, int64_t T) {
+std::vector<MicroBatch> global_batch(int64_t step, int64_t mbs, int64_t gbs, int dp, int dp_rank, int64_t seq_length,
+                                     bool variable_lengths) {
   std::vector<MicroBatch> out;
   const int64_t num_micro = gbs / (mbs * dp);
   for (int64_t m = 0; m < num_micro; ++m) {
+    const int64_t T = variable_lengths ? seq_length - 4 * (m % 3) : seq_length;
     MicroBatch mb;
     mb.B = mbs;
     mb.T = T;
@@ -146,7 +148,7 @@ double evaluate_layout(const GPTModelChunks& model, DistributedDataParallel& ddp
   LossSums sums;
   for (int i = 0; i < run.eval_iters; ++i) {
     const auto mbs = global_batch(kFirstEvalBatch + i, run.micro_batch, run.global_batch, ps.dp_cp().size(),
-                                  ps.dp_rank, run.model.seq_length);
+                                  ps.dp_rank, run.model.seq_length, run.variable_lengths);
     const LossSums s = by_hand && ps.sizes.pipeline > 1 ? pipeline_forward_by_hand(model[0], ctx, mbs)
                                                         : evaluate_step(model, ctx, mbs);
     sums.loss_sum += s.loss_sum;
@@ -211,6 +213,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   pc.dualpipev_dw_detach = layout.dw_detach;
   pc.decoder_first_pipeline_num_layers = layout.first_stage_layers;
   pc.decoder_last_pipeline_num_layers = layout.last_stage_layers;
+  pc.variable_seq_lengths = layout.variable_seq_lengths;
   std::unique_ptr<ParallelState> ps;
   if (single) {
     ps = ParallelState::single_process();
@@ -264,7 +267,8 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   RunResult result;
   const int dp = ps->dp_cp().size();
   for (int step = 0; step < run.steps; ++step) {
-    const auto mbs = global_batch(step, run.micro_batch, run.global_batch, dp, ps->dp_rank, run.model.seq_length);
+    const auto mbs =
+        global_batch(step, run.micro_batch, run.global_batch, dp, ps->dp_rank, run.model.seq_length, run.variable_lengths);
     ctx.iteration = step + 1;
     const TrainStepResult r =
         layout.pipeline_by_hand && pp > 1

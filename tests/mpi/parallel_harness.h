@@ -28,6 +28,7 @@ struct LayoutOptions {
   bool dw_detach = false;             ///< --dualpipev-dw-detach
   int64_t first_stage_layers = 0;     ///< --decoder-first-pipeline-num-layers
   int64_t last_stage_layers = 0;      ///< --decoder-last-pipeline-num-layers
+  bool variable_seq_lengths = false;  ///< --variable-seq-lengths
   /// Drive the stages by hand instead (every micro-batch forward, then every backward, with
   /// send/recv between neighbours): the reference the schedules must equal.
   bool pipeline_by_hand = false;
@@ -57,6 +58,9 @@ struct RunOptions {
   /// batches (the same ones each time): evaluate_step (pipeline stages by hand), the loss
   /// per token over the data-parallel group (evaluation_loss, as pretrain's evaluate()).
   int eval_interval = 5;
+  /// Micro-batch m of every global batch has seq_length - 4 * (m % 3) tokens per sample
+  /// (layouts need --variable-seq-lengths to pipeline them).
+  bool variable_lengths = false;
   int eval_iters = 2;
 };
 
