@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, tokenises the embedded public-domain corpus
 # (the King James Bible, data/corpus) with the GPT-2 tokenizer once, then trains a small
-# GPT on 4 MPI ranks -- tensor parallel 2 x data parallel 2, with sequence parallelism, the
-# distributed optimizer and overlapped gradient reduction -- printing Megatron's iteration
-# lines, with the validation loss every 25 iterations. Extra arguments go to pretrain_gpt
+# GPT on 4 MPI ranks -- tensor parallel 2 with sequence parallelism x pipeline parallel 2
+# with Megatron's interleaved 1F1B schedule (two model chunks of one layer per rank) --
+# printing Megatron's iteration lines, with the validation loss every 25 iterations. Extra arguments go to pretrain_gpt
 # (e.g. --train-iters 50).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,8 @@ fi
 NP=${NP:-4}
 exec mpirun --oversubscribe --bind-to none -np "$NP" -x OMP_WAIT_POLICY=PASSIVE \
   "$BUILD/apps/pretrain_gpt" \
-  --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce \
+  --tensor-model-parallel-size 2 --sequence-parallel \
+  --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 \
   --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 \
   --openai-gelu --micro-batch-size 4 --global-batch-size 16 --train-iters 100 \
   --lr 2e-3 --min-lr 2e-4 --lr-decay-style cosine --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 \

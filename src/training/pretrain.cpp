@@ -328,8 +328,11 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       l.grad_norm = last_grad_norm;
       l.tokens_per_second_per_rank = tokens_per_iter / seconds / world.size;
       if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
-      if (log_last) {
-        log_line(format_iteration_line(l, timestamp_now()));
+      if (log_last) log_line(format_iteration_line(l, timestamp_now()));
+      // Memory per pipeline stage (stages hold different layers, embedding and head): the
+      // last rank, and the first tensor/data-parallel rank of every other stage.
+      if (log_last || (ps.sizes.pipeline > 1 && !ps.is_pipeline_last_stage() && ps.tp_rank == 0 && ps.dp_rank == 0 &&
+                       ps.cp_rank == 0)) {
         log_line(format_memory_line(world.rank, alloc.stats()));
       }
       interval_loss = 0.0;
