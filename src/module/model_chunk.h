@@ -1,18 +1,24 @@
 // ModelChunk: what a pipeline schedule drives -- one pipeline stage of the model on this
 // rank (Megatron's model chunk; a rank holds several under the virtual pipeline and
 // DualPipeV). forward takes the stage's input (the token ids of the micro-batch on the first
-// stage, the previous stage's hidden states otherwise) and returns its output (hidden states
-// for the next stage, or the loss on the last stage) plus the saved state backward needs;
-// backward takes the gradient of that output and returns the gradient of the input. The
-// saved state is a value the schedule owns, so any number of micro-batches can be in flight.
+// stage, the previous stage's tensors otherwise) and returns its output (the tensors for
+// the next stage, or the loss on the last stage) plus the saved state backward needs;
+// backward takes the gradients of those outputs and returns the gradients of the inputs.
+// The saved state is a value the schedule owns, so any number of micro-batches can be in
+// flight. Stages pass a list of tensors (MindSpeed's multi-parameter pipeline): GPT passes
+// one, its hidden states; every tensor has one row per local token.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/tensor.h"
 #include "module/forward_context.h"
 
 namespace mindspeed {
+
+/// The tensors one stage passes to the next, each [n, width_i] (n = local tokens).
+using StageTensors = std::vector<Tensor>;
 
 class ModelChunk {
  public:
@@ -21,23 +27,24 @@ class ModelChunk {
   };
   struct ForwardResult {
     std::unique_ptr<Saved> saved;
-    Tensor output;  ///< [n, h] hidden states for the next stage; empty on the last stage
-    LossSums loss;  ///< this rank's loss sums (last stage only)
+    StageTensors outputs;  ///< for the next stage (widths stage_tensor_widths()); none on the last stage
+    LossSums loss;         ///< this rank's loss sums (last stage only)
   };
 
   virtual ~ModelChunk() = default;
   virtual bool pre_process() const = 0;   ///< holds the embedding (first stage)
   virtual bool post_process() const = 0;  ///< holds the output layer and loss (last stage)
-  /// Columns of the hidden states passed between stages ([n, hidden]).
-  virtual int64_t hidden_size() const = 0;
-  /// input [n, h]: ignored with pre_process. loss_scale: see OutputLayerLoss::forward.
-  virtual ForwardResult forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input,
+  /// Columns of each tensor passed between stages (GPT: {hidden}); the same on every stage.
+  virtual std::vector<int64_t> stage_tensor_widths() const = 0;
+  /// inputs: one [n, width_i] per stage tensor; empty with pre_process. loss_scale: see
+  /// OutputLayerLoss::forward.
+  virtual ForwardResult forward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors inputs,
                                 float loss_scale) const = 0;
-  /// output_grad [n, h]: the gradient of forward's output (ignored with post_process, whose
-  /// loss gradient was folded into forward). Returns the gradient of the input [n, h]
-  /// (empty with pre_process).
-  virtual Tensor backward(const ForwardContext& ctx, const MicroBatch& mb, Tensor output_grad,
-                          Saved& saved) const = 0;
+  /// output_grads: the gradients of forward's outputs (empty with post_process, whose loss
+  /// gradient was folded into forward). Returns the gradients of the inputs (empty with
+  /// pre_process).
+  virtual StageTensors backward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors output_grads,
+                                Saved& saved) const = 0;
 };
 
 }  // namespace mindspeed

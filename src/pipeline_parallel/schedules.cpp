@@ -77,7 +77,7 @@ ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx_i
     // Gradient reduction may overlap only the last micro-batch's backward (no_sync before).
     if (ctx.training && args.set_grad_sync) args.set_grad_sync(i + 1 == args.num_microbatches);
     ForwardStep step = trace.run(PipelineOpKind::kForward, 0, i, [&] {
-      return args.forward_step_func(ctx, *args.data_iterator, model, Tensor{}, args.num_microbatches);
+      return args.forward_step_func(ctx, *args.data_iterator, model, StageTensors{}, args.num_microbatches);
     });
     MS_CHECK(step.microbatch != nullptr, "the data iterator ran out at micro-batch ", i, " of ",
              args.num_microbatches);
@@ -86,7 +86,7 @@ ForwardBackwardResult forward_backward_no_pipelining(const ForwardContext& ctx_i
     out.total.num_tokens += step.result.loss.num_tokens;
     if (!ctx.training) continue;
     trace.run(PipelineOpKind::kBackward, 0, i, [&] {
-      model.backward(ctx, *step.microbatch, Tensor{}, *step.result.saved);
+      model.backward(ctx, *step.microbatch, StageTensors{}, *step.result.saved);
       if (ctx.wgrad_queue != nullptr) queue.flush(ctx);
     });
   }
@@ -119,72 +119,87 @@ void check_received_shape(const std::array<int64_t, 3>& shape, int64_t rows, int
 class PipelineP2P {
  public:
   static constexpr int kForward = 0, kBackward = 1;
-  PipelineP2P(const ForwardContext& ctx, int64_t hidden, bool variable_shapes)
-      : ctx_(ctx), pipe_(ctx.ps->pp()), hidden_(hidden), variable_shapes_(variable_shapes) {}
+  PipelineP2P(const ForwardContext& ctx, std::vector<int64_t> widths, bool variable_shapes)
+      : ctx_(ctx), pipe_(ctx.ps->pp()), widths_(std::move(widths)), variable_shapes_(variable_shapes) {}
   bool first() const { return pipe_.rank() == 0; }
   bool last() const { return pipe_.rank() == pipe_.size() - 1; }
 
-  /// Receives what the previous stage sent forward (empty on the first stage).
-  Tensor recv_forward(const MicroBatch& mb) {
+  /// Receives what the previous stage sent forward (none on the first stage).
+  StageTensors recv_forward(const MicroBatch& mb) {
     if (first()) return {};
     return exchange(nullptr, nullptr, 0, 0, &mb, pipe_.rank() - 1, kForward);
   }
-  /// Receives the gradient of this stage's output for `mb` (empty on the last stage).
-  Tensor recv_backward(const MicroBatch& mb) {
+  /// Receives the gradients of this stage's outputs for `mb` (none on the last stage).
+  StageTensors recv_backward(const MicroBatch& mb) {
     if (last()) return {};
     return exchange(nullptr, nullptr, 0, 0, &mb, pipe_.rank() + 1, kBackward);
   }
-  void send_forward(const Tensor& output, const MicroBatch& mb) {
-    if (!last()) exchange(&output, &mb, pipe_.rank() + 1, kForward, nullptr, 0, 0);
+  void send_forward(const StageTensors& outputs, const MicroBatch& mb) {
+    if (!last()) exchange(&outputs, &mb, pipe_.rank() + 1, kForward, nullptr, 0, 0);
   }
-  void send_backward(const Tensor& input_grad, const MicroBatch& mb) {
-    if (!first()) exchange(&input_grad, &mb, pipe_.rank() - 1, kBackward, nullptr, 0, 0);
+  void send_backward(const StageTensors& input_grads, const MicroBatch& mb) {
+    if (!first()) exchange(&input_grads, &mb, pipe_.rank() - 1, kBackward, nullptr, 0, 0);
   }
-  /// Sends `output` forward and receives the gradient of `grad_mb`'s output, both posted
+  /// Sends `outputs` forward and receives the gradients of `grad_mb`'s outputs, both posted
   /// before either is waited for (no deadlock with the neighbour doing the mirror image).
-  Tensor send_forward_recv_backward(const Tensor& output, const MicroBatch& mb, const MicroBatch& grad_mb) {
+  StageTensors send_forward_recv_backward(const StageTensors& outputs, const MicroBatch& mb,
+                                          const MicroBatch& grad_mb) {
     if (last()) return {};
-    return exchange(&output, &mb, pipe_.rank() + 1, kForward, &grad_mb, pipe_.rank() + 1, kBackward);
+    return exchange(&outputs, &mb, pipe_.rank() + 1, kForward, &grad_mb, pipe_.rank() + 1, kBackward);
   }
-  /// Sends `input_grad` back and receives the next micro-batch's input, posted together.
-  Tensor send_backward_recv_forward(const Tensor& input_grad, const MicroBatch& mb, const MicroBatch& next_mb) {
+  /// Sends `input_grads` back and receives the next micro-batch's inputs, posted together.
+  StageTensors send_backward_recv_forward(const StageTensors& input_grads, const MicroBatch& mb,
+                                          const MicroBatch& next_mb) {
     if (first()) return {};
-    return exchange(&input_grad, &mb, pipe_.rank() - 1, kBackward, &next_mb, pipe_.rank() - 1, kForward);
+    return exchange(&input_grads, &mb, pipe_.rank() - 1, kBackward, &next_mb, pipe_.rank() - 1, kForward);
   }
 
  private:
-  // Posts the send (if any) and the receive (if any), then waits for both. Shapes go
-  // first and the shape send is posted before any wait, so two neighbours exchanging in
-  // opposite directions cannot block each other.
-  Tensor exchange(const Tensor* send, const MicroBatch* send_mb, int dst, int send_tag, const MicroBatch* recv_mb,
-                  int src, int recv_tag) {
-    std::array<int64_t, 3> send_shape{}, recv_shape{};
-    std::unique_ptr<Work> shape_send, shape_recv, data_send, data_recv;
-    if (variable_shapes_ && send != nullptr) {
-      send_shape = wire_shape(*send, *send_mb);
-      shape_send = pipe_.send_i64_async(send_shape.data(), 3, dst, send_tag + kShapeTagOffset);
-    }
-    Tensor received;
-    if (recv_mb != nullptr) {
-      Shape shape{ctx_.local_rows(recv_mb->B * recv_mb->T), hidden_};
+  // Posts the sends (if any) and the receives (if any), then waits for all: one message per
+  // stage tensor, in list order on one tag. Shapes go first and the shape sends are posted
+  // before any wait, so two neighbours exchanging in opposite directions cannot block each
+  // other.
+  StageTensors exchange(const StageTensors* send, const MicroBatch* send_mb, int dst, int send_tag,
+                        const MicroBatch* recv_mb, int src, int recv_tag) {
+    std::vector<std::array<int64_t, 3>> send_shapes;
+    std::vector<std::unique_ptr<Work>> sends, recvs;
+    if (send != nullptr) {
+      MS_CHECK(send->size() == widths_.size(), "a stage sends ", send->size(), " tensors, the pipeline passes ",
+               widths_.size());
       if (variable_shapes_) {
-        pipe_.recv_i64_async(recv_shape.data(), 3, src, recv_tag + kShapeTagOffset)->wait();
-        check_received_shape(recv_shape, shape[0], hidden_, src);
-        shape = Shape{recv_shape[0] * recv_shape[1], recv_shape[2]};  // sized by what was sent
+        send_shapes.reserve(send->size());  // no reallocation while MPI reads them
+        for (const Tensor& t : *send) {
+          send_shapes.push_back(wire_shape(t, *send_mb));
+          sends.push_back(pipe_.send_i64_async(send_shapes.back().data(), 3, dst, send_tag + kShapeTagOffset));
+        }
       }
-      received = Tensor(*ctx_.alloc, shape, DType::kFloat32, MemoryCategory::kActivations);
-      data_recv = pipe_.recv_async(received.f32(), received.numel(), src, recv_tag);
     }
-    if (send != nullptr) data_send = pipe_.send_async(send->f32(), send->numel(), dst, send_tag);
-    if (data_send) data_send->wait();
-    if (shape_send) shape_send->wait();
-    if (data_recv) data_recv->wait();
+    StageTensors received;
+    if (recv_mb != nullptr) {
+      const int64_t rows = ctx_.local_rows(recv_mb->B * recv_mb->T);
+      for (int64_t width : widths_) {
+        Shape shape{rows, width};
+        if (variable_shapes_) {
+          std::array<int64_t, 3> recv_shape{};
+          pipe_.recv_i64_async(recv_shape.data(), 3, src, recv_tag + kShapeTagOffset)->wait();
+          check_received_shape(recv_shape, rows, width, src);
+          shape = Shape{recv_shape[0] * recv_shape[1], recv_shape[2]};  // sized by what was sent
+        }
+        received.emplace_back(*ctx_.alloc, shape, DType::kFloat32, MemoryCategory::kActivations);
+        recvs.push_back(pipe_.recv_async(received.back().f32(), received.back().numel(), src, recv_tag));
+      }
+    }
+    if (send != nullptr) {
+      for (const Tensor& t : *send) sends.push_back(pipe_.send_async(t.f32(), t.numel(), dst, send_tag));
+    }
+    for (auto& w : sends) w->wait();
+    for (auto& w : recvs) w->wait();
     return received;
   }
 
   const ForwardContext& ctx_;
   ProcessGroup& pipe_;
-  int64_t hidden_;
+  std::vector<int64_t> widths_;
   bool variable_shapes_;
 };
 
@@ -201,7 +216,7 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
   WeightGradQueue queue;
   const ForwardContext ctx = schedule_context("1F1B", ctx_in, args, &queue);
   const ModelChunk& model = *args.model.front();
-  PipelineP2P p2p(ctx, model.hidden_size(), args.variable_seq_lengths);
+  PipelineP2P p2p(ctx, model.stage_tensor_widths(), args.variable_seq_lengths);
   const int64_t P = ctx.ps->pp().size(), r = ctx.ps->pp().rank(), m = args.num_microbatches;
   const int64_t num_warmup = ctx.training ? std::min(P - r - 1, m) : m;
   const int64_t num_steady = m - num_warmup;
@@ -233,7 +248,7 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
     MS_CHECK(mb != nullptr, "the data iterator ran out at micro-batch ", index, " of ", m);
     return *mb;
   };
-  auto forward_step = [&](Tensor input) {
+  auto forward_step = [&](StageTensors input) {
     ForwardStep step = trace.run(PipelineOpKind::kForward, 0, static_cast<int64_t>(out.losses.size()), [&] {
       return args.forward_step_func(ctx, data, model, std::move(input), args.num_microbatches);
     });
@@ -242,15 +257,15 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
     out.total.loss_sum += step.result.loss.loss_sum;
     out.total.num_tokens += step.result.loss.num_tokens;
     if (ctx.training) in_flight.push_back({step.microbatch, std::move(step.result.saved)});
-    return std::make_pair(std::move(step.result.output), step.microbatch);
+    return std::make_pair(std::move(step.result.outputs), step.microbatch);
   };
-  auto backward = [&](Tensor output_grad) {
+  auto backward = [&](StageTensors output_grad) {
     InFlight f = std::move(in_flight.front());
     in_flight.pop_front();
     // Gradient reduction may overlap only the last micro-batch's backward (no_sync before).
     if (args.set_grad_sync) args.set_grad_sync(backwards_done + 1 == m);
-    Tensor input_grad = trace.run(PipelineOpKind::kBackward, 0, backwards_done++, [&] {
-      Tensor g = model.backward(ctx, *f.microbatch, std::move(output_grad), *f.saved);
+    StageTensors input_grad = trace.run(PipelineOpKind::kBackward, 0, backwards_done++, [&] {
+      StageTensors g = model.backward(ctx, *f.microbatch, std::move(output_grad), *f.saved);
       if (ctx.wgrad_queue != nullptr) queue.flush(ctx);
       return g;
     });
@@ -263,14 +278,14 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
     p2p.send_forward(output, *mb);
   }
   // Steady state: one forward, one backward.
-  Tensor input;
+  StageTensors input;
   if (num_steady > 0) input = p2p.recv_forward(next_microbatch(num_warmup));
   for (int64_t i = 0; i < num_steady; ++i) {
     const bool last_iteration = i + 1 == num_steady;
     auto [output, mb] = forward_step(std::move(input));
     const MicroBatch* oldest = in_flight.front().microbatch;
-    Tensor output_grad = p2p.send_forward_recv_backward(output, *mb, *oldest);
-    output.reset();
+    StageTensors output_grad = p2p.send_forward_recv_backward(output, *mb, *oldest);
+    output.clear();
     auto [input_grad, grad_mb] = backward(std::move(output_grad));
     if (last_iteration) {
       p2p.send_backward(input_grad, *grad_mb);
@@ -281,7 +296,7 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const For
   // Cool-down: the remaining backwards.
   if (ctx.training) {
     while (!in_flight.empty()) {
-      Tensor output_grad = p2p.recv_backward(*in_flight.front().microbatch);
+      StageTensors output_grad = p2p.recv_backward(*in_flight.front().microbatch);
       auto [input_grad, mb] = backward(std::move(output_grad));
       p2p.send_backward(input_grad, *mb);
     }
@@ -326,6 +341,10 @@ class PlanExecutor {
       microbatches_.push_back(mb);
     }
     for (int c = 0; c < layout.chunks_per_rank; ++c) chunks_[c].stage = layout.stage_of(rank_, c);
+    widths_ = args.model.front()->stage_tensor_widths();
+    for (const ModelChunk* chunk : args.model) {
+      MS_CHECK(chunk->stage_tensor_widths() == widths_, "the model chunks of one pipeline pass different tensors");
+    }
     out_.losses.resize(static_cast<size_t>(M_));
   }
 
@@ -369,48 +388,52 @@ class PlanExecutor {
   };
   static int tag(int boundary, bool gradient) { return 2 * boundary + (gradient ? 1 : 0); }
 
-  Tensor buffer(int64_t microbatch) const {
-    const MicroBatch& mb = *microbatches_[static_cast<size_t>(microbatch)];
-    return Tensor(*ctx_.alloc, Shape{ctx_.local_rows(mb.B * mb.T), args_.model.front()->hidden_size()},
-                  DType::kFloat32, MemoryCategory::kActivations);
-  }
   // Activations from stage s to s+1 cross boundary s; their gradients come back across it.
-  Tensor receive(int from_stage, int boundary, bool gradient, int64_t microbatch) {
+  // One message per stage tensor, in list order, each preceded by its shape with
+  // --variable-seq-lengths.
+  StageTensors receive(int from_stage, int boundary, bool gradient, int64_t microbatch) {
     const int from = layout_.stages[from_stage].rank;
     if (from == rank_) {
       auto& q = local_[{boundary, gradient}];
       MS_CHECK(!q.empty(), "local pipeline hand-over missing at boundary ", boundary);
-      Tensor t = std::move(q.front());
+      StageTensors t = std::move(q.front());
       q.pop_front();
       return t;
     }
-    if (args_.variable_seq_lengths) {
-      std::array<int64_t, 3> shape{};
-      pipe_.recv_i64_async(shape.data(), 3, from, tag(boundary, gradient) + kShapeTagOffset)->wait();
-      const MicroBatch& mb = *microbatches_[static_cast<size_t>(microbatch)];
-      check_received_shape(shape, ctx_.local_rows(mb.B * mb.T), args_.model.front()->hidden_size(), from);
-      Tensor t(*ctx_.alloc, Shape{shape[0] * shape[1], shape[2]}, DType::kFloat32, MemoryCategory::kActivations);
-      pipe_.recv_async(t.f32(), t.numel(), from, tag(boundary, gradient))->wait();
-      return t;
+    const MicroBatch& mb = *microbatches_[static_cast<size_t>(microbatch)];
+    const int64_t rows = ctx_.local_rows(mb.B * mb.T);
+    StageTensors out;
+    for (int64_t width : widths_) {
+      Shape shape{rows, width};
+      if (args_.variable_seq_lengths) {
+        std::array<int64_t, 3> wire{};
+        pipe_.recv_i64_async(wire.data(), 3, from, tag(boundary, gradient) + kShapeTagOffset)->wait();
+        check_received_shape(wire, rows, width, from);
+        shape = Shape{wire[0] * wire[1], wire[2]};  // sized by what was sent
+      }
+      out.emplace_back(*ctx_.alloc, shape, DType::kFloat32, MemoryCategory::kActivations);
+      pipe_.recv_async(out.back().f32(), out.back().numel(), from, tag(boundary, gradient))->wait();
     }
-    Tensor t = buffer(microbatch);
-    pipe_.recv_async(t.f32(), t.numel(), from, tag(boundary, gradient))->wait();
-    return t;
+    return out;
   }
-  void send(int to_stage, int boundary, bool gradient, Tensor t, int64_t microbatch) {
+  void send(int to_stage, int boundary, bool gradient, StageTensors tensors, int64_t microbatch) {
     const int to = layout_.stages[to_stage].rank;
+    MS_CHECK(tensors.size() == widths_.size(), "a stage sends ", tensors.size(), " tensors, the pipeline passes ",
+             widths_.size());
     if (to == rank_) {
-      local_[{boundary, gradient}].push_back(std::move(t));
+      local_[{boundary, gradient}].push_back(std::move(tensors));
       return;
     }
-    if (args_.variable_seq_lengths) {
-      auto shape = std::make_unique<std::array<int64_t, 3>>(
-          wire_shape(t, *microbatches_[static_cast<size_t>(microbatch)]));
-      auto work = pipe_.send_i64_async(shape->data(), 3, to, tag(boundary, gradient) + kShapeTagOffset);
-      sends_.push_back({std::move(work), Tensor{}, std::move(shape)});
+    for (Tensor& t : tensors) {
+      if (args_.variable_seq_lengths) {
+        auto shape = std::make_unique<std::array<int64_t, 3>>(
+            wire_shape(t, *microbatches_[static_cast<size_t>(microbatch)]));
+        auto work = pipe_.send_i64_async(shape->data(), 3, to, tag(boundary, gradient) + kShapeTagOffset);
+        sends_.push_back({std::move(work), Tensor{}, std::move(shape)});
+      }
+      auto work = pipe_.send_async(t.f32(), t.numel(), to, tag(boundary, gradient));
+      sends_.push_back({std::move(work), std::move(t), nullptr});
     }
-    auto work = pipe_.send_async(t.f32(), t.numel(), to, tag(boundary, gradient));
-    sends_.push_back({std::move(work), std::move(t), nullptr});
   }
   void reap_sends() {
     std::erase_if(sends_, [](PendingSend& s) { return s.work->is_completed(); });
@@ -419,7 +442,7 @@ class PlanExecutor {
   void forward(const PipelineOp& op) {
     Chunk& chunk = chunks_[op.chunk];
     const int s = chunk.stage;
-    Tensor input;
+    StageTensors input;
     if (s > 0) input = receive(s - 1, s - 1, false, op.microbatch);
     OneMicroBatch data(microbatches_[static_cast<size_t>(op.microbatch)]);
     ForwardStep step = trace_.run(PipelineOpKind::kForward, op.chunk, op.microbatch, [&] {
@@ -428,7 +451,7 @@ class PlanExecutor {
     MS_CHECK(step.microbatch != nullptr, "forward_step_func took no micro-batch");
     if (layout_.stages[s].post_process) out_.losses[static_cast<size_t>(op.microbatch)] = step.result.loss;
     if (ctx_.training) chunk.in_flight.push_back({op.microbatch, std::move(step.result.saved)});
-    if (s + 1 < layout_.num_stages()) send(s + 1, s, false, std::move(step.result.output), op.microbatch);
+    if (s + 1 < layout_.num_stages()) send(s + 1, s, false, std::move(step.result.outputs), op.microbatch);
   }
 
   void backward(const PipelineOp& op) {
@@ -438,7 +461,7 @@ class PlanExecutor {
              "backward of micro-batch ", op.microbatch, " on chunk ", op.chunk, " out of order");
     InFlight f = std::move(chunk.in_flight.front());
     chunk.in_flight.pop_front();
-    Tensor output_grad;
+    StageTensors output_grad;
     if (s + 1 < layout_.num_stages()) output_grad = receive(s + 1, s, true, op.microbatch);
     const bool last_of_chunk = ++chunk.backwards_done == M_;
     ForwardContext ctx = ctx_;
@@ -447,8 +470,8 @@ class PlanExecutor {
     // Megatron enables the gradient reduction for each chunk's last backward (its
     // gradients are final then); a deferred backward notifies in its W step.
     if (args_.set_grad_sync && !op.defer_weight_grad) args_.set_grad_sync(last_of_chunk);
-    Tensor input_grad = trace_.run(PipelineOpKind::kBackward, op.chunk, op.microbatch, [&] {
-      Tensor g = args_.model[op.chunk]->backward(ctx, *microbatches_[static_cast<size_t>(op.microbatch)],
+    StageTensors input_grad = trace_.run(PipelineOpKind::kBackward, op.chunk, op.microbatch, [&] {
+      StageTensors g = args_.model[op.chunk]->backward(ctx, *microbatches_[static_cast<size_t>(op.microbatch)],
                                                  std::move(output_grad), *f.saved);
       if (!op.defer_weight_grad && ctx.wgrad_queue != nullptr) queue->flush(ctx_);
       return g;
@@ -475,7 +498,8 @@ class PlanExecutor {
   TraceRecorder trace_;
   std::vector<Chunk> chunks_;
   std::vector<const MicroBatch*> microbatches_;
-  std::map<std::pair<int, bool>, std::deque<Tensor>> local_;
+  std::map<std::pair<int, bool>, std::deque<StageTensors>> local_;
+  std::vector<int64_t> widths_;
   std::vector<PendingSend> sends_;
   std::deque<Deferred> deferred_;
   ForwardBackwardResult out_;

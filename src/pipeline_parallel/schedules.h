@@ -48,10 +48,11 @@ struct ForwardStep {
   ModelChunk::ForwardResult result;
 };
 
-/// Megatron's forward_step_func(data_iterator, model): input is the previous stage's output
-/// (empty on the first stage).
+/// Megatron's forward_step_func(data_iterator, model): inputs are the previous stage's
+/// outputs (none on the first stage).
 using ForwardStepFunc = std::function<ForwardStep(const ForwardContext& ctx, DataIterator& data_iterator,
-                                                  const ModelChunk& model, Tensor input, int64_t num_microbatches)>;
+                                                  const ModelChunk& model, StageTensors inputs,
+                                                  int64_t num_microbatches)>;
 
 /// One F, B or W step as it ran: times in seconds since the schedule started (bench/).
 struct ScheduleEvent {

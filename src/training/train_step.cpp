@@ -7,7 +7,7 @@
 namespace mindspeed {
 
 ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_iterator, const ModelChunk& model,
-                             Tensor input, int64_t num_microbatches) {
+                             StageTensors inputs, int64_t num_microbatches) {
   ForwardStep step;
   step.microbatch = data_iterator.next();
   if (step.microbatch == nullptr) return step;
@@ -16,7 +16,7 @@ ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_itera
   for (float m : mb.loss_mask) tokens += m;
   // Megatron: loss / num_tokens / num_microbatches.
   const float scale = tokens > 0.0 ? static_cast<float>(1.0 / (tokens * static_cast<double>(num_microbatches))) : 0.0f;
-  step.result = model.forward(ctx, mb, std::move(input), scale);
+  step.result = model.forward(ctx, mb, std::move(inputs), scale);
   return step;
 }
 
@@ -48,7 +48,7 @@ ForwardBackwardResult run_schedule(std::vector<const ModelChunk*> model, const P
   args.forward_step_func = gpt_forward_step;
   if (options.on_forward_step) {
     args.forward_step_func = [&options, count = int64_t{0}](const ForwardContext& c, DataIterator& it,
-                                                            const ModelChunk& chunk, Tensor input,
+                                                            const ModelChunk& chunk, StageTensors input,
                                                             int64_t num_microbatches) mutable {
       options.on_forward_step(count++);
       return gpt_forward_step(c, it, chunk, std::move(input), num_microbatches);

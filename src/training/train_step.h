@@ -31,7 +31,7 @@ struct TrainStepResult {
 /// 1 / (tokens * num_microbatches) (a micro-batch without counted tokens contributes
 /// nothing), and the chunk's forward.
 ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_iterator, const ModelChunk& model,
-                             Tensor input, int64_t num_microbatches);
+                             StageTensors inputs, int64_t num_microbatches);
 
 struct TrainStepOptions {
   bool defer_weight_grad = false;  ///< see ForwardBackwardArgs::defer_weight_grad

@@ -111,16 +111,16 @@ struct Rig {
   // does across ranks, here by hand); returns the loss sums.
   LossSums forward_backward(const ForwardContext& c, const MicroBatch& mb, float loss_scale) {
     std::vector<std::unique_ptr<ModelChunk::Saved>> saved;
-    Tensor hidden;
+    StageTensors hidden;
     LossSums loss;
     for (const auto& chunk : chunks) {
       ModelChunk::ForwardResult r = chunk->forward(c, mb, std::move(hidden), loss_scale);
-      hidden = std::move(r.output);
+      hidden = std::move(r.outputs);
       loss = r.loss;
       saved.push_back(std::move(r.saved));
     }
     EXPECT_TRUE(hidden.empty()) << "the last stage returns the loss, not hidden states";
-    Tensor grad;
+    StageTensors grad;
     for (size_t i = chunks.size(); i-- > 0;) grad = chunks[i]->backward(c, mb, std::move(grad), *saved[i]);
     EXPECT_TRUE(grad.empty()) << "the first stage has no input gradient";
     return loss;

@@ -73,16 +73,16 @@ TrainStepResult pipeline_step_by_hand(const GPTModel& model, ParamAndGradBuffer&
   for (size_t i = 0; i < mbs.size(); ++i) {
     const MicroBatch& mb = mbs[i];
     const int64_t n = ctx.local_rows(mb.B * mb.T);
-    Tensor input;
+    StageTensors input;
     if (!model.pre_process()) {
-      input = Tensor(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
-      pipe.recv_async(input.f32(), n * H, pipe.rank() - 1, static_cast<int>(i))->wait();
+      input.emplace_back(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
+      pipe.recv_async(input[0].f32(), n * H, pipe.rank() - 1, static_cast<int>(i))->wait();
     }
     double tokens = 0.0;
     for (float m : mb.loss_mask) tokens += m;
     const float scale = static_cast<float>(1.0 / (tokens * static_cast<double>(mbs.size())));
     ModelChunk::ForwardResult r = model.forward(ctx, mb, std::move(input), scale);
-    if (!model.post_process()) pipe.send_async(r.output.f32(), n * H, pipe.rank() + 1, static_cast<int>(i))->wait();
+    if (!model.post_process()) pipe.send_async(r.outputs[0].f32(), n * H, pipe.rank() + 1, static_cast<int>(i))->wait();
     result.loss_sum += r.loss.loss_sum;
     result.num_tokens += r.loss.num_tokens;
     saved.push_back(std::move(r.saved));
@@ -90,13 +90,15 @@ TrainStepResult pipeline_step_by_hand(const GPTModel& model, ParamAndGradBuffer&
   for (size_t i = 0; i < mbs.size(); ++i) {
     const MicroBatch& mb = mbs[i];
     const int64_t n = ctx.local_rows(mb.B * mb.T);
-    Tensor grad;
+    StageTensors grad;
     if (!model.post_process()) {
-      grad = Tensor(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
-      pipe.recv_async(grad.f32(), n * H, pipe.rank() + 1, 1000 + static_cast<int>(i))->wait();
+      grad.emplace_back(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
+      pipe.recv_async(grad[0].f32(), n * H, pipe.rank() + 1, 1000 + static_cast<int>(i))->wait();
     }
-    Tensor dinput = model.backward(ctx, mb, std::move(grad), *saved[i]);
-    if (!model.pre_process()) pipe.send_async(dinput.f32(), n * H, pipe.rank() - 1, 1000 + static_cast<int>(i))->wait();
+    StageTensors dinput = model.backward(ctx, mb, std::move(grad), *saved[i]);
+    if (!model.pre_process()) {
+      pipe.send_async(dinput[0].f32(), n * H, pipe.rank() - 1, 1000 + static_cast<int>(i))->wait();
+    }
     saved[i].reset();
   }
   ddp.finish_grad_sync();
@@ -118,14 +120,14 @@ LossSums pipeline_forward_by_hand(const GPTModel& model, const ForwardContext& t
   for (size_t i = 0; i < mbs.size(); ++i) {
     const MicroBatch& mb = mbs[i];
     const int64_t n = ctx.local_rows(mb.B * mb.T);
-    Tensor input;
+    StageTensors input;
     if (!model.pre_process()) {
-      input = Tensor(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
-      pipe.recv_async(input.f32(), n * H, pipe.rank() - 1, 2000 + static_cast<int>(i))->wait();
+      input.emplace_back(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
+      pipe.recv_async(input[0].f32(), n * H, pipe.rank() - 1, 2000 + static_cast<int>(i))->wait();
     }
     ModelChunk::ForwardResult r = model.forward(ctx, mb, std::move(input), 0.0f);
     if (!model.post_process()) {
-      pipe.send_async(r.output.f32(), n * H, pipe.rank() + 1, 2000 + static_cast<int>(i))->wait();
+      pipe.send_async(r.outputs[0].f32(), n * H, pipe.rank() + 1, 2000 + static_cast<int>(i))->wait();
     }
     sums.loss_sum += r.loss.loss_sum;
     sums.num_tokens += r.loss.num_tokens;

@@ -86,18 +86,29 @@ Tensor GPTModel::backward_from(const ForwardContext& ctx, const MicroBatch& mb, 
   return {};
 }
 
-ModelChunk::ForwardResult GPTModel::forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input,
+ModelChunk::ForwardResult GPTModel::forward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors inputs,
                                             float loss_scale) const {
+  MS_CHECK(inputs.size() == (options_.pre_process ? 0u : 1u), "a GPT stage takes ", options_.pre_process ? 0 : 1,
+           " input tensor(s), got ", inputs.size());
   auto saved = std::make_unique<Saved>();
   ForwardResult result;
-  result.loss = forward_into(ctx, mb, std::move(input), loss_scale, *saved, &result.output);
+  Tensor output;
+  result.loss = forward_into(ctx, mb, inputs.empty() ? Tensor{} : std::move(inputs.front()), loss_scale, *saved,
+                             &output);
+  if (!options_.post_process) result.outputs.push_back(std::move(output));
   result.saved = std::move(saved);
   return result;
 }
 
-Tensor GPTModel::backward(const ForwardContext& ctx, const MicroBatch& mb, Tensor output_grad,
-                          ModelChunk::Saved& saved) const {
-  return backward_from(ctx, mb, std::move(output_grad), static_cast<Saved&>(saved));
+StageTensors GPTModel::backward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors output_grads,
+                                ModelChunk::Saved& saved) const {
+  MS_CHECK(output_grads.size() == (options_.post_process ? 0u : 1u), "a GPT stage takes ",
+           options_.post_process ? 0 : 1, " output gradient(s), got ", output_grads.size());
+  Tensor dinput = backward_from(ctx, mb, output_grads.empty() ? Tensor{} : std::move(output_grads.front()),
+                                static_cast<Saved&>(saved));
+  StageTensors out;
+  if (!options_.pre_process) out.push_back(std::move(dinput));
+  return out;
 }
 
 LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch& mb, float loss_scale, Saved& saved) const {

@@ -54,11 +54,12 @@ class GPTModel final : public ModelChunk {
   // ModelChunk
   bool pre_process() const override { return options_.pre_process; }
   bool post_process() const override { return options_.post_process; }
-  int64_t hidden_size() const override { return config_.hidden_size; }
-  ForwardResult forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input,
+  /// GPT stages pass one tensor: the hidden states [n, h].
+  std::vector<int64_t> stage_tensor_widths() const override { return {config_.hidden_size}; }
+  ForwardResult forward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors inputs,
                         float loss_scale) const override;
-  Tensor backward(const ForwardContext& ctx, const MicroBatch& mb, Tensor output_grad,
-                  ModelChunk::Saved& saved) const override;
+  StageTensors backward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors output_grads,
+                        ModelChunk::Saved& saved) const override;
 
   /// A whole model (pre and post process) on one micro-batch: the loss sums; with
   /// ctx.training the loss gradient is folded in (see OutputLayerLoss) and backward() does
