@@ -221,6 +221,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
       ->check(CLI::IsMember({"dualpipev"}));
   r.flag("--variable-seq-lengths", p.variable_seq_lengths,
          "Micro-batches may differ in sequence length: each tensor between pipeline stages is preceded by its shape");
+  r.flag("--use-multiparameter-pipeline-model-parallel", p.multiparameter_pipeline,
+         "MindSpeed: stages exchange a list of tensors, each with its own send (GPT passes one: the hidden states)");
   r.flag("--dualpipev-dw-detach", p.dualpipev_dw_detach,
          "DualPipeV: defer weight gradients of the cool-down into the bubbles");
   r.number("--dry-run-world-size", p.dry_run_world_size,

@@ -33,6 +33,9 @@ struct ParallelConfig {
   bool dualpipev = false;           ///< --schedules-method dualpipev (MindSpeed)
   bool dualpipev_dw_detach = false;  ///< --dualpipev-dw-detach (MindSpeed)
   bool variable_seq_lengths = false;  ///< --variable-seq-lengths (MindSpeed PP dynamic shapes)
+  /// --use-multiparameter-pipeline-model-parallel (MindSpeed): stages exchange a list of
+  /// tensors (ModelChunk::stage_tensor_widths; GPT passes one, its hidden states).
+  bool multiparameter_pipeline = false;
   /// Dry run: print every process group for this world size and exit (no training).
   int dry_run_world_size = 0;            ///< --dry-run-world-size (mindspeed-cpp)
 };

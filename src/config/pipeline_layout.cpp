@@ -68,6 +68,13 @@ StatusOr<PipelineLayout> PipelineLayout::build(const ParallelConfig& p, int64_t 
                             "(--num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank)");
   }
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> rank_layers, layers_per_rank(p, num_layers));
+  if (p.multiparameter_pipeline && P < 2) {
+    return invalid_argument("--use-multiparameter-pipeline-model-parallel needs --pipeline-model-parallel-size > 1");
+  }
+  if (p.multiparameter_pipeline && p.dualpipev) {
+    return invalid_argument("--use-multiparameter-pipeline-model-parallel does not work with --schedules-method "
+                            "dualpipev (MindSpeed's rule)");
+  }
 
   if (p.dualpipev) {
     // MindSpeed's dualpipev_feature.py checks.

@@ -142,6 +142,10 @@ TEST(Arguments, PipelineScheduleFlags) {
   EXPECT_TRUE(v->configs.parallel.dualpipev_dw_detach);
   EXPECT_EQ(v->configs.parallel.num_virtual_stages_per_pipeline_rank, 2);
   EXPECT_FALSE(parse_with({"--schedules-method", "zbv"}).ok());
+  auto m = parse_with({"--use-multiparameter-pipeline-model-parallel", "--variable-seq-lengths"});
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_TRUE(m->configs.parallel.multiparameter_pipeline);
+  EXPECT_TRUE(m->configs.parallel.variable_seq_lengths);
 }
 
 TEST(Validate, PipelineRules) {

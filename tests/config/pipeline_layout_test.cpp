@@ -177,6 +177,12 @@ TEST(PipelineLayout, RefusesWhatMegatronAndMindSpeedRefuse) {
          p.dualpipev = true;
          p.decoder_first_pipeline_num_layers = 1;
        }), 4, 0, "leave out --decoder-first/last-pipeline-num-layers"},
+      {"multiparameter without pipeline", with(1, [](ParallelConfig& p) { p.multiparameter_pipeline = true; }), 4, 0,
+       "--use-multiparameter-pipeline-model-parallel needs --pipeline-model-parallel-size > 1"},
+      {"multiparameter with dualpipev", with(2, [](ParallelConfig& p) {
+         p.multiparameter_pipeline = true;
+         p.dualpipev = true;
+       }), 4, 0, "does not work with --schedules-method dualpipev"},
       {"dw detach alone", with(2, [](ParallelConfig& p) { p.dualpipev_dw_detach = true; }), 4, 0,
        "--dualpipev-dw-detach needs --schedules-method dualpipev"},
   };

@@ -133,12 +133,15 @@ TEST(EndToEnd, StageFailingMidScheduleEndsTheJob) {
   }
 }
 
-// The interleaved and DualPipeV schedules train the main job (loss falls, evaluation runs).
+// The interleaved (with shapes sent ahead and list p2p) and DualPipeV schedules train the
+// main job (loss falls, evaluation runs).
 TEST(EndToEnd, MockDataLossFallsWithInterleavedAndDualPipeV) {
   const std::string common = " --train-iters 60 --log-interval 10 --eval-interval 30 --eval-iters 2"
                              " --attention-dropout 0 --hidden-dropout 0 --num-layers 4 --global-batch-size 32"
                              " --pipeline-model-parallel-size 2";
-  Result r = run(kMpirun + " -np 2 " + kBin + kTiny + common + " --num-layers-per-virtual-pipeline-stage 1");
+  Result r = run(kMpirun + " -np 2 " + kBin + kTiny + common +
+                 " --num-layers-per-virtual-pipeline-stage 1 --variable-seq-lengths"
+                 " --use-multiparameter-pipeline-model-parallel");
   expect_loss_falls(r);
   EXPECT_NE(r.output.find("> pipeline: interleaved 1F1B, 2 chunk(s) per rank, 8 micro-batches; stage layers@rank: "
                           "0-0@0, 1-1@1, 2-2@0, 3-3@1"),
