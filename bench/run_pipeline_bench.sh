@@ -3,13 +3,12 @@
 # step) trained with no pipelining on 1 rank, then with 1F1B, interleaved 1F1B (vpp 2),
 # DualPipeV and DualPipeV with --dualpipev-dw-detach on 2 and 4 ranks (pure pipeline, one
 # thread per rank). Prints each run's per-rank table (bench/pipeline_schedules.cpp) and a
-# Markdown summary table at the end. Builds build/ci/bench/pipeline_schedules if needed (the
-# ci preset leaves the benchmarks out, so build/ci is configured with -DMS_BUILD_BENCH=ON;
-# `cmake --preset ci` turns them off again).
+# Markdown summary table at the end. Builds build/release/bench/pipeline_schedules if needed
+# (the release preset, as bench/run_training_bench.sh).
 # Each configuration runs REPEATS times (default 3, in rounds) and the run with the shortest
 # step is shown.
 #   bench/run_pipeline_bench.sh [STEPS] [REPEATS]     (defaults 5 and 3; HIDDEN, SEQ, BUILD
-#                                                      override hidden 256, seq 128, build/ci)
+#                                                      override hidden 256, seq 128, build/release)
 # On a 2-core machine P = 4 oversubscribes the cores: those measured bubbles include
 # time-sharing; P = 2 is the meaningful measured comparison, the simulation gives the clean
 # numbers.
@@ -19,12 +18,12 @@ STEPS=${1:-5}
 REPEATS=${2:-3}
 HIDDEN=${HIDDEN:-256}
 SEQ=${SEQ:-128}
-BUILD=${BUILD:-build/ci}
+BUILD=${BUILD:-build/release}
 BIN=$BUILD/bench/pipeline_schedules
-if ! grep -qs 'pipeline_schedules' "$BUILD/build.ninja"; then
-  cmake --preset ci -DMS_BUILD_BENCH=ON >/dev/null  # the ci preset leaves bench/ out
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake --preset release >/dev/null
 fi
-cmake --build "$BUILD" -j 2 --target pipeline_schedules >/dev/null  # a no-op when up to date
+cmake --build "$BUILD" -j "$(nproc)" --target pipeline_schedules >/dev/null  # a no-op when up to date
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 CORES=$(nproc)
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CORES cores; $(date -u +%F)"

@@ -50,7 +50,7 @@ struct PlanSimulation {
   double makespan = 0.0;        ///< time until the last op ends
   std::vector<double> busy;     ///< per rank: time spent computing
   std::vector<int64_t> peak_in_flight;  ///< per rank: most micro-batches with live activations
-  /// Idle time of the busiest rank over its compute time (= (P-1)/m for 1F1B with B = 2F).
+  /// Idle time over compute time, averaged over the ranks (= (P-1)/m for 1F1B with B = 2F).
   double bubble_fraction() const;
 };
 
