@@ -1,12 +1,15 @@
 // Safetensors reader and writer (safetensors.h).
 #include "checkpointing/safetensors.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +17,7 @@
 #include <sstream>
 #include <utility>
 
+#include "checkpointing/durable_file.h"
 #include "core/dtype.h"
 #include "core/json_util.h"
 #include "tokenizer/unicode.h"
@@ -230,21 +234,37 @@ StatusOr<std::vector<int32_t>> SafetensorsFile::read_i32(const std::string& name
 
 Status write_file_atomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return failed_precondition("cannot create '", tmp, "' (does the directory exist and is it writable?)");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return failed_precondition("cannot create '", tmp, "' (does the directory exist and is it writable?): ",
+                               std::strerror(errno));
+  }
+  // Every byte written (a short write on a full disk is an error, never a short file), then
+  // synced before the rename makes it visible under the final name.
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
       std::remove(tmp.c_str());
-      return failed_precondition("writing '", tmp, "' failed (disk full?)");
+      return failed_precondition("writing '", tmp, "' failed after ", done, " of ", bytes.size(),
+                                 " bytes: ", std::strerror(err));
     }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return failed_precondition("syncing '", tmp, "' failed: ", std::strerror(err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     return failed_precondition("cannot rename '", tmp, "' to '", path, "'");
   }
-  return ok_status();
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return fsync_path(dir.empty() ? "." : dir);
 }
 
 Status write_safetensors(const std::string& path,

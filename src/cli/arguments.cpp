@@ -137,6 +137,7 @@ struct Choices {
   std::string lr_wsd_decay_style = "exponential";
   std::string noop_layers;
   std::string schedules_method;
+  std::string ckpt_format = "safetensors";
   std::string optimizer = "adam";
   std::string transformer_impl = "transformer_engine";
   bool use_rotary_position_embeddings = false;
@@ -276,7 +277,29 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
                "Do not stop on a non-finite loss or gradient (the update is skipped instead)");
   r.number("--peak-tflops", t.peak_tflops, "mindspeed-cpp: per-rank peak TFLOP/s for the MFU column",
            at_least(0, "TFLOP/s"));
-  r.value("--load", t.load, "Start from a Hugging Face checkpoint directory (config.json + model.safetensors)");
+  r.value("--load", t.load,
+          "Continue from a checkpoint directory (latest_checkpointed_iteration.txt), or start from a Hugging Face "
+          "directory (config.json + model.safetensors)");
+  r.value("--save", t.save, "Checkpoint directory to save to");
+  r.number("--save-interval", t.save_interval, "Iterations between checkpoints (also saved at the end)",
+           between(1, 1ll << 40, false, "iterations"));
+  r.flag("--no-save-optim", t.no_save_optim, "Save the weights only");
+  r.flag("--no-load-optim", t.no_load_optim, "Load the weights only (fresh optimizer state)");
+  r.flag("--no-load-rng", t.no_load_rng, "Accepted: mindspeed-cpp keeps no RNG state (dropout is keyed by seed and sample)");
+  r.flag("--no-save-rng", t.no_save_rng, "Accepted: mindspeed-cpp keeps no RNG state (dropout is keyed by seed and sample)");
+  r.flag("--finetune", t.finetune, "Load the weights only and start at iteration 0");
+  r.number("--ckpt-step", t.ckpt_step, "Load this iteration instead of the latest", at_least(0, "iterations"));
+  r.flag("--exit-on-missing-checkpoint", t.exit_on_missing_checkpoint,
+         "Stop if --load holds no checkpoint (instead of starting from random weights)");
+  r.number("--exit-interval", t.exit_interval, "Save (with --save) and exit when the iteration is a multiple of this",
+           between(1, 1ll << 40, false, "iterations"));
+  r.number("--exit-duration-in-mins", t.exit_duration_in_mins, "Save (with --save) and exit after this many minutes",
+           above(0, "minutes"));
+  r.flag("--exit-signal-handler", t.exit_signal_handler, "On SIGTERM: finish the iteration, save (with --save), exit 0");
+  r.value("--ckpt-format", ch.ckpt_format,
+          "Checkpoint format: safetensors (mindspeed-cpp's resharding format; Megatron's torch and torch_dist are "
+          "not written yet)")
+      ->check(CLI::IsMember({"safetensors"}));
   r.number("--num-threads", t.num_threads, "mindspeed-cpp: OpenMP threads per rank (default cores / local ranks)",
            between(1, 4096, false, "threads"));
   r.flag("--use-mcore-models", ch.use_mcore_models, "Accepted: the model is Megatron core's GPTModel");

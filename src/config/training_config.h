@@ -25,7 +25,21 @@ struct TrainingConfig {
   /// false with --no-check-for-nan-in-loss-and-grad: non-finite updates are then skipped).
   bool check_for_nan_in_loss_and_grad = true;
   double peak_tflops = 0.0;       ///< --peak-tflops (mindspeed-cpp): per-rank peak for MFU; 0 = not shown
-  std::string load;               ///< --load: a Hugging Face directory (config.json + model.safetensors)
+  /// --load: a checkpoint directory (Megatron's tracker file; training/checkpointing.h) or a
+  /// Hugging Face directory (config.json + model.safetensors).
+  std::string load;
+  std::string save;               ///< --save: checkpoint directory
+  int64_t save_interval = 0;      ///< --save-interval: iterations between saves (0: only at the end)
+  bool no_save_optim = false;     ///< --no-save-optim
+  bool no_load_optim = false;     ///< --no-load-optim
+  bool no_load_rng = false;       ///< --no-load-rng (nothing to skip: dropout is keyed, not stateful)
+  bool no_save_rng = false;       ///< --no-save-rng (likewise)
+  bool finetune = false;          ///< --finetune: load weights only, start at iteration 0
+  int64_t ckpt_step = -1;         ///< --ckpt-step: load this iteration instead of the tracked one
+  bool exit_on_missing_checkpoint = false;  ///< --exit-on-missing-checkpoint
+  int64_t exit_interval = 0;      ///< --exit-interval: save (with --save) and exit at multiples
+  double exit_duration_in_mins = 0.0;  ///< --exit-duration-in-mins: save and exit after this long
+  bool exit_signal_handler = false;    ///< --exit-signal-handler: on SIGTERM finish the step, save, exit 0
   int num_threads = 0;            ///< --num-threads (mindspeed-cpp): OpenMP threads per rank; 0 = cores / ranks on the node
 };
 

@@ -256,12 +256,15 @@ Status validate_training(TrainingConfig& t, const ParallelConfig& p, int world_s
   if (t.eval_iters < 0) return invalid_argument("--eval-iters must not be negative");
   if (t.peak_tflops < 0.0) return invalid_argument("--peak-tflops must not be negative");
   if (!t.load.empty()) {
+    // A checkpoint directory, a Hugging Face directory, or (Megatron: a warning, then random
+    // weights) a directory without a checkpoint yet -- but not a file.
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(t.load + "/config.json", ec)) {
-      return invalid_argument("--load ", t.load, ": no config.json there (a Hugging Face checkpoint directory holds ",
-                              "config.json and model.safetensors)");
+    if (std::filesystem::exists(t.load, ec) && !std::filesystem::is_directory(t.load, ec)) {
+      return invalid_argument("--load ", t.load, " is a file; give the checkpoint directory (holding "
+                              "latest_checkpointed_iteration.txt, or a Hugging Face config.json)");
     }
   }
+  if (t.finetune && t.load.empty()) return invalid_argument("--finetune needs --load");
   return ok_status();
 }
 

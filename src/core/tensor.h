@@ -24,6 +24,16 @@ class Shape {
     MS_CHECK(static_cast<int>(dims.size()) <= kMaxDims, "too many dimensions");
     for (int64_t d : dims) dims_[ndim_++] = d;
   }
+  /// From any range of sizes (a std::vector read from a file).
+  template <typename Range>
+  static Shape from(const Range& dims) {
+    Shape s;
+    for (int64_t d : dims) {
+      MS_CHECK(s.ndim_ < kMaxDims, "too many dimensions");
+      s.dims_[s.ndim_++] = d;
+    }
+    return s;
+  }
   int ndim() const { return ndim_; }
   int64_t operator[](int i) const { return dims_[i]; }
   int64_t& operator[](int i) { return dims_[i]; }

@@ -1,7 +1,9 @@
 // pretrain() (pretrain.h).
 #include "training/pretrain.h"
 
+#include <csignal>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include "config/validate.h"
@@ -19,6 +21,7 @@
 #include "optimizer/optimizer.h"
 #include "tokenizer/tokenizer.h"
 #include "training/flops.h"
+#include "training/checkpointing.h"
 #include "training/non_finite_check.h"
 #include "parallel/agreement.h"
 #include "training/train_step.h"
@@ -26,6 +29,13 @@
 
 namespace mindspeed {
 namespace {
+
+// --exit-signal-handler (Megatron's DistributedSignalHandler): SIGTERM only sets a flag; the
+// training loop finishes the iteration, saves and exits cleanly.
+volatile std::sig_atomic_t g_sigterm = 0;
+void on_sigterm(int) { g_sigterm = 1; }
+void install_sigterm_handler() { std::signal(SIGTERM, on_sigterm); }
+bool sigterm_received() { return g_sigterm != 0; }
 
 KernelOptions kernel_options(const TrainingConfig& t) {
   KernelOptions k;
@@ -200,7 +210,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     bopts.bucket_size = c.parallel.ddp_bucket_size;
   }
   ParamAndGradBuffer buffer(model.registry(), alloc, bopts);
-  if (!c.training.load.empty()) {
+  std::error_code ec;
+  const bool load_hf = !c.training.load.empty() && std::filesystem::is_regular_file(c.training.load + "/config.json", ec);
+  if (load_hf) {
     MS_RETURN_IF_ERROR(agreed(ps.world(), load_hf_checkpoint(c.training.load, model[0], ps)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
     if (log_rank0) log_info("> loaded Hugging Face checkpoint from ", c.training.load);
@@ -220,6 +232,32 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
   DistributedDataParallel ddp(buffer, ps, dconf, backend, alloc);
   Optimizer optimizer(c.optimizer, buffer, ps, alloc, backend, c.parallel.use_distributed_optimizer);
+  const CheckpointTarget checkpoint_target{registry, buffer, optimizer, ps};
+  // Megatron's load_checkpoint: the tracked iteration of --load (any saving layout), or a
+  // warning and random weights when the directory holds no checkpoint yet.
+  CheckpointState start;
+  if (!c.training.load.empty() && !load_hf) {
+    if (has_checkpoint_tracker(c.training.load) || c.training.ckpt_step >= 0) {
+      CheckpointLoadOptions lo;
+      lo.load_optimizer = !c.training.no_load_optim;
+      lo.finetune = c.training.finetune;
+      lo.ckpt_step = c.training.ckpt_step;
+      MS_ASSIGN_OR_RETURN(start, load_checkpoint(c.training.load, c, checkpoint_target, lo));
+      MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
+      if (log_rank0) {
+        log_info("> loaded checkpoint from ", c.training.load, " at iteration ", start.iteration,
+                 c.training.finetune ? " (--finetune: weights only, starting at iteration 0)" : "");
+      }
+    } else if (c.training.exit_on_missing_checkpoint) {
+      return agreed(ps.world(), failed_precondition("--load ", c.training.load, " holds no checkpoint (no ",
+                                                    "latest_checkpointed_iteration.txt) and "
+                                                    "--exit-on-missing-checkpoint is set"));
+    } else if (log_rank0) {
+      log_warning("could not find the metadata file " + c.training.load +
+                  "/latest_checkpointed_iteration.txt; will not load any checkpoints and will start from random");
+    }
+  }
+  if (c.training.exit_signal_handler) install_sigterm_handler();
   LrScheduler scheduler(c.optimizer, c.training.train_iters, c.training.global_batch_size);
 
   // Data.
@@ -258,10 +296,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   const int64_t dp = ps.dp().size();
   MS_ASSIGN_OR_RETURN(GptDataLoader train_loader,
                       agreed(ps.world(),
-                             GptDataLoader::create(datasets.train(), 0, c.training.micro_batch_size, ps.dp_rank, dp)));
+                             GptDataLoader::create(datasets.train(), start.consumed_train_samples,
+                                                   c.training.micro_batch_size, ps.dp_rank, dp)));
   std::unique_ptr<GptDataLoader> valid_loader, test_loader;
   if (datasets.valid() && c.training.eval_iters > 0) {
-    MS_ASSIGN_OR_RETURN(GptDataLoader l, agreed(ps.world(), GptDataLoader::create(datasets.valid(), 0,
+    MS_ASSIGN_OR_RETURN(GptDataLoader l, agreed(ps.world(), GptDataLoader::create(datasets.valid(),
+                                                                                   start.consumed_valid_samples,
                                                                                    c.training.micro_batch_size,
                                                                                    ps.dp_rank, dp)));
     valid_loader = std::make_unique<GptDataLoader>(std::move(l));
@@ -291,7 +331,22 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   int64_t interval_iters = 0;
   double last_grad_norm = 0.0;
   std::vector<MicroBatch> mbs;
-  for (int64_t it = 1; it <= c.training.train_iters; ++it) {
+  CheckpointState progress = start;
+  auto save = [&](int64_t it) -> Status {
+    ddp.finish_param_sync();  // the parameters must be final
+    progress.iteration = it;
+    Timer save_timer;
+    MS_RETURN_IF_ERROR(save_checkpoint(c.training.save, progress, c, checkpoint_target, !c.training.no_save_optim));
+    if (log_rank0) {
+      log_info("  successfully saved checkpoint from iteration ", it, " to ", c.training.save, " [ ",
+               save_timer.seconds() * 1000.0, " ms ]");
+    }
+    interval.restart();  // saving time is not training time
+    return ok_status();
+  };
+  const Timer run_timer;
+  int64_t last_saved = -1;
+  for (int64_t it = start.iteration + 1; it <= c.training.train_iters; ++it) {
     MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, num_micro, mbs)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
                                               : failed_precondition("the training data ran out at iteration ", it)));
@@ -339,12 +394,38 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       interval_iters = 0;
       interval.restart();
     }
+    progress.consumed_train_samples += c.training.global_batch_size;
+    progress.floating_point_operations_so_far += flops_per_iter;
     if (valid_loader && it % c.training.eval_interval == 0 && it != c.training.train_iters) {
       ddp.finish_param_sync();
       MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro, ps));
+      progress.consumed_valid_samples += c.training.eval_iters * c.training.global_batch_size;
       if (log_last) log_line(format_validation_lines("iteration " + std::to_string(it), vl));
       interval.restart();  // evaluation time is not training time
     }
+    if (!c.training.save.empty() && c.training.save_interval > 0 && it % c.training.save_interval == 0) {
+      MS_RETURN_IF_ERROR(save(it));
+      last_saved = it;
+    }
+    // Megatron's exit conditions, decided together (any rank's signal or clock counts).
+    std::string exit_reason;
+    if (c.training.exit_interval > 0 && it % c.training.exit_interval == 0) exit_reason = "--exit-interval";
+    if (c.training.exit_duration_in_mins > 0.0 &&
+        ps.world().all_reduce_scalar(run_timer.seconds() / 60.0, ReduceOp::kMax) > c.training.exit_duration_in_mins) {
+      exit_reason = "--exit-duration-in-mins";
+    }
+    if (c.training.exit_signal_handler &&
+        ps.world().all_reduce_scalar(sigterm_received() ? 1.0 : 0.0, ReduceOp::kMax) > 0.5) {
+      exit_reason = "SIGTERM (--exit-signal-handler)";
+    }
+    if (!exit_reason.empty()) {
+      if (!c.training.save.empty() && last_saved != it) MS_RETURN_IF_ERROR(save(it));
+      if (log_rank0) log_info("exiting program at iteration ", it, " (", exit_reason, ")");
+      return ok_status();
+    }
+  }
+  if (!c.training.save.empty() && last_saved != c.training.train_iters && c.training.train_iters > start.iteration) {
+    MS_RETURN_IF_ERROR(save(c.training.train_iters));
   }
   ddp.finish_param_sync();
   if (valid_loader) {

@@ -64,6 +64,10 @@ const std::map<std::string, Row> kExpected = {
     {"--num-layers-per-virtual-pipeline-stage", {false, false, false}},
     {"--num-virtual-stages-per-pipeline-rank", {false, false, false}},
     {"--microbatch-group-size-per-virtual-pipeline-stage", {false, false, false}},
+    {"--save-interval", {false, false, false}},
+    {"--ckpt-step", {true, false, true}},  // a missing iteration is refused at load
+    {"--exit-interval", {false, false, false}},
+    {"--exit-duration-in-mins", {false, false, true}},
     {"--lr", {false, false, true}},
     {"--min-lr", {true, false, false}},
     {"--lr-decay-iters", {false, false, true}},

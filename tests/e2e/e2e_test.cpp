@@ -13,27 +13,12 @@
 #include <unistd.h>
 #include <vector>
 
+#include "run_command.h"
+
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-  double seconds = 0.0;
-};
-
-Result run(const std::string& command) {
-  Result r;
-  const auto start = std::chrono::steady_clock::now();
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
+using Result = mindspeed::testing::CommandResult;
+Result run(const std::string& command) { return mindspeed::testing::run_command(command); }
 
 const std::string kBin = MS_PRETRAIN_GPT;
 // pretrain_gpt with PretrainHooks that fail a rank on request (pretrain_gpt_with_faults.cpp).

@@ -1,0 +1,466 @@
+// save_checkpoint / load_checkpoint (checkpointing.h).
+#include "training/checkpointing.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "checkpointing/durable_file.h"
+#include "checkpointing/safetensors.h"
+#include "core/check.h"
+#include "core/dtype.h"
+#include "parallel/agreement.h"
+
+namespace mindspeed {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kTracker = "latest_checkpointed_iteration.txt";
+constexpr const char* kMetadata = "metadata.json";
+constexpr const char* kFormat = "mindspeed-cpp distributed checkpoint";
+const char* const kKinds[] = {"param", "exp_avg", "exp_avg_sq"};
+
+std::string rank_file(int rank, const char* ext) {
+  char name[64];
+  std::snprintf(name, sizeof name, "rank_%05d.%s", rank, ext);
+  return name;
+}
+
+StatusOr<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("'", path, "' does not exist or cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+StatusOr<json> read_json(const std::string& path) {
+  MS_ASSIGN_OR_RETURN(std::string text, read_text(path));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return invalid_argument("'", path, "' is not a JSON object (damaged?)");
+  return j;
+}
+
+// The arguments a checkpoint must agree on to be loaded (Megatron's check_checkpoint_args),
+// by flag name.
+json architecture_args(const ModelConfig& m) {
+  return {{"--num-layers", m.num_layers},
+          {"--hidden-size", m.hidden_size},
+          {"--ffn-hidden-size", m.ffn_hidden_size},
+          {"--num-attention-heads", m.num_attention_heads},
+          {"--kv-channels", m.kv_channels},
+          {"--num-query-groups", m.query_groups()},
+          {"--max-position-embeddings", m.max_position_embeddings},
+          {"--vocab-size (of the tokenizer)", m.vocab_size},
+          {"--normalization", m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm"},
+          {"--swiglu", m.swiglu},
+          {"--position-embedding-type", static_cast<int>(m.position_embedding_type)},
+          {"--untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights},
+          {"--disable-bias-linear", !m.add_bias_linear},
+          {"--add-qkv-bias", m.add_qkv_bias},
+          {"--noop-layers", m.noop_layers}};
+}
+
+json layout_args(const Configs& c, const ParallelState& ps) {
+  return {{"tensor_model_parallel_size", ps.sizes.tensor},
+          {"pipeline_model_parallel_size", ps.sizes.pipeline},
+          {"data_parallel_size", ps.sizes.data},
+          {"use_distributed_optimizer", c.parallel.use_distributed_optimizer},
+          {"bf16", c.training.bf16},
+          {"world_size", ps.world_size}};
+}
+
+// The optimizer-owned part of parameter p: [lo, hi) of its local slice and where it starts
+// in the optimizer's shard-local arrays.
+struct OwnedRange {
+  int64_t lo = 0, hi = 0, shard = 0;
+};
+std::vector<OwnedRange> owned_ranges(const Parameter& p, const Optimizer& optimizer) {
+  std::vector<OwnedRange> out;
+  const int64_t p_lo = p.buffer_offset, p_hi = p.buffer_offset + p.local_shape.numel();
+  for (const Optimizer::Segment& s : optimizer.segments()) {
+    const int64_t lo = std::max(s.begin, p_lo), hi = std::min(s.end, p_hi);
+    if (lo < hi) out.push_back({lo - p_lo, hi - p_lo, s.shard_offset + (lo - s.begin)});
+  }
+  return out;
+}
+
+// One chunk of one tensor as the index records it.
+struct Chunk {
+  std::string kind, name, file, key;
+  int tp_rank = 0, tp_size = 1;
+  int64_t begin = 0, end = 0;  // flat range of the tensor-parallel slice
+};
+
+json to_json(const Chunk& c) {
+  return {{"kind", c.kind}, {"name", c.name}, {"file", c.file}, {"key", c.key},
+          {"tp_rank", c.tp_rank}, {"tp_size", c.tp_size}, {"begin", c.begin}, {"end", c.end}};
+}
+
+// The index of one checkpoint iteration and the files it reads.
+class CheckpointIndex {
+ public:
+  static StatusOr<CheckpointIndex> open(const std::string& iteration_dir) {
+    CheckpointIndex index;
+    index.dir_ = iteration_dir;
+    const std::string path = iteration_dir + "/" + kMetadata;
+    MS_ASSIGN_OR_RETURN(index.meta_, read_json(path));
+    if (index.meta_.value("format", "") != kFormat) {
+      return invalid_argument("'", path, "' is not a mindspeed-cpp checkpoint index");
+    }
+    try {
+      for (const json& c : index.meta_.at("chunks")) {
+        Chunk chunk{c.at("kind"), c.at("name"), c.at("file"), c.at("key"), c.at("tp_rank"),
+                    c.at("tp_size"), c.at("begin"), c.at("end")};
+        index.chunks_[{chunk.kind, chunk.name}].push_back(std::move(chunk));
+      }
+      for (const auto& [name, entry] : index.meta_.at("tensors").items()) {
+        index.shapes_[name] = entry.at("global_shape").get<std::vector<int64_t>>();
+        index.splits_[name] = entry.at("split").get<int>();
+      }
+    } catch (const json::exception& e) {
+      return invalid_argument("'", path, "' is damaged: ", e.what());
+    }
+    return index;
+  }
+
+  const json& meta() const { return meta_; }
+  const std::map<std::string, std::vector<int64_t>>& shapes() const { return shapes_; }
+  bool has(const std::string& kind, const std::string& name) const { return chunks_.count({kind, name}) > 0; }
+  int split_of(const std::string& name) const { return splits_.at(name); }
+
+  /// Every file the index lists exists with its recorded size (cheap, every rank).
+  Status check_file_sizes() const {
+    for (const auto& [file, entry] : meta_.at("files").items()) {
+      const std::string path = dir_ + "/" + file;
+      std::error_code ec;
+      const auto size = fs::file_size(path, ec);
+      if (ec) return not_found("checkpoint file '", path, "' is missing");
+      if (static_cast<int64_t>(size) != entry.at("size").get<int64_t>()) {
+        return invalid_argument("checkpoint file '", path, "' has ", size, " bytes, the index recorded ",
+                                entry.at("size").get<int64_t>(), " (truncated or damaged)");
+      }
+    }
+    return ok_status();
+  }
+
+  /// The full tensor `kind` of `name` as saved (global shape of the saving run).
+  StatusOr<std::vector<float>> full_tensor(const std::string& kind, const ParameterSpec& spec) {
+    auto it = chunks_.find({kind, spec.name});
+    if (it == chunks_.end()) {
+      return not_found("checkpoint '", dir_, "' holds no ", kind, " of '", spec.name,
+                       "' (saved from another model?)");
+    }
+    std::vector<Chunk>& chunks = it->second;
+    const int T = chunks.front().tp_size;
+    const int64_t numel = spec.global_shape.numel();
+    const int64_t local = numel / T;
+    std::vector<float> full(static_cast<size_t>(numel));
+    std::sort(chunks.begin(), chunks.end(),
+              [](const Chunk& a, const Chunk& b) { return std::tie(a.tp_rank, a.begin) < std::tie(b.tp_rank, b.begin); });
+    size_t next = 0;
+    for (int t = 0; t < T; ++t) {
+      std::vector<float> slice(static_cast<size_t>(local));
+      int64_t covered = 0;
+      for (; next < chunks.size() && chunks[next].tp_rank == t; ++next) {
+        const Chunk& c = chunks[next];
+        if (c.tp_size != T || c.begin != covered || c.end > local) {
+          return invalid_argument("checkpoint '", dir_, "': the chunks of ", kind, " '", spec.name,
+                                  "' do not tile tensor-parallel slice ", t, " of ", T, " (damaged index)");
+        }
+        MS_ASSIGN_OR_RETURN(SafetensorsFile * file, open_file(c.file));
+        MS_ASSIGN_OR_RETURN(std::vector<float> values, file->read_f32(c.key, {c.end - c.begin}));
+        std::copy(values.begin(), values.end(), slice.begin() + c.begin);
+        covered = c.end;
+      }
+      if (covered != local) {
+        return invalid_argument("checkpoint '", dir_, "' is incomplete: ", kind, " '", spec.name,
+                                "' tensor-parallel slice ", t, " of ", T, " has ", covered, " of ", local,
+                                " elements");
+      }
+      unslice_from_rank(full.data(), slice.data(), spec, t, T);
+    }
+    return full;
+  }
+
+ private:
+  // Opens (and verifies the checksum of) a file on first use.
+  StatusOr<SafetensorsFile*> open_file(const std::string& file) {
+    auto it = files_.find(file);
+    if (it != files_.end()) return &it->second;
+    const std::string path = dir_ + "/" + file;
+    if (!meta_.at("files").contains(file)) return invalid_argument("checkpoint index names unknown file '", path, "'");
+    MS_ASSIGN_OR_RETURN(FileDigest digest, file_digest(path));
+    if (digest.crc32 != meta_.at("files").at(file).at("crc32").get<uint32_t>()) {
+      return invalid_argument("checkpoint file '", path, "' fails its checksum (damaged)");
+    }
+    MS_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+    return &files_.emplace(file, std::move(f)).first->second;
+  }
+
+  std::string dir_;
+  json meta_;
+  std::map<std::pair<std::string, std::string>, std::vector<Chunk>> chunks_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+  std::map<std::string, int> splits_;
+  std::map<std::string, SafetensorsFile> files_;
+};
+
+// The saved global tensor adapted to this run's global shape: identical, or (vocabulary
+// padding differs with the tensor-parallel size) the embedding / output layer with the real
+// rows kept and the padding rows zero.
+StatusOr<std::vector<float>> fit_to_shape(std::vector<float> full, const std::vector<int64_t>& saved,
+                                          const ParameterSpec& spec) {
+  std::vector<int64_t> want;
+  for (int i = 0; i < spec.global_shape.ndim(); ++i) want.push_back(spec.global_shape[i]);
+  if (saved == want) return full;
+  const bool vocab_rows = spec.name.ends_with("word_embeddings.weight") || spec.name == "output_layer.weight";
+  if (!vocab_rows || saved.size() != 2 || want.size() != 2 || saved[1] != want[1]) {
+    return invalid_argument("checkpoint tensor '", spec.name, "' has another shape than this model's (saved from ",
+                            "another architecture?)");
+  }
+  std::vector<float> out(static_cast<size_t>(want[0] * want[1]), 0.0f);
+  const int64_t rows = std::min(saved[0], want[0]);
+  std::copy(full.begin(), full.begin() + rows * want[1], out.begin());
+  return out;
+}
+
+std::vector<int64_t> dims_of(const Shape& s) {
+  std::vector<int64_t> out;
+  for (int i = 0; i < s.ndim(); ++i) out.push_back(s[i]);
+  return out;
+}
+
+// This rank's chunks: the tensors it holds the main replica of, as safetensors entries.
+void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optimizer, const std::string& file,
+                    std::vector<SafetensorsTensorToWrite>* tensors, json* chunks, json* specs) {
+  const ParallelState& ps = t.ps;
+  if (!distributed && ps.dp_cp().rank() != 0) return;  // data-parallel replicas: rank 0 writes
+  const bool bf16 = t.buffer.param_dtype() == DType::kBFloat16;
+  for (Parameter* p : t.buffer.params()) {
+    if (p->is_tied_copy()) continue;                          // the original is saved
+    if (!p->is_tensor_parallel() && ps.tp_rank != 0) continue;  // replicated over tp
+    for (const OwnedRange& r : owned_ranges(*p, t.optimizer)) {
+      const int64_t n = r.hi - r.lo;
+      for (const char* kind : kKinds) {
+        const bool is_param = std::string(kind) == "param";
+        if (!is_param && !save_optimizer) continue;
+        const float* src = is_param ? (bf16 ? t.optimizer.main_params() + r.shard
+                                            : static_cast<const float*>(t.buffer.param_data()) + p->buffer_offset + r.lo)
+                           : std::string(kind) == "exp_avg" ? t.optimizer.exp_avg() + r.shard
+                                                            : t.optimizer.exp_avg_sq() + r.shard;
+        Chunk c{kind, p->spec.name, file, std::string(kind) + "/" + p->spec.name + "#" + std::to_string(r.lo),
+                p->is_tensor_parallel() ? ps.tp_rank : 0, p->is_tensor_parallel() ? ps.sizes.tensor : 1, r.lo, r.hi};
+        tensors->push_back({c.key, {n}, std::vector<float>(src, src + n), {}});
+        chunks->push_back(to_json(c));
+      }
+      (*specs)[p->spec.name] = {{"global_shape", dims_of(p->spec.global_shape)},
+                                {"split", static_cast<int>(p->spec.split)}};
+    }
+  }
+}
+
+Status write_rank_files(const std::string& tmp_dir, const CheckpointTarget& t, bool distributed, bool save_optimizer) {
+  const int rank = t.ps.world_rank;
+  const std::string file = rank_file(rank, "safetensors");
+  std::vector<SafetensorsTensorToWrite> tensors;
+  json chunks = json::array(), specs = json::object();
+  collect_chunks(t, distributed, save_optimizer, file, &tensors, &chunks, &specs);
+  json fragment = {{"chunks", chunks}, {"tensors", specs}, {"files", json::object()}};
+  if (!tensors.empty()) {
+    MS_RETURN_IF_ERROR(write_safetensors(tmp_dir + "/" + file, tensors));
+    MS_ASSIGN_OR_RETURN(FileDigest d, file_digest(tmp_dir + "/" + file));
+    fragment["files"][file] = {{"size", d.size}, {"crc32", d.crc32}};
+  }
+  return write_file_atomically(tmp_dir + "/" + rank_file(rank, "json"), fragment.dump());
+}
+
+// Rank 0: the fragments merged into the index, the directory moved into place, the tracker.
+Status finish_save(const std::string& dir, const std::string& tmp_dir, const std::string& final_dir,
+                   const CheckpointState& state, const Configs& c, const CheckpointTarget& t, bool save_optimizer) {
+  json meta = {{"format", kFormat},
+               {"version", 1},
+               {"iteration", state.iteration},
+               {"consumed_train_samples", state.consumed_train_samples},
+               {"consumed_valid_samples", state.consumed_valid_samples},
+               {"floating_point_operations_so_far", state.floating_point_operations_so_far},
+               {"optimizer_step", t.optimizer.step_count()},
+               {"has_optimizer", save_optimizer},
+               {"args", architecture_args(c.model)},
+               {"layout", layout_args(c, t.ps)},
+               {"tensors", json::object()},
+               {"chunks", json::array()},
+               {"files", json::object()}};
+  for (int r = 0; r < t.ps.world_size; ++r) {
+    const std::string path = tmp_dir + "/" + rank_file(r, "json");
+    MS_ASSIGN_OR_RETURN(json fragment, read_json(path));
+    for (const json& chunk : fragment.at("chunks")) meta["chunks"].push_back(chunk);
+    meta["tensors"].update(fragment.at("tensors"));
+    meta["files"].update(fragment.at("files"));
+    fs::remove(path);
+  }
+  MS_RETURN_IF_ERROR(write_file_atomically(tmp_dir + "/" + kMetadata, meta.dump(1)));
+  MS_RETURN_IF_ERROR(fsync_path(tmp_dir));
+  std::error_code ec;
+  const std::string old_dir = final_dir + ".old";
+  fs::remove_all(old_dir, ec);
+  if (fs::exists(final_dir)) fs::rename(final_dir, old_dir, ec);
+  if (ec) return failed_precondition("cannot move the old '", final_dir, "' aside: ", ec.message());
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) return failed_precondition("cannot rename '", tmp_dir, "' to '", final_dir, "': ", ec.message());
+  MS_RETURN_IF_ERROR(fsync_path(dir));
+  MS_RETURN_IF_ERROR(write_file_atomically(dir + "/" + kTracker, std::to_string(state.iteration)));
+  fs::remove_all(old_dir, ec);
+  return ok_status();
+}
+
+}  // namespace
+
+std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration) {
+  char name[32];
+  std::snprintf(name, sizeof name, "iter_%07lld", static_cast<long long>(iteration));
+  return dir + "/" + name;
+}
+
+bool has_checkpoint_tracker(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir + "/" + kTracker, ec);
+}
+
+Status save_checkpoint(const std::string& dir, const CheckpointState& state, const Configs& configs,
+                       const CheckpointTarget& target, bool save_optimizer) {
+  ProcessGroup& world = target.ps.world();
+  const std::string final_dir = checkpoint_iteration_dir(dir, state.iteration);
+  const std::string tmp_dir = final_dir + ".tmp";
+  Status local = ok_status();
+  if (target.ps.world_rank == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    // What saves killed before left behind: half-written iterations and moved-aside ones.
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with("iter_") && (name.ends_with(".tmp") || name.ends_with(".old"))) {
+        fs::remove_all(entry.path(), ec);
+      }
+    }
+    ec.clear();
+    if (!ec) fs::create_directories(tmp_dir, ec);
+    if (ec) local = failed_precondition("cannot create checkpoint directory '", tmp_dir, "': ", ec.message());
+  }
+  MS_RETURN_IF_ERROR(agree_on_failure(world, local));
+  local = write_rank_files(tmp_dir, target, configs.parallel.use_distributed_optimizer, save_optimizer);
+  MS_RETURN_IF_ERROR(agree_on_failure(world, local));
+  if (target.ps.world_rank == 0) {
+    local = finish_save(dir, tmp_dir, final_dir, state, configs, target, save_optimizer);
+  }
+  return agree_on_failure(world, local);
+}
+
+StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs& configs,
+                                          const CheckpointTarget& target, const CheckpointLoadOptions& options) {
+  ProcessGroup& world = target.ps.world();
+  auto load_local = [&]() -> StatusOr<CheckpointState> {
+    std::string iteration_dir;
+    if (options.ckpt_step >= 0) {
+      iteration_dir = checkpoint_iteration_dir(dir, options.ckpt_step);
+    } else {
+      MS_ASSIGN_OR_RETURN(std::string tracked, read_text(dir + "/" + kTracker));
+      while (!tracked.empty() && std::isspace(static_cast<unsigned char>(tracked.back()))) tracked.pop_back();
+      if (tracked == "release") {
+        iteration_dir = dir + "/release";
+      } else {
+        char* end = nullptr;
+        const long long it = std::strtoll(tracked.c_str(), &end, 10);
+        if (tracked.empty() || *end != '\0' || it < 0) {
+          return invalid_argument("'", dir, "/", kTracker, "' holds '", tracked,
+                                  "', not an iteration number or 'release'");
+        }
+        iteration_dir = checkpoint_iteration_dir(dir, it);
+      }
+    }
+    MS_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(iteration_dir));
+    MS_RETURN_IF_ERROR(index.check_file_sizes());
+    const json want = architecture_args(configs.model);
+    const json& have = index.meta().at("args");
+    for (const auto& [flag, value] : want.items()) {
+      if (!have.contains(flag) || have.at(flag) != value) {
+        return invalid_argument("checkpoint '", iteration_dir, "' was saved with ", flag, " ",
+                                have.contains(flag) ? have.at(flag).dump() : "(absent)", ", this run has ",
+                                value.dump(), "; use the same model arguments to load it");
+      }
+    }
+    const bool load_optimizer = options.load_optimizer && !options.finetune && index.meta().value("has_optimizer", false);
+    const bool bf16 = target.buffer.param_dtype() == DType::kBFloat16;
+    const ParallelState& ps = target.ps;
+    for (const auto& owned : target.registry.params()) {
+      Parameter& p = *owned;
+      ParameterSpec source = p.spec;
+      if (p.is_tied_copy()) source.name = p.spec.tied_to;  // the copy of the original
+      if (index.shapes().count(source.name) == 0) {
+        return not_found("checkpoint '", iteration_dir, "' holds no tensor '", source.name,
+                         "' (saved from another model?)");
+      }
+      const std::vector<int64_t>& saved_shape = index.shapes().at(source.name);
+      source.global_shape = Shape::from(saved_shape);
+      source.split = static_cast<TensorParallelSplit>(index.split_of(source.name));
+      const std::vector<OwnedRange> owned_by_optimizer = owned_ranges(p, target.optimizer);
+      const int64_t n = p.local_shape.numel();
+      for (const char* kind : kKinds) {
+        const bool is_param = std::string(kind) == "param";
+        if (!is_param && !load_optimizer) continue;
+        MS_ASSIGN_OR_RETURN(std::vector<float> saved_full, index.full_tensor(kind, source));
+        MS_ASSIGN_OR_RETURN(std::vector<float> full, fit_to_shape(std::move(saved_full), saved_shape, p.spec));
+        std::vector<float> mine(static_cast<size_t>(n));
+        slice_for_rank(mine.data(), full.data(), p.spec, ps.tp_rank, ps.sizes.tensor);
+        if (is_param) {
+          if (bf16) {
+            for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(mine[i]);
+            for (const OwnedRange& r : owned_by_optimizer) {
+              std::copy(mine.begin() + r.lo, mine.begin() + r.hi, target.optimizer.main_params() + r.shard);
+            }
+          } else {
+            std::copy(mine.begin(), mine.end(), p.data.f32());
+          }
+        } else {
+          float* state = std::string(kind) == "exp_avg" ? target.optimizer.exp_avg() : target.optimizer.exp_avg_sq();
+          for (const OwnedRange& r : owned_by_optimizer) std::copy(mine.begin() + r.lo, mine.begin() + r.hi, state + r.shard);
+        }
+      }
+    }
+    target.optimizer.set_step_count(load_optimizer ? index.meta().at("optimizer_step").get<int64_t>() : 0);
+    CheckpointState state;
+    if (!options.finetune) {
+      state.iteration = index.meta().at("iteration");
+      state.consumed_train_samples = index.meta().at("consumed_train_samples");
+      state.consumed_valid_samples = index.meta().at("consumed_valid_samples");
+      state.floating_point_operations_so_far = index.meta().at("floating_point_operations_so_far");
+    }
+    return state;
+  };
+  StatusOr<CheckpointState> result = load_local();
+  MS_RETURN_IF_ERROR(agree_on_failure(world, result.status()));
+  return result;
+}
+
+StatusOr<std::map<std::string, std::vector<float>>> read_checkpoint_tensors(const std::string& iteration_dir,
+                                                                           const std::string& kind) {
+  MS_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(iteration_dir));
+  MS_RETURN_IF_ERROR(index.check_file_sizes());
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, shape] : index.shapes()) {
+    if (!index.has(kind, name)) continue;
+    ParameterSpec spec;
+    spec.name = name;
+    spec.global_shape = Shape::from(shape);
+    spec.split = static_cast<TensorParallelSplit>(index.split_of(name));
+    MS_ASSIGN_OR_RETURN(out[name], index.full_tensor(kind, spec));
+  }
+  return out;
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,85 @@
+// Port of megatron/training/checkpointing.py (save_checkpoint, load_checkpoint, the tracker
+// file and check_checkpoint_args) with a resharding on-disk format in the spirit of
+// torch_dist's ShardedTensors:
+//
+//   DIR/latest_checkpointed_iteration.txt   "500" (Megatron's tracker; "release" accepted)
+//   DIR/iter_0000500/metadata.json          the index: iteration, consumed samples, flops,
+//                                           optimizer step, architecture and layout
+//                                           arguments, every tensor's global shape and
+//                                           split, every chunk (which file, which tensor-
+//                                           parallel rank of how many, which flat range of
+//                                           that rank's slice), every file's size and CRC-32
+//   DIR/iter_0000500/rank_00003.safetensors one per rank that holds a main replica: the fp32
+//                                           main parameters and Adam moments it owns
+//
+// Every rank writes its own file in parallel (no gather to rank 0, no CPU group); only the
+// main replica writes (tensor-parallel rank 0 for replicated tensors, data-parallel rank 0
+// without the distributed optimizer, every data-parallel rank for its shard with it; tied
+// copies are not written). Loading reassembles each needed tensor from the chunks of the
+// saving layout and slices it for this rank, so a checkpoint saved at any tensor, pipeline,
+// virtual-pipeline and data-parallel layout, with or without the distributed optimizer,
+// loads at any other, optimizer state included.
+//
+// Crash safety: the iteration is written into iter_XXXXXXX.tmp, every file fsynced, the
+// directory renamed into place and fsynced, and only then the tracker replaced atomically;
+// a job killed at any moment leaves `latest` pointing at a complete checkpoint. Loading
+// checks every file's size and checksum and refuses a damaged checkpoint naming the file.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/configs.h"
+#include "core/status.h"
+#include "distributed/param_and_grad_buffer.h"
+#include "optimizer/optimizer.h"
+#include "parallel/parallel_state.h"
+
+namespace mindspeed {
+
+/// The training progress a checkpoint carries besides the tensors.
+struct CheckpointState {
+  int64_t iteration = 0;
+  int64_t consumed_train_samples = 0;
+  int64_t consumed_valid_samples = 0;
+  double floating_point_operations_so_far = 0.0;
+};
+
+/// What a checkpoint reads from and writes into on this rank.
+struct CheckpointTarget {
+  const ParameterRegistry& registry;
+  ParamAndGradBuffer& buffer;
+  Optimizer& optimizer;
+  const ParallelState& ps;
+};
+
+/// Saves iteration `state.iteration` under `dir` (collective over the world). The parameters
+/// must be final (finish any pending data-parallel parameter gather first).
+Status save_checkpoint(const std::string& dir, const CheckpointState& state, const Configs& configs,
+                       const CheckpointTarget& target, bool save_optimizer);
+
+struct CheckpointLoadOptions {
+  bool load_optimizer = true;  ///< false: --no-load-optim (moments zero, step 0)
+  bool finetune = false;       ///< --finetune: weights only, progress starts at iteration 0
+  int64_t ckpt_step = -1;      ///< --ckpt-step: this iteration instead of the tracker's
+};
+
+/// True when `dir` holds Megatron's tracker file (a checkpoint directory, possibly empty).
+bool has_checkpoint_tracker(const std::string& dir);
+
+/// Loads the tracked (or --ckpt-step) iteration of `dir` into the target (collective over
+/// the world); returns the progress to continue from. Refuses a damaged or incomplete
+/// checkpoint, naming the file, and architecture arguments that differ, naming the flag.
+StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs& configs,
+                                          const CheckpointTarget& target, const CheckpointLoadOptions& options);
+
+/// The full fp32 tensors of a checkpoint iteration directory (`dir/iter_XXXXXXX`), by
+/// Megatron name: "param", "exp_avg" or "exp_avg_sq" (tests and tools).
+StatusOr<std::map<std::string, std::vector<float>>> read_checkpoint_tensors(const std::string& iteration_dir,
+                                                                           const std::string& kind = "param");
+
+/// "DIR/iter_0000500".
+std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration);
+
+}  // namespace mindspeed

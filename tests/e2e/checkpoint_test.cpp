@@ -1,0 +1,277 @@
+// Checkpoints through pretrain_gpt (mock data, tiny model):
+//  * resume is bit-exact: N iterations, save, a fresh process continuing to 2N, equals 2N
+//    iterations straight (every parameter and Adam moment of the final checkpoint, the
+//    logged losses), single-rank, TP2 x DP2 with the distributed optimizer and overlaps, PP2
+//    interleaved, --bf16;
+//  * resharding: saved at TP2 x DP2 (distributed optimizer) and continued at TP1 x PP2, DP4,
+//    TP4 and PP2 x VPP2, the final weights equal the never-stopped run within 1e-5;
+//  * damaged checkpoints (truncated, corrupted, missing files, another architecture) are
+//    refused naming the file or the flag; saves killed with SIGKILL never leave an unloadable
+//    `latest`; SIGTERM with --exit-signal-handler saves and exits 0.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "run_command.h"
+#include "scratch_dir.h"
+#include "training/checkpointing.h"
+
+namespace mindspeed::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kBin = MS_PRETRAIN_GPT;
+const std::string kMpirun = std::string(MS_MPIRUN) +
+                            " --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1"
+                            " -x OMP_WAIT_POLICY=PASSIVE";
+const std::string kTiny =
+    " --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32"
+    " --micro-batch-size 2 --global-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine"
+    " --lr-warmup-iters 2 --mock-data --tokenizer-type NullTokenizer --vocab-size 4095 --use-flash-attn"
+    " --seed 1234 --log-interval 1 --eval-interval 4 --eval-iters 1 --attention-dropout 0 --hidden-dropout 0";
+
+std::string launch(int np) { return np == 1 ? "OMP_NUM_THREADS=1 " + kBin : kMpirun + " -np " + std::to_string(np) + " " + kBin; }
+
+CommandResult train(int np, const std::string& layout, const std::string& extra) {
+  return run_command(launch(np) + kTiny + layout + extra);
+}
+
+// The logged "lm loss" of each iteration line, by iteration.
+std::map<int, std::string> losses(const std::string& out) {
+  std::map<int, std::string> m;
+  const std::regex re(R"(iteration +([0-9]+)/ *[0-9]+ \|.*\| lm loss: ([0-9.E+-]+) \|)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it) {
+    m[std::stoi((*it)[1])] = (*it)[2];
+  }
+  return m;
+}
+
+std::map<std::string, std::vector<float>> tensors(const std::string& dir, int64_t iteration, const char* kind) {
+  auto t = read_checkpoint_tensors(checkpoint_iteration_dir(dir, iteration), kind);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return t.ok() ? *t : std::map<std::string, std::vector<float>>{};
+}
+
+double normwise_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, ref = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / std::max(ref, 1e-30);
+}
+
+// The key part of the QKV bias has an exactly zero gradient (softmax ignores a shift shared by
+// all scores of a query); Adam turns its rounding noise into layout-dependent steps, so it is
+// left out of the cross-layout comparison (as in tests/mpi/parallel_equivalence_test.cpp).
+// Layout per query group: [q (heads/groups x D), k (D), v (D)]; here 4 groups of 1 head, D 16.
+std::vector<float> without_key_bias(const std::string& name, std::vector<float> w) {
+  if (!name.ends_with("linear_qkv.bias")) return w;
+  constexpr int64_t kGroups = 4, kHeadsPerGroup = 1, kD = 16;
+  for (int64_t g = 0; g < kGroups; ++g)
+    for (int64_t d = 0; d < kD; ++d) w[(g * (kHeadsPerGroup + 2) + kHeadsPerGroup) * kD + d] = 0.0f;
+  return w;
+}
+
+struct Layout {
+  const char* name;
+  int np;
+  std::string flags;
+};
+
+TEST(Checkpoint, ResumeIsBitExact) {
+  const Layout layouts[] = {
+      {"single", 1, ""},
+      {"tp2_dp2_distopt_overlap", 4,
+       " --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce"
+       " --overlap-param-gather"},
+      {"pp2_interleaved", 2, " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"},
+      {"bf16", 1, " --bf16"},
+  };
+  for (const Layout& l : layouts) {
+    SCOPED_TRACE(l.name);
+    ScratchDir scratch;
+    const std::string straight = scratch.file("straight"), resumed = scratch.file("resumed");
+    const CommandResult a = train(l.np, l.flags, " --train-iters 8 --save " + straight);
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    const CommandResult b1 = train(l.np, l.flags, " --train-iters 8 --exit-interval 4 --save " + resumed);
+    ASSERT_EQ(b1.exit_code, 0) << b1.output;
+    ASSERT_NE(b1.output.find("exiting program at iteration 4"), std::string::npos) << b1.output;
+    const CommandResult b2 = train(l.np, l.flags, " --train-iters 8 --load " + resumed + " --save " + resumed);
+    ASSERT_EQ(b2.exit_code, 0) << b2.output;
+    EXPECT_NE(b2.output.find("loaded checkpoint from " + resumed + " at iteration 4"), std::string::npos) << b2.output;
+    // The logged losses of iterations 5..8 and the final evaluation agree to the printed digit...
+    const auto la = losses(a.output), lb = losses(b2.output);
+    for (int it = 5; it <= 8; ++it) EXPECT_EQ(la.at(it), lb.at(it)) << "iteration " << it;
+    EXPECT_EQ(lb.count(4), 0u) << "the resumed run starts at iteration 5";
+    // ... and every saved number is bitwise the same.
+    for (const char* kind : {"param", "exp_avg", "exp_avg_sq"}) {
+      const auto ta = tensors(straight, 8, kind), tb = tensors(resumed, 8, kind);
+      ASSERT_FALSE(ta.empty());
+      ASSERT_EQ(ta.size(), tb.size()) << kind;
+      for (const auto& [name, values] : ta) EXPECT_EQ(values, tb.at(name)) << kind << " " << name;
+    }
+  }
+}
+
+TEST(Checkpoint, ReshardsToOtherLayouts) {
+  ScratchDir scratch;
+  const std::string from = " --tensor-model-parallel-size 2 --use-distributed-optimizer";
+  const std::string base = scratch.file("base");
+  // The never-stopped run, and its first half saved.
+  const CommandResult a = train(4, from, " --train-iters 8 --save " + scratch.file("straight"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const CommandResult half = train(4, from, " --train-iters 8 --exit-interval 4 --save " + base);
+  ASSERT_EQ(half.exit_code, 0) << half.output;
+  const auto want = tensors(scratch.file("straight"), 8, "param");
+  const Layout targets[] = {
+      {"tp1_pp2", 2, " --pipeline-model-parallel-size 2"},
+      {"dp4", 4, ""},
+      {"tp4", 4, " --tensor-model-parallel-size 4"},
+      {"pp2_vpp2", 2, " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2"},
+  };
+  for (const Layout& l : targets) {
+    SCOPED_TRACE(l.name);
+    const std::string out = scratch.file(l.name);
+    const CommandResult b = train(l.np, l.flags, " --train-iters 8 --load " + base + " --save " + out);
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    const auto got = tensors(out, 8, "param");
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [name, values] : want) {
+      ASSERT_EQ(got.count(name), 1u) << name;
+      EXPECT_LE(normwise_error(without_key_bias(name, got.at(name)), without_key_bias(name, values)), 1e-5) << name;
+    }
+    const auto la = losses(a.output), lb = losses(b.output);
+    for (int it = 5; it <= 8; ++it) {
+      EXPECT_NEAR(std::stod(lb.at(it)), std::stod(la.at(it)), 1e-5 * std::stod(la.at(it))) << "iteration " << it;
+    }
+  }
+}
+
+// Overwrites `bytes` bytes at `offset` of a file (or truncates it when bytes is empty).
+void damage(const std::string& path, int64_t offset, const std::string& bytes) {
+  if (bytes.empty()) {
+    fs::resize_file(path, static_cast<uintmax_t>(offset));
+    return;
+  }
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST(Checkpoint, DamagedCheckpointsAreRefusedByName) {
+  ScratchDir scratch;
+  const std::string good = scratch.file("good");
+  ASSERT_EQ(train(1, "", " --train-iters 3 --save " + good).exit_code, 0);
+  struct Damage {
+    const char* what;
+    std::function<void(const std::string& dir)> apply;
+    std::string message;
+  };
+  const std::string shard = "iter_0000003/rank_00000.safetensors";
+  const Damage damages[] = {
+      {"truncated shard", [&](const std::string& d) { damage(d + "/" + shard, 100, ""); },
+       shard + "' has 100 bytes, the index recorded"},
+      {"flipped byte", [&](const std::string& d) { damage(d + "/" + shard, static_cast<int64_t>(fs::file_size(d + "/" + shard)) - 5, "\x7f"); },
+       shard + "' fails its checksum"},
+      {"missing shard", [&](const std::string& d) { fs::remove(d + "/" + shard); }, shard + "' is missing"},
+      {"missing index", [&](const std::string& d) { fs::remove(d + "/iter_0000003/metadata.json"); },
+       "iter_0000003/metadata.json' does not exist"},
+      {"damaged index", [&](const std::string& d) { damage(d + "/iter_0000003/metadata.json", 3, "\x01\x02"); },
+       "metadata.json' is not a JSON object"},
+      {"tracker to nowhere",
+       [&](const std::string& d) { std::ofstream(d + "/latest_checkpointed_iteration.txt") << "7"; },
+       "iter_0000007/metadata.json' does not exist"},
+      {"bad tracker", [&](const std::string& d) { std::ofstream(d + "/latest_checkpointed_iteration.txt") << "x7"; },
+       "holds 'x7', not an iteration number"},
+  };
+  for (const Damage& d : damages) {
+    SCOPED_TRACE(d.what);
+    const std::string dir = scratch.file("damaged");
+    fs::remove_all(dir);
+    fs::copy(good, dir, fs::copy_options::recursive);
+    d.apply(dir);
+    const CommandResult r = train(1, "", " --train-iters 4 --load " + dir);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(d.message), std::string::npos) << r.output;
+  }
+  // Another architecture is refused naming the flag.
+  const CommandResult r = run_command(launch(1) + std::regex_replace(kTiny, std::regex("--num-layers 4"),
+                                                                     "--num-layers 2") +
+                                      " --train-iters 4 --load " + good);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("was saved with --num-layers 4, this run has 2"), std::string::npos) << r.output;
+}
+
+// Runs `command` in the background and sends `signal` after `delay` seconds; returns when
+// it ended.
+CommandResult run_and_signal(const std::string& command, double delay, int signal) {
+  const std::string pid_file = "/tmp/ms_ckpt_pid_" + std::to_string(getpid());
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    std::ifstream in(pid_file);
+    long pid = 0;
+    if (in >> pid && pid > 0) ::kill(static_cast<pid_t>(pid), signal);
+  });
+  CommandResult r = run_command("sh -c 'echo $$ > " + pid_file + "; exec " + command + "'");
+  killer.join();
+  fs::remove(pid_file);
+  return r;
+}
+
+TEST(Checkpoint, KilledSavesLeaveALoadableLatest) {
+  // Saves every iteration; SIGKILL at random moments (many land inside a save). Whatever
+  // `latest` says afterwards must load. scripts/checkpoint_kill_test.sh runs more trials.
+  ScratchDir scratch;
+  const std::string dir = scratch.file("ckpt");
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> when(0.3, 1.5);
+  int loaded = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    run_and_signal(kBin + kTiny + " --train-iters 100000 --save-interval 1 --save " + dir, when(rng), SIGKILL);
+    if (!has_checkpoint_tracker(dir)) continue;  // killed before the first save
+    std::ifstream in(dir + "/latest_checkpointed_iteration.txt");
+    int64_t latest = 0;
+    in >> latest;
+    const CommandResult r = train(1, "", " --train-iters " + std::to_string(latest + 3) + " --eval-iters 0 --load " + dir);
+    EXPECT_EQ(r.exit_code, 0) << "trial " << trial << ": " << r.output;
+    EXPECT_NE(r.output.find("at iteration " + std::to_string(latest)), std::string::npos) << r.output;
+    ++loaded;
+  }
+  EXPECT_GT(loaded, 0);
+}
+
+TEST(Checkpoint, SigtermWithExitSignalHandlerSavesAndExitsZero) {
+  ScratchDir scratch;
+  const std::string dir = scratch.file("ckpt");
+  const CommandResult r = run_and_signal(kBin + kTiny + " --train-iters 100000 --exit-signal-handler --save " + dir,
+                                         1.5, SIGTERM);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(SIGTERM (--exit-signal-handler))"), std::string::npos) << r.output;
+  EXPECT_TRUE(has_checkpoint_tracker(dir));
+}
+
+TEST(Checkpoint, EmptyLoadDirectoryStartsFromRandomAsMegatron) {
+  ScratchDir scratch;
+  const std::string dir = scratch.file("none");
+  CommandResult r = train(1, "", " --train-iters 3 --load " + dir + " --save " + dir);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("will not load any checkpoints and will start from random"), std::string::npos);
+  r = train(1, "", " --train-iters 3 --load " + scratch.file("other") + " --exit-on-missing-checkpoint");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("holds no checkpoint"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mindspeed::testing
