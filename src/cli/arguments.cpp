@@ -283,6 +283,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--save", t.save, "Checkpoint directory to save to");
   r.number("--save-interval", t.save_interval, "Iterations between checkpoints (also saved at the end)",
            between(1, 1ll << 40, false, "iterations"));
+  r.flag("--async-save", t.async_save,
+         "Write checkpoints in the background (the snapshot is taken at the save; training goes on)");
   r.flag("--no-save-optim", t.no_save_optim, "Save the weights only");
   r.flag("--no-load-optim", t.no_load_optim, "Load the weights only (fresh optimizer state)");
   r.flag("--no-load-rng", t.no_load_rng, "Accepted: mindspeed-cpp keeps no RNG state (dropout is keyed by seed and sample)");

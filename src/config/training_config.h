@@ -30,6 +30,7 @@ struct TrainingConfig {
   std::string load;
   std::string save;               ///< --save: checkpoint directory
   int64_t save_interval = 0;      ///< --save-interval: iterations between saves (0: only at the end)
+  bool async_save = false;        ///< --async-save: write checkpoints in the background
   bool no_save_optim = false;     ///< --no-save-optim
   bool no_load_optim = false;     ///< --no-load-optim
   bool no_load_rng = false;       ///< --no-load-rng (nothing to skip: dropout is keyed, not stateful)

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
+#include <atomic>
 
 #include "checkpointing/durable_file.h"
 #include "checkpointing/safetensors.h"
@@ -265,38 +267,54 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
   }
 }
 
-Status write_rank_files(const std::string& tmp_dir, const CheckpointTarget& t, bool distributed, bool save_optimizer) {
-  const int rank = t.ps.world_rank;
-  const std::string file = rank_file(rank, "safetensors");
+// What one rank writes for one save, copied out of the live buffers (so training may go on
+// while it is written) with the index entries for it.
+struct RankSnapshot {
+  std::string file;
   std::vector<SafetensorsTensorToWrite> tensors;
+  json fragment;
+};
+
+RankSnapshot take_snapshot(const CheckpointTarget& t, bool distributed, bool save_optimizer) {
+  RankSnapshot snap;
+  snap.file = rank_file(t.ps.world_rank, "safetensors");
   json chunks = json::array(), specs = json::object();
-  collect_chunks(t, distributed, save_optimizer, file, &tensors, &chunks, &specs);
-  json fragment = {{"chunks", chunks}, {"tensors", specs}, {"files", json::object()}};
-  if (!tensors.empty()) {
-    MS_RETURN_IF_ERROR(write_safetensors(tmp_dir + "/" + file, tensors));
-    MS_ASSIGN_OR_RETURN(FileDigest d, file_digest(tmp_dir + "/" + file));
-    fragment["files"][file] = {{"size", d.size}, {"crc32", d.crc32}};
+  collect_chunks(t, distributed, save_optimizer, snap.file, &snap.tensors, &chunks, &specs);
+  snap.fragment = {{"chunks", chunks}, {"tensors", specs}, {"files", json::object()}};
+  return snap;
+}
+
+Status write_snapshot(const std::string& tmp_dir, int rank, RankSnapshot& snap) {
+  if (!snap.tensors.empty()) {
+    MS_RETURN_IF_ERROR(write_safetensors(tmp_dir + "/" + snap.file, snap.tensors));
+    MS_ASSIGN_OR_RETURN(FileDigest d, file_digest(tmp_dir + "/" + snap.file));
+    snap.fragment["files"][snap.file] = {{"size", d.size}, {"crc32", d.crc32}};
   }
-  return write_file_atomically(tmp_dir + "/" + rank_file(rank, "json"), fragment.dump());
+  snap.tensors.clear();
+  return write_file_atomically(tmp_dir + "/" + rank_file(rank, "json"), snap.fragment.dump());
+}
+
+// The index of one save without its chunks and files (filled from the ranks' fragments).
+json index_skeleton(const CheckpointState& state, const Configs& c, const CheckpointTarget& t, bool save_optimizer) {
+  return {{"format", kFormat},
+          {"version", 1},
+          {"iteration", state.iteration},
+          {"consumed_train_samples", state.consumed_train_samples},
+          {"consumed_valid_samples", state.consumed_valid_samples},
+          {"floating_point_operations_so_far", state.floating_point_operations_so_far},
+          {"optimizer_step", t.optimizer.step_count()},
+          {"has_optimizer", save_optimizer},
+          {"args", architecture_args(c.model)},
+          {"layout", layout_args(c, t.ps)},
+          {"tensors", json::object()},
+          {"chunks", json::array()},
+          {"files", json::object()}};
 }
 
 // Rank 0: the fragments merged into the index, the directory moved into place, the tracker.
-Status finish_save(const std::string& dir, const std::string& tmp_dir, const std::string& final_dir,
-                   const CheckpointState& state, const Configs& c, const CheckpointTarget& t, bool save_optimizer) {
-  json meta = {{"format", kFormat},
-               {"version", 1},
-               {"iteration", state.iteration},
-               {"consumed_train_samples", state.consumed_train_samples},
-               {"consumed_valid_samples", state.consumed_valid_samples},
-               {"floating_point_operations_so_far", state.floating_point_operations_so_far},
-               {"optimizer_step", t.optimizer.step_count()},
-               {"has_optimizer", save_optimizer},
-               {"args", architecture_args(c.model)},
-               {"layout", layout_args(c, t.ps)},
-               {"tensors", json::object()},
-               {"chunks", json::array()},
-               {"files", json::object()}};
-  for (int r = 0; r < t.ps.world_size; ++r) {
+Status finish_save(const std::string& dir, const std::string& tmp_dir, const std::string& final_dir, json meta,
+                   int world_size) {
+  for (int r = 0; r < world_size; ++r) {
     const std::string path = tmp_dir + "/" + rank_file(r, "json");
     MS_ASSIGN_OR_RETURN(json fragment, read_json(path));
     for (const json& chunk : fragment.at("chunks")) meta["chunks"].push_back(chunk);
@@ -314,9 +332,29 @@ Status finish_save(const std::string& dir, const std::string& tmp_dir, const std
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) return failed_precondition("cannot rename '", tmp_dir, "' to '", final_dir, "': ", ec.message());
   MS_RETURN_IF_ERROR(fsync_path(dir));
-  MS_RETURN_IF_ERROR(write_file_atomically(dir + "/" + kTracker, std::to_string(state.iteration)));
+  MS_RETURN_IF_ERROR(write_file_atomically(dir + "/" + kTracker, std::to_string(meta.at("iteration").get<int64_t>())));
   fs::remove_all(old_dir, ec);
   return ok_status();
+}
+
+// Rank 0 prepares the temporary directory (clearing what killed saves left); collective.
+Status prepare_save(const std::string& dir, const std::string& tmp_dir, const ParallelState& ps) {
+  Status local = ok_status();
+  if (ps.world_rank == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    // What saves killed before left behind: half-written iterations and moved-aside ones.
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with("iter_") && (name.ends_with(".tmp") || name.ends_with(".old"))) {
+        fs::remove_all(entry.path(), ec);
+      }
+    }
+    ec.clear();
+    fs::create_directories(tmp_dir, ec);
+    if (ec) local = failed_precondition("cannot create checkpoint directory '", tmp_dir, "': ", ec.message());
+  }
+  return agree_on_failure(ps.world(), local);
 }
 
 }  // namespace
@@ -332,33 +370,65 @@ bool has_checkpoint_tracker(const std::string& dir) {
   return fs::is_regular_file(dir + "/" + kTracker, ec);
 }
 
+struct CheckpointSaver::Pending {
+  std::string dir, tmp_dir, final_dir;
+  json meta;
+  RankSnapshot snapshot;
+  std::thread writer;
+  std::atomic<bool> written{false};
+  Status status = ok_status();
+};
+
+CheckpointSaver::CheckpointSaver(const ParallelState& ps, bool async) : ps_(ps), async_(async) {}
+
+CheckpointSaver::~CheckpointSaver() {
+  if (pending_ && pending_->writer.joinable()) pending_->writer.join();  // an error path: no finish
+}
+
+Status CheckpointSaver::save(const std::string& dir, const CheckpointState& state, const Configs& configs,
+                             const CheckpointTarget& target, bool save_optimizer) {
+  MS_RETURN_IF_ERROR(finish(/*wait=*/true));  // one save at a time
+  auto p = std::make_unique<Pending>();
+  p->dir = dir;
+  p->final_dir = checkpoint_iteration_dir(dir, state.iteration);
+  p->tmp_dir = p->final_dir + ".tmp";
+  MS_RETURN_IF_ERROR(prepare_save(dir, p->tmp_dir, ps_));
+  // The snapshot: copies of everything, taken before the next optimizer step.
+  p->snapshot = take_snapshot(target, configs.parallel.use_distributed_optimizer, save_optimizer);
+  p->meta = index_skeleton(state, configs, target, save_optimizer);
+  Pending* raw = p.get();
+  pending_ = std::move(p);
+  if (async_) {
+    raw->writer = std::thread([raw, rank = ps_.world_rank] {
+      raw->status = write_snapshot(raw->tmp_dir, rank, raw->snapshot);
+      raw->written.store(true);
+    });
+    return ok_status();
+  }
+  raw->status = write_snapshot(raw->tmp_dir, ps_.world_rank, raw->snapshot);
+  raw->written.store(true);
+  return finish(/*wait=*/true);
+}
+
+Status CheckpointSaver::finish(bool wait) {
+  if (!pending_) return ok_status();
+  ProcessGroup& world = ps_.world();
+  // Every rank must have written its files before rank 0 publishes the iteration.
+  if (!wait && world.all_reduce_scalar(pending_->written.load() ? 1.0 : 0.0, ReduceOp::kMin) < 0.5) {
+    return ok_status();
+  }
+  if (pending_->writer.joinable()) pending_->writer.join();
+  std::unique_ptr<Pending> p = std::move(pending_);
+  MS_RETURN_IF_ERROR(agree_on_failure(world, p->status));
+  Status local = ok_status();
+  if (ps_.world_rank == 0) local = finish_save(p->dir, p->tmp_dir, p->final_dir, std::move(p->meta), ps_.world_size);
+  return agree_on_failure(world, local);
+}
+
 Status save_checkpoint(const std::string& dir, const CheckpointState& state, const Configs& configs,
                        const CheckpointTarget& target, bool save_optimizer) {
-  ProcessGroup& world = target.ps.world();
-  const std::string final_dir = checkpoint_iteration_dir(dir, state.iteration);
-  const std::string tmp_dir = final_dir + ".tmp";
-  Status local = ok_status();
-  if (target.ps.world_rank == 0) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    // What saves killed before left behind: half-written iterations and moved-aside ones.
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.starts_with("iter_") && (name.ends_with(".tmp") || name.ends_with(".old"))) {
-        fs::remove_all(entry.path(), ec);
-      }
-    }
-    ec.clear();
-    if (!ec) fs::create_directories(tmp_dir, ec);
-    if (ec) local = failed_precondition("cannot create checkpoint directory '", tmp_dir, "': ", ec.message());
-  }
-  MS_RETURN_IF_ERROR(agree_on_failure(world, local));
-  local = write_rank_files(tmp_dir, target, configs.parallel.use_distributed_optimizer, save_optimizer);
-  MS_RETURN_IF_ERROR(agree_on_failure(world, local));
-  if (target.ps.world_rank == 0) {
-    local = finish_save(dir, tmp_dir, final_dir, state, configs, target, save_optimizer);
-  }
-  return agree_on_failure(world, local);
+  CheckpointSaver saver(target.ps, /*async=*/false);
+  return saver.save(dir, state, configs, target, save_optimizer);
 }
 
 StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs& configs,

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,33 @@ struct CheckpointTarget {
 /// must be final (finish any pending data-parallel parameter gather first).
 Status save_checkpoint(const std::string& dir, const CheckpointState& state, const Configs& configs,
                        const CheckpointTarget& target, bool save_optimizer);
+
+/// Saves one checkpoint at a time, synchronously or (--async-save) in the background: save()
+/// copies this rank's tensors out of the live buffers at once (the snapshot, taken before the
+/// next optimizer step changes anything) and a thread writes them while training goes on;
+/// finish() publishes the iteration (index, rename, tracker) once every rank has written.
+/// All ranks call save() and finish() at the same points (both are collective while a save
+/// is pending).
+class CheckpointSaver {
+ public:
+  CheckpointSaver(const ParallelState& ps, bool async);
+  ~CheckpointSaver();
+  CheckpointSaver(const CheckpointSaver&) = delete;
+  CheckpointSaver& operator=(const CheckpointSaver&) = delete;
+
+  /// Waits for the previous save, then starts this one (and finishes it unless async).
+  Status save(const std::string& dir, const CheckpointState& state, const Configs& configs,
+              const CheckpointTarget& target, bool save_optimizer);
+  /// Publishes the pending save if every rank wrote its files (wait: block until they have).
+  Status finish(bool wait);
+  bool pending() const { return pending_ != nullptr; }
+
+ private:
+  struct Pending;
+  const ParallelState& ps_;
+  bool async_;
+  std::unique_ptr<Pending> pending_;
+};
 
 struct CheckpointLoadOptions {
   bool load_optimizer = true;  ///< false: --no-load-optim (moments zero, step 0)

@@ -332,12 +332,31 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   double last_grad_norm = 0.0;
   std::vector<MicroBatch> mbs;
   CheckpointState progress = start;
+  CheckpointSaver saver(ps, c.training.async_save);
+  int64_t async_iteration = -1;  // the save being written in the background
+  // Publishes a background save once every rank has written it (wait: now).
+  auto finish_async_save = [&](bool wait) -> Status {
+    if (!saver.pending()) return ok_status();
+    MS_RETURN_IF_ERROR(saver.finish(wait));
+    if (!saver.pending() && log_rank0) {
+      log_info("  successfully saved checkpoint from iteration ", async_iteration, " to ", c.training.save,
+               " (asynchronously)");
+    }
+    return ok_status();
+  };
   auto save = [&](int64_t it) -> Status {
     ddp.finish_param_sync();  // the parameters must be final
     progress.iteration = it;
     Timer save_timer;
-    MS_RETURN_IF_ERROR(save_checkpoint(c.training.save, progress, c, checkpoint_target, !c.training.no_save_optim));
-    if (log_rank0) {
+    MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/true));
+    MS_RETURN_IF_ERROR(saver.save(c.training.save, progress, c, checkpoint_target, !c.training.no_save_optim));
+    if (c.training.async_save) {
+      async_iteration = it;
+      if (log_rank0) {
+        log_info("  started an asynchronous save of iteration ", it, " to ", c.training.save, " [ snapshot ",
+                 save_timer.seconds() * 1000.0, " ms ]");
+      }
+    } else if (log_rank0) {
       log_info("  successfully saved checkpoint from iteration ", it, " to ", c.training.save, " [ ",
                save_timer.seconds() * 1000.0, " ms ]");
     }
@@ -394,6 +413,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       interval_iters = 0;
       interval.restart();
     }
+    MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/false));
     progress.consumed_train_samples += c.training.global_batch_size;
     progress.floating_point_operations_so_far += flops_per_iter;
     if (valid_loader && it % c.training.eval_interval == 0 && it != c.training.train_iters) {
@@ -420,6 +440,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     }
     if (!exit_reason.empty()) {
       if (!c.training.save.empty() && last_saved != it) MS_RETURN_IF_ERROR(save(it));
+      MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/true));
       if (log_rank0) log_info("exiting program at iteration ", it, " (", exit_reason, ")");
       return ok_status();
     }
@@ -427,6 +448,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   if (!c.training.save.empty() && last_saved != c.training.train_iters && c.training.train_iters > start.iteration) {
     MS_RETURN_IF_ERROR(save(c.training.train_iters));
   }
+  MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/true));
   ddp.finish_param_sync();
   if (valid_loader) {
     MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro, ps));

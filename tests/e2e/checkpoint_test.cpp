@@ -2,7 +2,7 @@
 //  * resume is bit-exact: N iterations, save, a fresh process continuing to 2N, equals 2N
 //    iterations straight (every parameter and Adam moment of the final checkpoint, the
 //    logged losses), single-rank, TP2 x DP2 with the distributed optimizer and overlaps, PP2
-//    interleaved, --bf16;
+//    interleaved, --bf16, and --async-save;
 //  * resharding: saved at TP2 x DP2 (distributed optimizer) and continued at TP1 x PP2, DP4,
 //    TP4 and PP2 x VPP2, the final weights equal the never-stopped run within 1e-5;
 //  * damaged checkpoints (truncated, corrupted, missing files, another architecture) are
@@ -98,6 +98,10 @@ TEST(Checkpoint, ResumeIsBitExact) {
        " --overlap-param-gather"},
       {"pp2_interleaved", 2, " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"},
       {"bf16", 1, " --bf16"},
+      // Written in the background while training goes on: the snapshot must be the state at
+      // the save, not what later steps make of the buffers.
+      {"async_tp2_dp2_distopt", 4,
+       " --async-save --save-interval 2 --tensor-model-parallel-size 2 --use-distributed-optimizer"},
   };
   for (const Layout& l : layouts) {
     SCOPED_TRACE(l.name);
