@@ -65,7 +65,10 @@ json architecture_args(const ModelConfig& m) {
           {"--untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights},
           {"--disable-bias-linear", !m.add_bias_linear},
           {"--add-qkv-bias", m.add_qkv_bias},
-          {"--noop-layers", m.noop_layers}};
+          {"--noop-layers", m.noop_layers},
+          {"--norm-epsilon", m.norm_epsilon},
+          {"--rotary-base", m.rotary_base},
+          {"--openai-gelu", m.openai_gelu}};
 }
 
 json layout_args(const Configs& c, const ParallelState& ps) {
@@ -365,6 +368,50 @@ std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration) 
   return dir + "/" + name;
 }
 
+StatusOr<std::string> tracked_iteration_dir(const std::string& dir) {
+  MS_ASSIGN_OR_RETURN(std::string tracked, read_text(dir + "/" + kTracker));
+  while (!tracked.empty() && std::isspace(static_cast<unsigned char>(tracked.back()))) tracked.pop_back();
+  if (tracked == "release") return dir + "/release";
+  char* end = nullptr;
+  const long long it = std::strtoll(tracked.c_str(), &end, 10);
+  if (tracked.empty() || *end != '\0' || it < 0) {
+    return invalid_argument("'", dir, "/", kTracker, "' holds '", tracked, "', not an iteration number or 'release'");
+  }
+  return checkpoint_iteration_dir(dir, it);
+}
+
+StatusOr<ModelConfig> checkpoint_model_config(const std::string& iteration_dir) {
+  MS_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(iteration_dir));
+  const json& a = index.meta().at("args");
+  ModelConfig m;
+  try {
+    m.num_layers = a.at("--num-layers");
+    m.hidden_size = a.at("--hidden-size");
+    m.ffn_hidden_size = a.at("--ffn-hidden-size");
+    m.num_attention_heads = a.at("--num-attention-heads");
+    m.kv_channels = a.at("--kv-channels");
+    m.num_query_groups = a.at("--num-query-groups");
+    m.group_query_attention = m.num_query_groups != m.num_attention_heads;
+    m.max_position_embeddings = a.at("--max-position-embeddings");
+    m.vocab_size = a.at("--vocab-size (of the tokenizer)");
+    m.normalization = a.at("--normalization") == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
+    m.swiglu = a.at("--swiglu");
+    m.position_embedding_type = static_cast<PositionEmbeddingType>(a.at("--position-embedding-type").get<int>());
+    m.untie_embeddings_and_output_weights = a.at("--untie-embeddings-and-output-weights");
+    m.add_bias_linear = !a.at("--disable-bias-linear").get<bool>();
+    m.add_qkv_bias = a.at("--add-qkv-bias");
+    m.noop_layers = a.at("--noop-layers").get<std::vector<int64_t>>();
+    m.norm_epsilon = a.at("--norm-epsilon");
+    m.rotary_base = a.at("--rotary-base");
+    m.openai_gelu = a.at("--openai-gelu");
+  } catch (const json::exception& e) {
+    return invalid_argument("'", iteration_dir, "/", kMetadata, "': the model arguments are incomplete (", e.what(), ")");
+  }
+  auto emb = index.shapes().find("embedding.word_embeddings.weight");
+  m.padded_vocab_size = emb != index.shapes().end() ? emb->second.at(0) : m.vocab_size;
+  return m;
+}
+
 bool has_checkpoint_tracker(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir + "/" + kTracker, ec);
@@ -439,19 +486,7 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
     if (options.ckpt_step >= 0) {
       iteration_dir = checkpoint_iteration_dir(dir, options.ckpt_step);
     } else {
-      MS_ASSIGN_OR_RETURN(std::string tracked, read_text(dir + "/" + kTracker));
-      while (!tracked.empty() && std::isspace(static_cast<unsigned char>(tracked.back()))) tracked.pop_back();
-      if (tracked == "release") {
-        iteration_dir = dir + "/release";
-      } else {
-        char* end = nullptr;
-        const long long it = std::strtoll(tracked.c_str(), &end, 10);
-        if (tracked.empty() || *end != '\0' || it < 0) {
-          return invalid_argument("'", dir, "/", kTracker, "' holds '", tracked,
-                                  "', not an iteration number or 'release'");
-        }
-        iteration_dir = checkpoint_iteration_dir(dir, it);
-      }
+      MS_ASSIGN_OR_RETURN(iteration_dir, tracked_iteration_dir(dir));
     }
     MS_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(iteration_dir));
     MS_RETURN_IF_ERROR(index.check_file_sizes());

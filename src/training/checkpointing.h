@@ -107,6 +107,13 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
 StatusOr<std::map<std::string, std::vector<float>>> read_checkpoint_tensors(const std::string& iteration_dir,
                                                                            const std::string& kind = "param");
 
+/// The iteration directory DIR's tracker names ("DIR/iter_0000500", or "DIR/release").
+StatusOr<std::string> tracked_iteration_dir(const std::string& dir);
+
+/// The model architecture a checkpoint was saved with (its padded vocabulary from the saved
+/// word embedding): what tools need to export it.
+StatusOr<ModelConfig> checkpoint_model_config(const std::string& iteration_dir);
+
 /// "DIR/iter_0000500".
 std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration);
 

@@ -2,6 +2,7 @@
 #include "models/gpt/hf_checkpoint.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -478,6 +479,64 @@ StatusOr<std::map<std::string, std::vector<float>>> export_hf_tensors(const Mode
     for (size_t i = 0; i < m.hf.size(); ++i) out[m.hf[i]] = std::move(parts[i]);
   }
   return out;
+}
+
+std::string hf_config_json(const ModelConfig& c, HfArchitecture arch) {
+  nlohmann::ordered_json j;
+  if (arch == HfArchitecture::kGpt2) {
+    j = {{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"n_embd", c.hidden_size},
+         {"n_layer", c.num_layers},
+         {"n_head", c.num_attention_heads},
+         {"n_positions", c.max_position_embeddings},
+         {"n_ctx", c.max_position_embeddings},
+         {"n_inner", c.ffn_hidden_size},
+         {"vocab_size", c.vocab_size},
+         {"layer_norm_epsilon", c.norm_epsilon},
+         {"activation_function", c.openai_gelu ? "gelu_new" : "gelu"},
+         {"tie_word_embeddings", true},
+         {"torch_dtype", "float32"}};
+  } else {
+    j = {{"architectures", {"LlamaForCausalLM"}},
+         {"model_type", "llama"},
+         {"hidden_size", c.hidden_size},
+         {"num_hidden_layers", c.num_layers},
+         {"num_attention_heads", c.num_attention_heads},
+         {"num_key_value_heads", c.query_groups()},
+         {"intermediate_size", c.ffn_hidden_size},
+         {"max_position_embeddings", c.max_position_embeddings},
+         {"vocab_size", c.vocab_size},
+         {"rms_norm_eps", c.norm_epsilon},
+         {"rope_theta", c.rotary_base},
+         {"hidden_act", "silu"},
+         {"tie_word_embeddings", !c.untie_embeddings_and_output_weights},
+         {"attention_bias", c.add_qkv_bias},
+         {"torch_dtype", "float32"}};
+  }
+  return j.dump(2) + "\n";
+}
+
+Status write_hf_checkpoint(const std::string& dir, const ModelConfig& config, HfArchitecture arch,
+                           const FullTensors& tensors) {
+  MS_ASSIGN_OR_RETURN(auto hf, export_hf_tensors(config, arch, tensors));
+  std::vector<SafetensorsTensorToWrite> out;
+  for (auto& [name, values] : hf) {
+    // Shapes as Hugging Face lays them out.
+    std::vector<int64_t> shape;
+    for (const Mapping& m : mappings(config, arch, arch == HfArchitecture::kGpt2 ? "transformer." : "")) {
+      for (size_t i = 0; i < m.hf.size(); ++i) {
+        if (m.hf[i] == name) shape = hf_shapes(m, config, arch)[i];
+      }
+    }
+    MS_CHECK(!shape.empty(), "no Hugging Face shape for ", name);
+    out.push_back({name, shape, std::move(values), {}});
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return failed_precondition("cannot create '", dir, "': ", ec.message());
+  MS_RETURN_IF_ERROR(write_safetensors(dir + "/model.safetensors", out, {{"format", "pt"}}));
+  return write_file_atomically(dir + "/config.json", hf_config_json(config, arch));
 }
 
 }  // namespace mindspeed

@@ -46,4 +46,12 @@ StatusOr<std::map<std::string, std::vector<float>>> export_hf_tensors(const Mode
                                                                       HfArchitecture arch,
                                                                       const FullTensors& tensors);
 
+/// config.json for the model as Hugging Face transformers reads it (GPT2LMHeadModel or
+/// LlamaForCausalLM, float32).
+std::string hf_config_json(const ModelConfig& config, HfArchitecture arch);
+/// Writes DIR/config.json and DIR/model.safetensors (HF names and layouts) from Megatron-named
+/// full tensors; the directory is created.
+Status write_hf_checkpoint(const std::string& dir, const ModelConfig& config, HfArchitecture arch,
+                           const FullTensors& tensors);
+
 }  // namespace mindspeed
