@@ -49,7 +49,7 @@ Status hf_to_mg(const Options& o) {
                                      /*save_optimizer=*/false));
   std::printf("saved %s (%s, %lld layers) as a mindspeed-cpp checkpoint in %s; pretrain_gpt --load %s reads it "
               "at any parallel layout\n",
-              o.load_dir.c_str(), info.architecture == HfArchitecture::kGpt2 ? "gpt2" : "llama",
+              o.load_dir.c_str(), info.architecture == HfArchitecture::kGpt2 ? "gpt2" : "llama-style",
               static_cast<long long>(c.model.num_layers), o.save_dir.c_str(), o.save_dir.c_str());
   return ok_status();
 }
@@ -61,7 +61,9 @@ Status mg_to_hf(const Options& o) {
   HfArchitecture arch = config.swiglu ? HfArchitecture::kLlama : HfArchitecture::kGpt2;
   if (o.model_type_hf == "gpt2") arch = HfArchitecture::kGpt2;
   if (o.model_type_hf == "llama2" || o.model_type_hf == "llama") arch = HfArchitecture::kLlama;
-  if ((arch == HfArchitecture::kLlama) != config.swiglu) {
+  if (o.model_type_hf == "qwen2") arch = HfArchitecture::kQwen2;
+  if (o.model_type_hf == "mistral") arch = HfArchitecture::kMistral;
+  if ((arch != HfArchitecture::kGpt2) != config.swiglu) {
     return invalid_argument("--model-type-hf ", o.model_type_hf, " does not fit the checkpoint (",
                             config.swiglu ? "a LLaMA-style model" : "a GPT-2-style model", ")");
   }
@@ -70,8 +72,7 @@ Status mg_to_hf(const Options& o) {
   }
   MS_ASSIGN_OR_RETURN(auto tensors, read_checkpoint_tensors(iteration_dir, "param"));
   MS_RETURN_IF_ERROR(write_hf_checkpoint(o.save_dir, config, arch, tensors));
-  std::printf("saved %s as a Hugging Face %s directory in %s\n", iteration_dir.c_str(),
-              arch == HfArchitecture::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM", o.save_dir.c_str());
+  std::printf("saved %s as a Hugging Face directory in %s\n", iteration_dir.c_str(), o.save_dir.c_str());
   return ok_status();
 }
 
@@ -101,8 +102,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"hf", "mg", "mg-torch"}));
   app.add_option("--load-dir", o.load_dir, "Directory to read")->required();
   app.add_option("--save-dir", o.save_dir, "Directory to write")->required();
-  app.add_option("--model-type-hf", o.model_type_hf, "gpt2, llama2 or llama (default: from the checkpoint)")
-      ->check(CLI::IsMember({"gpt2", "llama2", "llama"}));
+  app.add_option("--model-type-hf", o.model_type_hf,
+                 "gpt2, llama2, llama, qwen2 or mistral (default: gpt2 or llama, from the checkpoint)")
+      ->check(CLI::IsMember({"gpt2", "llama2", "llama", "qwen2", "mistral"}));
   app.add_option("--target-tensor-parallel-size", o.target_tp,
                  "Accepted: mg checkpoints load at any tensor-parallel size")
       ->check(CLI::PositiveNumber);

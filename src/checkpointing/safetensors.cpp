@@ -2,6 +2,7 @@
 #include "checkpointing/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -164,9 +165,19 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
       return data_loss(path, ": tensors '", sorted[i - 1]->name, "' and '", sorted[i]->name, "' overlap");
     }
   }
-  file.data_.resize(static_cast<size_t>(data_size));
-  in.read(file.data_.data(), data_size);
-  if (!in) return data_loss("safetensors file '", path, "': read failed");
+  // The data section is memory-mapped, not read: a rank touches only the pages of the tensors
+  // it reads, and a large file does not need to fit in its memory.
+  in.close();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return not_found("cannot open safetensors file '", path, "'");
+  void* mapped = ::mmap(nullptr, static_cast<size_t>(file_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (mapped == MAP_FAILED) return data_loss("safetensors file '", path, "': mmap failed: ", std::strerror(errno));
+  const size_t length = static_cast<size_t>(file_size);
+  file.mapping_ = std::shared_ptr<const char>(static_cast<const char*>(mapped), [length](const char* base) {
+    ::munmap(const_cast<char*>(base), length);
+  });
+  file.data_ = file.mapping_.get() + 8 + header_len;
   return file;
 }
 
@@ -188,7 +199,7 @@ StatusOr<std::vector<float>> SafetensorsFile::read_f32(const std::string& name,
                             want.str(), "] (does config.json match the model flags?)");
   }
   std::vector<float> out(static_cast<size_t>(e->numel()));
-  const char* src = data_.data() + e->begin;
+  const char* src = data_ + e->begin;
   if (e->dtype == "F32") {
     if (!out.empty()) std::memcpy(out.data(), src, out.size() * 4);  // no memcpy from/to null
   } else if (e->dtype == "BF16") {
@@ -213,7 +224,7 @@ StatusOr<std::vector<int32_t>> SafetensorsFile::read_i32(const std::string& name
   const SafetensorsEntry* e = find(name);
   if (e == nullptr) return not_found(path_, ": no tensor named '", name, "'");
   std::vector<int32_t> out(static_cast<size_t>(e->numel()));
-  const char* src = data_.data() + e->begin;
+  const char* src = data_ + e->begin;
   if (e->dtype == "I32") {
     if (!out.empty()) std::memcpy(out.data(), src, out.size() * 4);  // no memcpy from/to null
   } else if (e->dtype == "I64") {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,7 @@ struct SafetensorsEntry {
 
 class SafetensorsFile {
  public:
-  /// Reads and validates the whole file.
+  /// Validates the header against the file and maps the data section (copies share it).
   static StatusOr<SafetensorsFile> open(const std::string& path);
 
   const std::string& path() const { return path_; }
@@ -42,7 +43,8 @@ class SafetensorsFile {
   std::string path_;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
-  std::vector<char> data_;  // the data section
+  std::shared_ptr<const char> mapping_;  // the whole file, mapped read-only
+  const char* data_ = nullptr;            // its data section
 };
 
 /// A tensor to write: fp32 values or int32 values (exactly one non-empty).

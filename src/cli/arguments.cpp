@@ -138,6 +138,8 @@ struct Choices {
   std::string noop_layers;
   std::string schedules_method;
   std::string ckpt_format = "safetensors";
+  bool use_rope_scaling = false;
+  std::string rope_scaling_type;
   std::string optimizer = "adam";
   std::string transformer_impl = "transformer_engine";
   bool use_rotary_position_embeddings = false;
@@ -174,6 +176,17 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--use-rotary-position-embeddings", ch.use_rotary_position_embeddings,
          "Legacy spelling of --position-embedding-type rope");
   r.number("--rotary-base", m.rotary_base, "Rotary embedding base (theta)", above(0));
+  r.number("--rotary-seq-len-interpolation-factor", m.rotary_seq_len_interpolation_factor,
+           "Rotary positions divided by this (linear position interpolation)", at_least(1));
+  r.flag("--use-rope-scaling", ch.use_rope_scaling, "Llama 3.1 rotary frequency scaling");
+  r.value("--rope-scaling-type", ch.rope_scaling_type, "MindSpeed-LLM spelling: llama3")
+      ->check(CLI::IsMember({"llama3"}));
+  r.number("--rope-scaling-factor", m.rope_scaling_factor, "Llama 3.1 rope scaling factor", above(0));
+  r.number("--low-freq-factor", m.rope_low_freq_factor, "Llama 3.1 rope scaling low-frequency factor", above(0));
+  r.number("--high-freq-factor", m.rope_high_freq_factor, "Llama 3.1 rope scaling high-frequency factor", above(0));
+  r.number("--original-max-position-embeddings", m.rope_original_max_position_embeddings,
+           "Llama 3.1 rope scaling: the context length the model was trained with",
+           between(1, 1 << 24, false, "positions"));
   r.flag("--untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights,
          "Separate output layer instead of the tied word embeddings");
   r.clear_flag("--disable-bias-linear", m.add_bias_linear, "No biases in linear layers");
@@ -362,6 +375,7 @@ Status parse_noop_layers(const std::string& text, int64_t num_layers, std::vecto
 Status apply_choices(Configs& c, const Choices& ch) {
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
   c.parallel.dualpipev = ch.schedules_method == "dualpipev";
+  if (ch.use_rope_scaling || ch.rope_scaling_type == "llama3") c.model.rope_scaling = RopeScaling::kLlama3;
   c.model.normalization = ch.normalization == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
   if (ch.position_embedding_type == "rope" || ch.use_rotary_position_embeddings) {
     c.model.position_embedding_type = PositionEmbeddingType::kRope;

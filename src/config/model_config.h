@@ -11,6 +11,9 @@ namespace mindspeed {
 
 enum class Normalization { kLayerNorm, kRMSNorm };
 enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };
+/// Rotary frequency scaling: none, or Llama 3.1's (Megatron --use-rope-scaling, MindSpeed-LLM
+/// --rope-scaling-type llama3, Hugging Face rope_scaling {"rope_type": "llama3"}).
+enum class RopeScaling { kNone, kLlama3 };
 
 struct ModelConfig {
   int64_t num_layers = 0;            ///< --num-layers (required)
@@ -31,6 +34,14 @@ struct ModelConfig {
   bool openai_gelu = false;          ///< --openai-gelu: tanh GELU (GPT-2); default exact erf GELU
   PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   float rotary_base = 10000.0f;      ///< --rotary-base
+  /// --rotary-seq-len-interpolation-factor: positions divided by it (Hugging Face rope_scaling
+  /// {"type": "linear", "factor": f}); 1 = none.
+  float rotary_seq_len_interpolation_factor = 1.0f;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  float rope_scaling_factor = 8.0f;        ///< --rope-scaling-factor (Llama 3.1: 8)
+  float rope_low_freq_factor = 1.0f;       ///< --low-freq-factor
+  float rope_high_freq_factor = 4.0f;      ///< --high-freq-factor
+  int64_t rope_original_max_position_embeddings = 8192;  ///< --original-max-position-embeddings
   bool untie_embeddings_and_output_weights = false;  ///< --untie-embeddings-and-output-weights
   bool add_bias_linear = true;       ///< false with --disable-bias-linear
   bool add_qkv_bias = false;         ///< --add-qkv-bias (QKV bias even with --disable-bias-linear)

@@ -117,6 +117,16 @@ Status validate_parallel_sizes(const ParallelConfig& p, int world_size) {
 }
 
 Status validate_model(ModelConfig& m, const ParallelConfig& p) {
+  if (m.rope_scaling != RopeScaling::kNone || m.rotary_seq_len_interpolation_factor != 1.0f) {
+    if (m.position_embedding_type != PositionEmbeddingType::kRope) {
+      return invalid_argument("rope scaling (--use-rope-scaling / --rotary-seq-len-interpolation-factor) needs "
+                              "--position-embedding-type rope");
+    }
+  }
+  if (m.rope_scaling == RopeScaling::kLlama3 && !(m.rope_high_freq_factor > m.rope_low_freq_factor)) {
+    return invalid_argument("--high-freq-factor (", m.rope_high_freq_factor, ") must be above --low-freq-factor (",
+                            m.rope_low_freq_factor, ")");
+  }
   MS_RETURN_IF_ERROR(require_positive(m.num_layers, "--num-layers"));
   MS_RETURN_IF_ERROR(require_positive(m.hidden_size, "--hidden-size"));
   MS_RETURN_IF_ERROR(require_positive(m.num_attention_heads, "--num-attention-heads"));

@@ -68,7 +68,13 @@ json architecture_args(const ModelConfig& m) {
           {"--noop-layers", m.noop_layers},
           {"--norm-epsilon", m.norm_epsilon},
           {"--rotary-base", m.rotary_base},
-          {"--openai-gelu", m.openai_gelu}};
+          {"--openai-gelu", m.openai_gelu},
+          {"--rotary-seq-len-interpolation-factor", m.rotary_seq_len_interpolation_factor},
+          {"--use-rope-scaling", m.rope_scaling == RopeScaling::kLlama3},
+          {"--rope-scaling-factor", m.rope_scaling_factor},
+          {"--low-freq-factor", m.rope_low_freq_factor},
+          {"--high-freq-factor", m.rope_high_freq_factor},
+          {"--original-max-position-embeddings", m.rope_original_max_position_embeddings}};
 }
 
 json layout_args(const Configs& c, const ParallelState& ps) {
@@ -404,6 +410,12 @@ StatusOr<ModelConfig> checkpoint_model_config(const std::string& iteration_dir) 
     m.norm_epsilon = a.at("--norm-epsilon");
     m.rotary_base = a.at("--rotary-base");
     m.openai_gelu = a.at("--openai-gelu");
+    m.rotary_seq_len_interpolation_factor = a.at("--rotary-seq-len-interpolation-factor");
+    m.rope_scaling = a.at("--use-rope-scaling").get<bool>() ? RopeScaling::kLlama3 : RopeScaling::kNone;
+    m.rope_scaling_factor = a.at("--rope-scaling-factor");
+    m.rope_low_freq_factor = a.at("--low-freq-factor");
+    m.rope_high_freq_factor = a.at("--high-freq-factor");
+    m.rope_original_max_position_embeddings = a.at("--original-max-position-embeddings");
   } catch (const json::exception& e) {
     return invalid_argument("'", iteration_dir, "/", kMetadata, "': the model arguments are incomplete (", e.what(), ")");
   }

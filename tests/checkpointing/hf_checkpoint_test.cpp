@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "checkpointing/safetensors.h"
+#include "core/dtype.h"
 #include "distributed/param_and_grad_buffer.h"
 #include "scratch_dir.h"
 
@@ -68,7 +69,93 @@ TEST_P(HfRoundTrip, ExportThenImportIsTheIdentity) {
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfRoundTrip, ::testing::Values("gpt2_tiny", "llama_tiny"));
+INSTANTIATE_TEST_SUITE_P(Families, HfRoundTrip, ::testing::Values("gpt2_tiny", "llama_tiny", "qwen2_scaled"));
+
+// The fixture's parameters after loading `dir`.
+std::map<std::string, std::vector<float>> loaded_params(const std::string& fixture_name, const std::string& dir) {
+  auto info = read_hf_config(fixture(fixture_name.c_str()));
+  EXPECT_TRUE(info.ok());
+  ModelConfig c = info->config;
+  c.padded_vocab_size = padded_vocab(c.vocab_size, 128, 1);
+  auto ps = ParallelState::single_process();
+  Allocator alloc;
+  ParameterRegistry registry;
+  GPTModel model(c, *ps, registry);
+  ParamAndGradBuffer buffer(model.registry(), alloc, BufferOptions{});
+  const Status s = load_hf_checkpoint(dir, model, *ps);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& p : model.registry().params()) out[p->spec.name].assign(p->data.f32(), p->data.f32() + p->local_shape.numel());
+  return out;
+}
+
+// Real checkpoints come as shards (model.safetensors.index.json) and in BF16: both load to
+// the same weights as the single fp32 file (BF16 to the rounded values).
+TEST(HfImport, ShardedIndexAndBf16Files) {
+  testing::ScratchDir dir("hf_shards");
+  const std::string src = fixture("llama_tiny");
+  auto original = SafetensorsFile::open(src + "/model.safetensors");
+  ASSERT_TRUE(original.ok());
+  std::vector<SafetensorsTensorToWrite> shard[2];
+  nlohmann::json weight_map;
+  int i = 0;
+  for (const SafetensorsEntry& e : original->entries()) {
+    const int k = i++ % 2;
+    shard[k].push_back({e.name, e.shape, *original->read_f32(e.name), {}});
+    weight_map[e.name] = k == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  std::filesystem::create_directories(dir.file("sharded"));
+  std::filesystem::copy_file(src + "/config.json", dir.file("sharded") + "/config.json");
+  ASSERT_TRUE(write_safetensors(dir.file("sharded") + "/model-00001-of-00002.safetensors", shard[0]).ok());
+  ASSERT_TRUE(write_safetensors(dir.file("sharded") + "/model-00002-of-00002.safetensors", shard[1]).ok());
+  std::ofstream(dir.file("sharded") + "/model.safetensors.index.json")
+      << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump();
+  EXPECT_EQ(loaded_params("llama_tiny", dir.file("sharded")), loaded_params("llama_tiny", src));
+
+  // A shard file name leaving the directory is refused.
+  weight_map[original->entries().front().name] = "../elsewhere.safetensors";
+  std::ofstream(dir.file("sharded") + "/model.safetensors.index.json")
+      << nlohmann::json{{"weight_map", weight_map}}.dump();
+  auto info = read_hf_config(src);
+  ModelConfig c = info->config;
+  c.padded_vocab_size = padded_vocab(c.vocab_size, 128, 1);
+  auto ps = ParallelState::single_process();
+  Allocator alloc;
+  ParameterRegistry registry;
+  GPTModel model(c, *ps, registry);
+  ParamAndGradBuffer buffer(model.registry(), alloc, BufferOptions{});
+  const Status bad = load_hf_checkpoint(dir.file("sharded"), model, *ps);
+  EXPECT_NE(bad.message().find("is not a file name in the same directory"), std::string::npos) << bad.message();
+
+  // BF16: the same tensors stored as bfloat16 (written by hand: 8-byte header length, JSON
+  // header, raw little-endian bf16).
+  nlohmann::json header;
+  std::string data;
+  std::map<std::string, std::vector<float>> rounded;
+  for (const SafetensorsEntry& e : original->entries()) {
+    const std::vector<float> v = *original->read_f32(e.name);
+    const int64_t begin = static_cast<int64_t>(data.size());
+    for (float x : v) {
+      const bf16 b = float_to_bf16(x);
+      data.append(reinterpret_cast<const char*>(&b.bits), 2);
+    }
+    header[e.name] = {{"dtype", "BF16"}, {"shape", e.shape}, {"data_offsets", {begin, static_cast<int64_t>(data.size())}}};
+  }
+  const std::string h = header.dump();
+  const uint64_t n = h.size();
+  std::filesystem::create_directories(dir.file("bf16"));
+  std::filesystem::copy_file(src + "/config.json", dir.file("bf16") + "/config.json");
+  std::ofstream out(dir.file("bf16") + "/model.safetensors", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << h << data;
+  out.close();
+  const auto fp32 = loaded_params("llama_tiny", src), from_bf16 = loaded_params("llama_tiny", dir.file("bf16"));
+  for (const auto& [name, values] : fp32) {
+    for (size_t k = 0; k < values.size(); ++k) {
+      ASSERT_EQ(from_bf16.at(name)[k], round_to_bf16(values[k])) << name << " element " << k;
+    }
+  }
+}
 
 TEST(HfConfig, MismatchedFlagsAreNamed) {
   auto info = read_hf_config(fixture("llama_tiny"));
@@ -161,12 +248,52 @@ TEST(HfConfig, FieldsOfTheWrongTypeOrRangeAreNamed) {
 
 TEST(HfConfig, UnsupportedValuesAreRefusedNotIgnored) {
   ScratchDir dir("hf_config");
-  // A GPT-2 with an untied output layer, or a LLaMA head size other than hidden / heads,
-  // would load with the wrong weights if the field were ignored.
+  // A GPT-2 with an untied output layer, other rope scalings, or sliding-window attention
+  // would train the wrong model if the field were ignored.
   expect_config_error(patched_config(dir, "gpt2_tiny", {{"tie_word_embeddings", false}}),
                       StatusCode::kUnimplemented, {"tie_word_embeddings false"});
-  expect_config_error(patched_config(dir, "llama_tiny", {{"head_dim", 16}}), StatusCode::kUnimplemented,
-                      {"head_dim 16 differs from hidden_size / num_attention_heads = 8"});
+  expect_config_error(patched_config(dir, "llama_tiny", {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}),
+                      StatusCode::kUnimplemented, {"rope_scaling type 'yarn'"});
+  expect_config_error(patched_config(dir, "llama_tiny", {{"model_type", "mistral"}, {"sliding_window", 16}}),
+                      StatusCode::kUnimplemented, {"sliding_window 16", "sliding-window attention"});
+  expect_config_error(patched_config(dir, "llama_tiny", {{"model_type", "qwen2"}, {"use_sliding_window", true}}),
+                      StatusCode::kUnimplemented, {"use_sliding_window true"});
+  expect_config_error(patched_config(dir, "llama_tiny", {{"head_dim", 15}}), StatusCode::kInvalidArgument,
+                      {"head_dim 15 must be even"});
+}
+
+TEST(HfConfig, Qwen2MistralHeadDimAndRopeScaling) {
+  ScratchDir dir("hf_config");
+  // head_dim other than hidden / heads is Megatron's --kv-channels.
+  auto wide = read_hf_config(patched_config(dir, "llama_tiny", {{"head_dim", 16}}));
+  ASSERT_TRUE(wide.ok()) << wide.status().to_string();
+  EXPECT_EQ(wide->config.kv_channels, 16);
+  // Qwen2: LLaMA names with q/k/v biases; Mistral without a window (or a window covering
+  // every position) is LLaMA.
+  auto qwen = read_hf_config(patched_config(dir, "llama_tiny", {{"model_type", "qwen2"}}));
+  ASSERT_TRUE(qwen.ok()) << qwen.status().to_string();
+  EXPECT_EQ(qwen->architecture, HfArchitecture::kQwen2);
+  EXPECT_TRUE(qwen->config.add_qkv_bias);
+  auto mistral = read_hf_config(patched_config(dir, "llama_tiny", {{"model_type", "mistral"}, {"sliding_window", nullptr}}));
+  ASSERT_TRUE(mistral.ok()) << mistral.status().to_string();
+  EXPECT_EQ(mistral->architecture, HfArchitecture::kMistral);
+  // rope_scaling: llama3 with its four numbers, linear as position interpolation.
+  auto llama3 = read_hf_config(patched_config(
+      dir, "llama_tiny",
+      {{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}}}}));
+  ASSERT_TRUE(llama3.ok()) << llama3.status().to_string();
+  EXPECT_EQ(llama3->config.rope_scaling, RopeScaling::kLlama3);
+  EXPECT_EQ(llama3->config.rope_scaling_factor, 8.0f);
+  EXPECT_EQ(llama3->config.rope_original_max_position_embeddings, 8192);
+  auto linear = read_hf_config(patched_config(dir, "llama_tiny", {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}));
+  ASSERT_TRUE(linear.ok()) << linear.status().to_string();
+  EXPECT_EQ(linear->config.rotary_seq_len_interpolation_factor, 2.0f);
+  // The model flags must say the same (named when they do not).
+  ModelConfig flags = llama3->config;
+  flags.rope_scaling = RopeScaling::kNone;
+  const Status s = check_hf_config_matches(flags, *llama3);
+  EXPECT_NE(s.message().find("--use-rope-scaling"), std::string::npos) << s.message();
 }
 
 TEST(HfConfig, NullFieldsKeepTheHuggingFaceDefaults) {

@@ -65,6 +65,11 @@ const std::map<std::string, Row> kExpected = {
     {"--num-virtual-stages-per-pipeline-rank", {false, false, false}},
     {"--microbatch-group-size-per-virtual-pipeline-stage", {false, false, false}},
     {"--save-interval", {false, false, false}},
+    {"--rotary-seq-len-interpolation-factor", {false, false, true}},
+    {"--rope-scaling-factor", {false, false, true}},
+    {"--low-freq-factor", {false, false, true}},
+    {"--high-freq-factor", {false, false, true}},
+    {"--original-max-position-embeddings", {false, false, false}},
     {"--ckpt-step", {true, false, true}},  // a missing iteration is refused at load
     {"--exit-interval", {false, false, false}},
     {"--exit-duration-in-mins", {false, false, true}},

@@ -9,7 +9,9 @@ PyTorch; regenerate only the fixture you add (the C++ tests record numbers per f
 For a tiny GPT-2-style model (LayerNorm, learned positions, tanh GELU, biases, tied
 embeddings), a tiny LLaMA-style model (RMSNorm, rotary, SwiGLU, GQA, untied, no biases) and
 a LLaMA-style model with a sequence longer than one flash-attention key block (260 > 256
-keys) and hidden and FFN sizes that are not multiples of 8 (the kernels' vector tails),
+keys) and hidden and FFN sizes that are not multiples of 8 (the kernels' vector tails), and
+a Qwen2-style model (q/k/v biases, head size other than hidden / heads, tied embeddings,
+Llama 3.1 rope scaling),
 written out with Hugging Face parameter names and layouts (so the same C++ loader imports
 real checkpoints), this script writes, per model directory:
   config.json         the Hugging Face config
@@ -220,6 +222,79 @@ class LlamaLongOdd(Llama):
     batch, seq = 1, 260
 
 
+class Qwen2Scaled(Llama):
+    """Qwen2-style: q/k/v biases, a head size (12) other than hidden / heads (8), tied
+    embeddings, and Llama 3.1 rotary frequency scaling (factor 4 over an original context of
+    16 positions, so low, medium and high frequencies all occur at head size 12)."""
+    cfg = dict(Llama.cfg, model_type="qwen2", head_dim=12, intermediate_size=48, tie_word_embeddings=True,
+               rope_scaling=dict(rope_type="llama3", factor=4.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                 original_max_position_embeddings=16))
+
+    def init(self, g):
+        c, h, f = self.cfg, self.cfg["hidden_size"], self.cfg["intermediate_size"]
+        d, nh, nkv = c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"]
+        p = {"model.embed_tokens.weight": torch.randn(VOCAB, h, generator=g) * 0.2}
+        for i in range(c["num_hidden_layers"]):
+            pre = f"model.layers.{i}."
+            p[pre + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
+            p[pre + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
+            for name, shape in (("self_attn.q_proj", (nh * d, h)), ("self_attn.k_proj", (nkv * d, h)),
+                                ("self_attn.v_proj", (nkv * d, h)), ("self_attn.o_proj", (h, nh * d)),
+                                ("mlp.gate_proj", (f, h)), ("mlp.up_proj", (f, h)), ("mlp.down_proj", (h, f))):
+                p[pre + name + ".weight"] = torch.randn(*shape, generator=g) * 0.2
+            for name, n in (("self_attn.q_proj", nh * d), ("self_attn.k_proj", nkv * d), ("self_attn.v_proj", nkv * d)):
+                p[pre + name + ".bias"] = torch.randn(n, generator=g) * 0.1
+        p["model.norm.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
+        return p
+
+    def inv_freq(self):
+        """transformers' _compute_llama3_parameters."""
+        c, d = self.cfg, self.cfg["head_dim"]
+        rs = c["rope_scaling"]
+        inv = 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2).float() / d))
+        old = rs["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / rs["low_freq_factor"], old / rs["high_freq_factor"]
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > low_wavelen, inv / rs["factor"], inv)
+        smooth = (old / wavelen - rs["low_freq_factor"]) / (rs["high_freq_factor"] - rs["low_freq_factor"])
+        smoothed = (1 - smooth) * scaled / rs["factor"] + smooth * scaled
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        return torch.where(medium, smoothed, scaled)
+
+    def logits(self, p, tokens):
+        B, T = tokens.shape
+        c, h = self.cfg, self.cfg["hidden_size"]
+        nh, nkv, d, eps = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"], c["rms_norm_eps"]
+        freqs = torch.outer(torch.arange(T).float(), self.inv_freq())
+        emb = torch.cat([freqs, freqs], -1)
+        cos, sin = emb.cos(), emb.sin()
+
+        def rope(t):
+            t1, t2 = t[..., : d // 2], t[..., d // 2:]
+            return t * cos + torch.cat([-t2, t1], -1) * sin
+
+        def proj(y, pre, name, heads):
+            return (y @ p[pre + name + ".weight"].t() + p[pre + name + ".bias"]).view(B, T, heads, d).transpose(1, 2)
+
+        x = p["model.embed_tokens.weight"][tokens]
+        for i in range(c["num_hidden_layers"]):
+            pre = f"model.layers.{i}."
+            y = self.rms(x, p[pre + "input_layernorm.weight"], eps)
+            q, k, v = proj(y, pre, "self_attn.q_proj", nh), proj(y, pre, "self_attn.k_proj", nkv), proj(
+                y, pre, "self_attn.v_proj", nkv)
+            a = causal_attention(rope(q), rope(k), v)
+            x = x + a @ p[pre + "self_attn.o_proj.weight"].t()
+            y = self.rms(x, p[pre + "post_attention_layernorm.weight"], eps)
+            gate = y @ p[pre + "mlp.gate_proj.weight"].t()
+            up = y @ p[pre + "mlp.up_proj.weight"].t()
+            x = x + (torch.nn.functional.silu(gate) * up) @ p[pre + "mlp.down_proj.weight"].t()
+        x = self.rms(x, p["model.norm.weight"], eps)
+        return x @ p["model.embed_tokens.weight"].t()  # tied
+
+    def decays(self, name):
+        return "norm" not in name and not name.endswith(".bias")
+
+
 def make_batch(g, B=B, T=T):
     tokens = torch.randint(0, VOCAB, (B, T + 1), generator=g)
     mask = (torch.rand(B, T, generator=g) > 0.2).float()
@@ -298,7 +373,8 @@ def generate(model, name, seed, out=HERE):
     print(f"{name}: loss {float(loss):.6f}, train losses {[round(x, 6) for x in step_losses]}")
 
 
-FIXTURES = {"gpt2_tiny": (Gpt2, 1), "llama_tiny": (Llama, 2), "llama_long_odd": (LlamaLongOdd, 3)}
+FIXTURES = {"gpt2_tiny": (Gpt2, 1), "llama_tiny": (Llama, 2), "llama_long_odd": (LlamaLongOdd, 3),
+            "qwen2_scaled": (Qwen2Scaled, 4)}
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -1,6 +1,8 @@
 // The model against PyTorch golden fixtures (tests/golden/generate_fixtures.py): tiny
 // GPT-2-style and LLaMA-style (GQA) models, and a LLaMA-style one with 260 tokens (two flash
-// key blocks) and hidden size 36 (vector tails), loaded through the Hugging Face checkpoint path;
+// key blocks) and hidden size 36 (vector tails), and a Qwen2-style one (q/k/v biases, head
+// size 12 with hidden 32, tied embeddings, Llama 3.1 rope scaling), loaded through the Hugging
+// Face checkpoint path;
 // logits, loss and every parameter gradient of one micro-batch, then the losses and grad
 // norms of 5 AdamW steps with warmup, cosine decay, weight decay and clipping, within 1e-5
 // relative, with the reference kernels, the fast kernels and flash attention.
@@ -206,7 +208,7 @@ std::string name_of(const ::testing::TestParamInfo<GoldenTest::ParamType>& info)
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
-                         ::testing::Combine(::testing::Values("gpt2_tiny", "llama_tiny", "llama_long_odd"),
+                         ::testing::Combine(::testing::Values("gpt2_tiny", "llama_tiny", "llama_long_odd", "qwen2_scaled"),
                                             ::testing::Values(Kernels::kReference, Kernels::kFast,
                                                               Kernels::kFlash)),
                          name_of);

@@ -16,7 +16,7 @@ using testing::run_tool;
 using testing::source_path;
 
 TEST(ConvertCheckpoint, HfToMgToHfIsByteIdentical) {
-  for (const char* model : {"gpt2_tiny", "llama_tiny"}) {
+  for (const char* model : {"gpt2_tiny", "llama_tiny", "qwen2_scaled"}) {
     SCOPED_TRACE(model);
     testing::ScratchDir dir;
     const std::string hf = source_path(std::string("tests/golden/") + model);

@@ -340,8 +340,11 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
     c.position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
     c.untie_embeddings_and_output_weights = false;
     c.add_bias_linear = true;
-  } else if (type == "llama") {
-    info.architecture = HfArchitecture::kLlama;
+  } else if (type == "llama" || type == "qwen2" || type == "mistral") {
+    // Qwen2 and Mistral are LLaMA with a QKV bias (Qwen2) or a sliding window (Mistral).
+    info.architecture = type == "qwen2"     ? HfArchitecture::kQwen2
+                        : type == "mistral" ? HfArchitecture::kMistral
+                                            : HfArchitecture::kLlama;
     MS_RETURN_IF_ERROR(f.positive_int("hidden_size", &c.hidden_size));
     MS_RETURN_IF_ERROR(f.positive_int("num_hidden_layers", &c.num_layers));
     MS_RETURN_IF_ERROR(f.positive_int("num_attention_heads", &c.num_attention_heads));
@@ -352,10 +355,8 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
         check_divisible(path, "hidden_size", c.hidden_size, "num_attention_heads", c.num_attention_heads));
     int64_t head_dim = c.hidden_size / c.num_attention_heads;
     MS_RETURN_IF_ERROR(f.optional_positive_int("head_dim", &head_dim));
-    if (head_dim != c.hidden_size / c.num_attention_heads) {
-      return unimplemented(path, ": head_dim ", head_dim, " differs from hidden_size / num_attention_heads = ",
-                           c.hidden_size / c.num_attention_heads, "; only the default head size is supported");
-    }
+    if (head_dim % 2 != 0) return invalid_argument(path, ": head_dim ", head_dim, " must be even (rotary halves)");
+    c.kv_channels = head_dim;  // may differ from hidden_size / num_attention_heads (Megatron --kv-channels)
     int64_t kv = c.num_attention_heads;  // num_key_value_heads null or absent: no grouping
     MS_RETURN_IF_ERROR(f.optional_positive_int("num_key_value_heads", &kv));
     MS_RETURN_IF_ERROR(check_divisible(path, "num_attention_heads", c.num_attention_heads, "num_key_value_heads", kv));
@@ -365,13 +366,53 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
     MS_RETURN_IF_ERROR(f.optional_positive_number("rms_norm_eps", &c.norm_epsilon));
     c.rotary_base = 10000.0f;
     MS_RETURN_IF_ERROR(f.optional_positive_number("rope_theta", &c.rotary_base));
-    if (f.has("rope_scaling")) return unimplemented(path, ": rope_scaling is not supported yet");
+    if (f.has("rope_scaling") && !j.at("rope_scaling").is_null()) {
+      const nlohmann::json& rs = j.at("rope_scaling");
+      if (!rs.is_object()) return invalid_argument(path, ": rope_scaling must be an object or null");
+      const std::string kind = rs.value("rope_type", rs.value("type", std::string()));
+      auto number = [&](const char* key, double fallback) -> StatusOr<double> {
+        if (!rs.contains(key)) return fallback;
+        if (!rs.at(key).is_number() || rs.at(key).get<double>() <= 0) {
+          return invalid_argument(path, ": rope_scaling.", key, " must be a positive number");
+        }
+        return rs.at(key).get<double>();
+      };
+      MS_ASSIGN_OR_RETURN(const double factor, number("factor", 0));
+      if (factor <= 0) return invalid_argument(path, ": rope_scaling needs a positive 'factor'");
+      if (kind == "llama3") {
+        c.rope_scaling = RopeScaling::kLlama3;
+        c.rope_scaling_factor = static_cast<float>(factor);
+        MS_ASSIGN_OR_RETURN(const double low, number("low_freq_factor", 1.0));
+        MS_ASSIGN_OR_RETURN(const double high, number("high_freq_factor", 4.0));
+        MS_ASSIGN_OR_RETURN(const double original, number("original_max_position_embeddings", 8192));
+        c.rope_low_freq_factor = static_cast<float>(low);
+        c.rope_high_freq_factor = static_cast<float>(high);
+        c.rope_original_max_position_embeddings = static_cast<int64_t>(original);
+      } else if (kind == "linear") {
+        c.rotary_seq_len_interpolation_factor = static_cast<float>(factor);
+      } else {
+        return unimplemented(path, ": rope_scaling type '", kind, "' (supported: llama3, linear)");
+      }
+    }
+    if (info.architecture == HfArchitecture::kMistral && f.has("sliding_window") && !j.at("sliding_window").is_null()) {
+      int64_t window = 0;
+      MS_RETURN_IF_ERROR(f.optional_positive_int("sliding_window", &window));
+      if (window < c.max_position_embeddings) {
+        return unimplemented(path, ": sliding_window ", window, " (< max_position_embeddings ",
+                             c.max_position_embeddings, "): sliding-window attention is not implemented yet");
+      }
+    }
+    if (info.architecture == HfArchitecture::kQwen2) {
+      bool sliding = false;
+      MS_RETURN_IF_ERROR(f.optional_bool("use_sliding_window", &sliding));
+      if (sliding) return unimplemented(path, ": use_sliding_window true: sliding-window attention is not implemented yet");
+    }
     std::string act = "silu";
     MS_RETURN_IF_ERROR(f.optional_string("hidden_act", &act));
     if (act != "silu") return unimplemented(path, ": hidden_act '", act, "' (supported: silu)");
     bool tie = false;
     MS_RETURN_IF_ERROR(f.optional_bool("tie_word_embeddings", &tie));
-    bool attention_bias = false;
+    bool attention_bias = info.architecture == HfArchitecture::kQwen2;  // Qwen2: q/k/v biases
     MS_RETURN_IF_ERROR(f.optional_bool("attention_bias", &attention_bias));
     c.swiglu = true;
     c.normalization = Normalization::kRMSNorm;
@@ -380,9 +421,9 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
     c.add_bias_linear = false;
     c.add_qkv_bias = attention_bias;
   } else {
-    return unimplemented(path, ": model_type '", type, "' (supported: gpt2, llama)");
+    return unimplemented(path, ": model_type '", type, "' (supported: gpt2, llama, qwen2, mistral)");
   }
-  c.kv_channels = c.hidden_size / c.num_attention_heads;
+  if (c.kv_channels == 0) c.kv_channels = c.hidden_size / c.num_attention_heads;
   if (!c.group_query_attention) c.num_query_groups = c.num_attention_heads;
   return info;
 }
@@ -412,20 +453,101 @@ Status check_hf_config_matches(const ModelConfig& f, const HfModelInfo& hf) {
   check("bias in linear layers (--disable-bias-linear)", f.add_bias_linear, c.add_bias_linear);
   check("--norm-epsilon", f.norm_epsilon, c.norm_epsilon);
   if (c.position_embedding_type == PositionEmbeddingType::kRope) check("--rotary-base", f.rotary_base, c.rotary_base);
+  check("--use-rope-scaling", f.rope_scaling == RopeScaling::kLlama3, c.rope_scaling == RopeScaling::kLlama3);
+  if (c.rope_scaling == RopeScaling::kLlama3) {
+    check("--rope-scaling-factor", f.rope_scaling_factor, c.rope_scaling_factor);
+    check("--low-freq-factor", f.rope_low_freq_factor, c.rope_low_freq_factor);
+    check("--high-freq-factor", f.rope_high_freq_factor, c.rope_high_freq_factor);
+    check("--original-max-position-embeddings", f.rope_original_max_position_embeddings,
+          c.rope_original_max_position_embeddings);
+  }
+  check("--rotary-seq-len-interpolation-factor", f.rotary_seq_len_interpolation_factor,
+        c.rotary_seq_len_interpolation_factor);
+  check("--add-qkv-bias (with --disable-bias-linear)", f.qkv_bias(), c.qkv_bias());
   if (!problems.empty()) {
     return invalid_argument("the model flags do not match the Hugging Face config.json:", problems);
   }
   return ok_status();
 }
 
+namespace {
+
+// The tensors of a Hugging Face directory: model.safetensors, or the shards that
+// model.safetensors.index.json maps every tensor name to (each mapped on first use).
+class HfTensorSource {
+ public:
+  static StatusOr<HfTensorSource> open(const std::string& dir) {
+    HfTensorSource src;
+    src.dir_ = dir;
+    std::error_code ec;
+    const std::string index = dir + "/model.safetensors.index.json";
+    if (!std::filesystem::is_regular_file(index, ec)) {
+      if (!std::filesystem::is_regular_file(dir + "/model.safetensors", ec)) {
+        return not_found("'", dir, "' holds neither model.safetensors nor model.safetensors.index.json");
+      }
+      src.single_ = true;
+      return src;
+    }
+    MS_ASSIGN_OR_RETURN(const std::string text, read_text(index));
+    MS_ASSIGN_OR_RETURN(nlohmann::json j, parse_json_object(text, index));
+    if (!j.contains("weight_map") || !j.at("weight_map").is_object()) {
+      return invalid_argument(index, ": no 'weight_map' object (tensor name -> shard file)");
+    }
+    for (const auto& [name, file] : j.at("weight_map").items()) {
+      if (!file.is_string()) return invalid_argument(index, ": weight_map['", name, "'] is not a file name");
+      const std::string f = file.get<std::string>();
+      if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
+        return invalid_argument(index, ": weight_map['", name, "'] = '", f,
+                                "' is not a file name in the same directory");
+      }
+      src.weight_map_[name] = f;
+    }
+    return src;
+  }
+
+  bool has(const std::string& name) {
+    if (!single_) return weight_map_.count(name) > 0;
+    auto f = file("model.safetensors");
+    return f.ok() && (*f)->find(name) != nullptr;
+  }
+
+  StatusOr<std::vector<float>> read_f32(const std::string& name, const std::vector<int64_t>& shape) {
+    std::string shard = "model.safetensors";
+    if (!single_) {
+      auto it = weight_map_.find(name);
+      if (it == weight_map_.end()) {
+        return not_found(dir_, "/model.safetensors.index.json: no shard holds tensor '", name, "'");
+      }
+      shard = it->second;
+    }
+    MS_ASSIGN_OR_RETURN(SafetensorsFile * f, file(shard));
+    return f->read_f32(name, shape);
+  }
+
+ private:
+  StatusOr<SafetensorsFile*> file(const std::string& name) {
+    auto it = files_.find(name);
+    if (it != files_.end()) return &it->second;
+    MS_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(dir_ + "/" + name));
+    return &files_.emplace(name, std::move(f)).first->second;
+  }
+
+  std::string dir_;
+  bool single_ = false;
+  std::map<std::string, std::string> weight_map_;
+  std::map<std::string, SafetensorsFile> files_;
+};
+
+}  // namespace
+
 Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const ParallelState& ps) {
   MS_ASSIGN_OR_RETURN(HfModelInfo info, read_hf_config(dir));
   const ModelConfig& c = model.config();
   MS_RETURN_IF_ERROR(check_hf_config_matches(c, info));
-  MS_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir + "/model.safetensors"));
+  MS_ASSIGN_OR_RETURN(HfTensorSource file, HfTensorSource::open(dir));
   // GPT-2 checkpoints are saved with or without the "transformer." prefix.
   std::string prefix;
-  if (info.architecture == HfArchitecture::kGpt2 && file.find("transformer.wte.weight") != nullptr) {
+  if (info.architecture == HfArchitecture::kGpt2 && file.has("transformer.wte.weight")) {
     prefix = "transformer.";
   }
   for (const Mapping& m : mappings(c, info.architecture, prefix)) {
@@ -498,8 +620,9 @@ std::string hf_config_json(const ModelConfig& c, HfArchitecture arch) {
          {"tie_word_embeddings", true},
          {"torch_dtype", "float32"}};
   } else {
-    j = {{"architectures", {"LlamaForCausalLM"}},
-         {"model_type", "llama"},
+    const bool qwen2 = arch == HfArchitecture::kQwen2, mistral = arch == HfArchitecture::kMistral;
+    j = {{"architectures", {qwen2 ? "Qwen2ForCausalLM" : mistral ? "MistralForCausalLM" : "LlamaForCausalLM"}},
+         {"model_type", qwen2 ? "qwen2" : mistral ? "mistral" : "llama"},
          {"hidden_size", c.hidden_size},
          {"num_hidden_layers", c.num_layers},
          {"num_attention_heads", c.num_attention_heads},
@@ -512,7 +635,17 @@ std::string hf_config_json(const ModelConfig& c, HfArchitecture arch) {
          {"hidden_act", "silu"},
          {"tie_word_embeddings", !c.untie_embeddings_and_output_weights},
          {"attention_bias", c.add_qkv_bias},
+         {"head_dim", c.kv_channels},
          {"torch_dtype", "float32"}};
+    if (c.rope_scaling == RopeScaling::kLlama3) {
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", c.rope_scaling_factor},
+                           {"low_freq_factor", c.rope_low_freq_factor},
+                           {"high_freq_factor", c.rope_high_freq_factor},
+                           {"original_max_position_embeddings", c.rope_original_max_position_embeddings}};
+    } else if (c.rotary_seq_len_interpolation_factor != 1.0f) {
+      j["rope_scaling"] = {{"type", "linear"}, {"factor", c.rotary_seq_len_interpolation_factor}};
+    }
   }
   return j.dump(2) + "\n";
 }

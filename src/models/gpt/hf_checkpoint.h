@@ -21,7 +21,8 @@
 
 namespace mindspeed {
 
-enum class HfArchitecture { kGpt2, kLlama };
+/// kQwen2 and kMistral use the LLaMA names and layouts (Qwen2 with q/k/v biases).
+enum class HfArchitecture { kGpt2, kLlama, kQwen2, kMistral };
 
 struct HfModelInfo {
   HfArchitecture architecture = HfArchitecture::kGpt2;
