@@ -65,7 +65,7 @@ const std::map<std::string, Row> kExpected = {
     {"--num-virtual-stages-per-pipeline-rank", {false, false, false}},
     {"--microbatch-group-size-per-virtual-pipeline-stage", {false, false, false}},
     {"--save-interval", {false, false, false}},
-    {"--rotary-seq-len-interpolation-factor", {false, false, true}},
+    {"--rotary-seq-len-interpolation-factor", {false, false, false}},  // any value != 1 needs rope
     {"--rope-scaling-factor", {false, false, true}},
     {"--low-freq-factor", {false, false, true}},
     {"--high-freq-factor", {false, false, true}},

@@ -18,6 +18,9 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <atomic>
+#include <chrono>
+#include <functional>
 
 #include <signal.h>
 #include <unistd.h>
@@ -218,17 +221,25 @@ TEST(Checkpoint, DamagedCheckpointsAreRefusedByName) {
   EXPECT_NE(r.output.find("was saved with --num-layers 4, this run has 2"), std::string::npos) << r.output;
 }
 
-// Runs `command` in the background and sends `signal` after `delay` seconds; returns when
-// it ended.
-CommandResult run_and_signal(const std::string& command, double delay, int signal) {
+// Runs `command` in the background and sends `signal` `delay` seconds after `ready` holds
+// (polled every 10 ms, at most 120 s); returns when the command ended.
+CommandResult run_and_signal(const std::string& command, const std::function<bool()>& ready, double delay,
+                             int signal) {
   const std::string pid_file = "/tmp/ms_ckpt_pid_" + std::to_string(getpid());
+  fs::remove(pid_file);
+  std::atomic<bool> done{false};
   std::thread killer([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!done && !ready() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::this_thread::sleep_for(std::chrono::duration<double>(delay));
     std::ifstream in(pid_file);
     long pid = 0;
-    if (in >> pid && pid > 0) ::kill(static_cast<pid_t>(pid), signal);
+    if (!done && in >> pid && pid > 0) ::kill(static_cast<pid_t>(pid), signal);
   });
   CommandResult r = run_command("sh -c 'echo $$ > " + pid_file + "; exec " + command + "'");
+  done = true;
   killer.join();
   fs::remove(pid_file);
   return r;
@@ -240,11 +251,14 @@ TEST(Checkpoint, KilledSavesLeaveALoadableLatest) {
   ScratchDir scratch;
   const std::string dir = scratch.file("ckpt");
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> when(0.3, 1.5);
+  std::uniform_real_distribution<double> when(0.0, 0.5);
   int loaded = 0;
   for (int trial = 0; trial < 6; ++trial) {
-    run_and_signal(kBin + kTiny + " --train-iters 100000 --save-interval 1 --save " + dir, when(rng), SIGKILL);
-    if (!has_checkpoint_tracker(dir)) continue;  // killed before the first save
+    fs::remove_all(dir);
+    // Killed at a random moment after the first save (later saves are under way).
+    run_and_signal(kBin + kTiny + " --train-iters 100000 --save-interval 1 --save " + dir,
+                   [&] { return has_checkpoint_tracker(dir); }, when(rng), SIGKILL);
+    if (!has_checkpoint_tracker(dir)) continue;
     std::ifstream in(dir + "/latest_checkpointed_iteration.txt");
     int64_t latest = 0;
     in >> latest;
@@ -253,14 +267,16 @@ TEST(Checkpoint, KilledSavesLeaveALoadableLatest) {
     EXPECT_NE(r.output.find("at iteration " + std::to_string(latest)), std::string::npos) << r.output;
     ++loaded;
   }
-  EXPECT_GT(loaded, 0);
+  EXPECT_EQ(loaded, 6) << "every trial is killed after its first save";
 }
 
 TEST(Checkpoint, SigtermWithExitSignalHandlerSavesAndExitsZero) {
   ScratchDir scratch;
   const std::string dir = scratch.file("ckpt");
-  const CommandResult r = run_and_signal(kBin + kTiny + " --train-iters 100000 --exit-signal-handler --save " + dir,
-                                         1.5, SIGTERM);
+  // SIGTERM once training runs (the first checkpoint of --save-interval 5 exists).
+  const CommandResult r = run_and_signal(
+      kBin + kTiny + " --train-iters 100000 --save-interval 5 --exit-signal-handler --save " + dir,
+      [&] { return has_checkpoint_tracker(dir); }, 0.2, SIGTERM);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("(SIGTERM (--exit-signal-handler))"), std::string::npos) << r.output;
   EXPECT_TRUE(has_checkpoint_tracker(dir));
