@@ -393,7 +393,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       IterationLog l;
       l.iteration = it;
       l.train_iters = c.training.train_iters;
-      l.consumed_samples = it * c.training.global_batch_size;
+      l.consumed_samples = progress.consumed_train_samples + c.training.global_batch_size;  // with this iteration
       l.elapsed_ms_per_iteration = seconds * 1000.0;
       l.tflops_per_rank = flops_per_iter / (seconds * 1e12 * world.size);
       l.learning_rate = scheduler.lr(it);  // Megatron logs the rate after the scheduler step
