@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -19,5 +21,14 @@ struct FileDigest {
   uint32_t crc32 = 0;
 };
 StatusOr<FileDigest> file_digest(const std::string& path);
+
+/// Writes the concatenation of `pieces` to `path` through a temporary file in the same
+/// directory: every byte written (a short write on a full disk is an error, never a short
+/// file), the file fsynced, renamed into place, and the directory fsynced, so a crash leaves
+/// either the old file or the whole new one. Returns the size and CRC-32 of what it wrote
+/// (computed while writing: no second read).
+StatusOr<FileDigest> write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces);
+/// The same for one string.
+Status write_file_atomically(const std::string& path, const std::string& bytes);
 
 }  // namespace mindspeed

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <zlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -178,7 +179,20 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     ::munmap(const_cast<char*>(base), length);
   });
   file.data_ = file.mapping_.get() + 8 + header_len;
+  file.file_size_ = file_size;
   return file;
+}
+
+uint32_t SafetensorsFile::crc32() const {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  const char* p = mapping_.get();
+  for (int64_t left = file_size_; left > 0;) {
+    const uInt n = static_cast<uInt>(std::min<int64_t>(left, int64_t{1} << 30));
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(p), n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<uint32_t>(crc);
 }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
@@ -243,44 +257,9 @@ StatusOr<std::vector<int32_t>> SafetensorsFile::read_i32(const std::string& name
   return out;
 }
 
-Status write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return failed_precondition("cannot create '", tmp, "' (does the directory exist and is it writable?): ",
-                               std::strerror(errno));
-  }
-  // Every byte written (a short write on a full disk is an error, never a short file), then
-  // synced before the rename makes it visible under the final name.
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      std::remove(tmp.c_str());
-      return failed_precondition("writing '", tmp, "' failed after ", done, " of ", bytes.size(),
-                                 " bytes: ", std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return failed_precondition("syncing '", tmp, "' failed: ", std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return failed_precondition("cannot rename '", tmp, "' to '", path, "'");
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  return fsync_path(dir.empty() ? "." : dir);
-}
-
-Status write_safetensors(const std::string& path,
-                         const std::vector<SafetensorsTensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+StatusOr<FileDigest> write_safetensors_with_digest(const std::string& path,
+                                                   const std::vector<SafetensorsTensorToWrite>& tensors,
+                                                   const std::map<std::string, std::string>& metadata) {
   // The header is JSON: names and metadata must be UTF-8 (nlohmann's dump() would throw).
   for (const auto& [key, value] : metadata) {
     if (find_invalid_utf8(key) != std::string::npos || find_invalid_utf8(value) != std::string::npos) {
@@ -290,7 +269,9 @@ Status write_safetensors(const std::string& path,
   }
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string data;
+  // The tensors are written straight from their vectors (no copy of the data section).
+  std::vector<std::string_view> data;
+  int64_t offset = 0;
   std::set<std::string> names;
   for (const auto& t : tensors) {
     if (find_invalid_utf8(t.name) != std::string::npos) {
@@ -306,24 +287,23 @@ Status write_safetensors(const std::string& path,
     for (int64_t d : t.shape) numel *= d;
     const int64_t count = is_f32 ? static_cast<int64_t>(t.f32.size()) : static_cast<int64_t>(t.i32.size());
     if (count != numel) return invalid_argument("tensor '", t.name, "': ", count, " values for its shape");
-    const int64_t begin = static_cast<int64_t>(data.size());
-    if (is_f32) {
-      data.append(reinterpret_cast<const char*>(t.f32.data()), t.f32.size() * 4);
-    } else {
-      data.append(reinterpret_cast<const char*>(t.i32.data()), t.i32.size() * 4);
-    }
-    header[t.name] = {{"dtype", is_f32 ? "F32" : "I32"},
-                      {"shape", t.shape},
-                      {"data_offsets", {begin, static_cast<int64_t>(data.size())}}};
+    const char* bytes = is_f32 ? reinterpret_cast<const char*>(t.f32.data()) : reinterpret_cast<const char*>(t.i32.data());
+    data.emplace_back(bytes, static_cast<size_t>(count) * 4);
+    header[t.name] = {{"dtype", is_f32 ? "F32" : "I32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + count * 4}}};
+    offset += count * 4;
   }
   // Validated above; `replace` only makes sure dump() cannot throw.
   std::string json = header.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   while (json.size() % 8 != 0) json.push_back(' ');  // the format pads the header with spaces
   const uint64_t len = json.size();
-  std::string bytes(reinterpret_cast<const char*>(&len), 8);
-  bytes += json;
-  bytes += data;
-  return write_file_atomically(path, bytes);
+  std::vector<std::string_view> pieces{std::string_view(reinterpret_cast<const char*>(&len), 8), json};
+  pieces.insert(pieces.end(), data.begin(), data.end());
+  return write_file_atomically(path, pieces);
+}
+
+Status write_safetensors(const std::string& path, const std::vector<SafetensorsTensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  return write_safetensors_with_digest(path, tensors, metadata).status();
 }
 
 }  // namespace mindspeed

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpointing/durable_file.h"
 #include "core/status.h"
 
 namespace mindspeed {
@@ -32,6 +33,8 @@ class SafetensorsFile {
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const SafetensorsEntry* find(const std::string& name) const;
+  /// CRC-32 (zlib's) of the whole file, from the mapping (its pages stay for the reads).
+  uint32_t crc32() const;
   /// The tensor as fp32 (F32, BF16 and F16 are converted). NotFound if absent;
   /// InvalidArgument if `expected_shape` is given and differs.
   StatusOr<std::vector<float>> read_f32(const std::string& name,
@@ -44,6 +47,7 @@ class SafetensorsFile {
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
   std::shared_ptr<const char> mapping_;  // the whole file, mapped read-only
+  int64_t file_size_ = 0;
   const char* data_ = nullptr;            // its data section
 };
 
@@ -59,8 +63,9 @@ Status write_safetensors(const std::string& path,
                          const std::vector<SafetensorsTensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
-/// a crash never leaves a partial file under the final name.
-Status write_file_atomically(const std::string& path, const std::string& bytes);
+/// The same, returning the written file's size and CRC-32 (computed while writing).
+StatusOr<FileDigest> write_safetensors_with_digest(const std::string& path,
+                                                   const std::vector<SafetensorsTensorToWrite>& tensors,
+                                                   const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace mindspeed

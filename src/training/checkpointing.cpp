@@ -206,12 +206,13 @@ class CheckpointIndex {
     if (it != files_.end()) return &it->second;
     const std::string path = dir_ + "/" + file;
     if (!meta_.at("files").contains(file)) return invalid_argument("checkpoint index names unknown file '", path, "'");
-    MS_ASSIGN_OR_RETURN(FileDigest digest, file_digest(path));
-    if (digest.crc32 != meta_.at("files").at(file).at("crc32").get<uint32_t>()) {
-      return invalid_argument("checkpoint file '", path, "' fails its checksum (damaged)");
+    // One pass over the file: mapped, checksummed from the mapping, then read from it.
+    StatusOr<SafetensorsFile> f = SafetensorsFile::open(path);
+    if (!f.ok() || f->crc32() != meta_.at("files").at(file).at("crc32").get<uint32_t>()) {
+      return invalid_argument("checkpoint file '", path, "' fails its checksum (damaged)",
+                              f.ok() ? "" : ": " + f.status().to_string());
     }
-    MS_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
-    return &files_.emplace(file, std::move(f)).first->second;
+    return &files_.emplace(file, std::move(*f)).first->second;
   }
 
   std::string dir_;
@@ -295,8 +296,7 @@ RankSnapshot take_snapshot(const CheckpointTarget& t, bool distributed, bool sav
 
 Status write_snapshot(const std::string& tmp_dir, int rank, RankSnapshot& snap) {
   if (!snap.tensors.empty()) {
-    MS_RETURN_IF_ERROR(write_safetensors(tmp_dir + "/" + snap.file, snap.tensors));
-    MS_ASSIGN_OR_RETURN(FileDigest d, file_digest(tmp_dir + "/" + snap.file));
+    MS_ASSIGN_OR_RETURN(FileDigest d, write_safetensors_with_digest(tmp_dir + "/" + snap.file, snap.tensors));
     snap.fragment["files"][snap.file] = {{"size", d.size}, {"crc32", d.crc32}};
   }
   snap.tensors.clear();
