@@ -311,6 +311,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--exit-duration-in-mins", t.exit_duration_in_mins, "Save (with --save) and exit after this many minutes",
            above(0, "minutes"));
   r.flag("--exit-signal-handler", t.exit_signal_handler, "On SIGTERM: finish the iteration, save (with --save), exit 0");
+  r.flag("--skip-train", t.skip_train,
+         "No training: evaluate the model (from --load) on the validation and test data and exit");
   r.value("--ckpt-format", ch.ckpt_format,
           "Checkpoint format: safetensors (mindspeed-cpp's resharding format; Megatron's torch and torch_dist are "
           "not written yet)")

@@ -41,6 +41,7 @@ struct TrainingConfig {
   int64_t exit_interval = 0;      ///< --exit-interval: save (with --save) and exit at multiples
   double exit_duration_in_mins = 0.0;  ///< --exit-duration-in-mins: save and exit after this long
   bool exit_signal_handler = false;    ///< --exit-signal-handler: on SIGTERM finish the step, save, exit 0
+  bool skip_train = false;        ///< --skip-train: no training; evaluate the (loaded) model and exit
   int num_threads = 0;            ///< --num-threads (mindspeed-cpp): OpenMP threads per rank; 0 = cores / ranks on the node
 };
 

@@ -365,7 +365,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   };
   const Timer run_timer;
   int64_t last_saved = -1;
-  for (int64_t it = start.iteration + 1; it <= c.training.train_iters; ++it) {
+  // --skip-train: straight to the evaluation at the end (Megatron's evaluation-only run).
+  const int64_t last_iteration = c.training.skip_train ? start.iteration : c.training.train_iters;
+  for (int64_t it = start.iteration + 1; it <= last_iteration; ++it) {
     MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, num_micro, mbs)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
                                               : failed_precondition("the training data ran out at iteration ", it)));
@@ -445,7 +447,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       return ok_status();
     }
   }
-  if (!c.training.save.empty() && last_saved != c.training.train_iters && c.training.train_iters > start.iteration) {
+  if (!c.training.save.empty() && !c.training.skip_train && last_saved != c.training.train_iters &&
+      c.training.train_iters > start.iteration) {
     MS_RETURN_IF_ERROR(save(c.training.train_iters));
   }
   MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/true));

@@ -282,6 +282,25 @@ TEST(Checkpoint, SigtermWithExitSignalHandlerSavesAndExitsZero) {
   EXPECT_TRUE(has_checkpoint_tracker(dir));
 }
 
+// --skip-train evaluates a checkpoint: the validation and test losses equal those the training
+// run printed after its last save (same weights, same next validation samples).
+TEST(Checkpoint, SkipTrainEvaluatesTheCheckpoint) {
+  ScratchDir scratch;
+  const std::string dir = scratch.file("ckpt");
+  const CommandResult a = train(1, "", " --train-iters 8 --save " + dir);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const CommandResult b = train(1, "", " --train-iters 8 --skip-train --load " + dir);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_TRUE(losses(b.output).empty()) << "no training iteration";
+  for (const char* what : {"the end of training for val data", "the end of training for test data"}) {
+    const std::regex re(std::string(what) + R"( \| lm loss value: ([0-9.E+-]+))");
+    std::smatch ma, mb;
+    ASSERT_TRUE(std::regex_search(a.output, ma, re)) << a.output;
+    ASSERT_TRUE(std::regex_search(b.output, mb, re)) << b.output;
+    EXPECT_EQ(ma[1], mb[1]) << what;
+  }
+}
+
 TEST(Checkpoint, EmptyLoadDirectoryStartsFromRandomAsMegatron) {
   ScratchDir scratch;
   const std::string dir = scratch.file("none");
