@@ -48,12 +48,37 @@ TEST(ConvertCheckpoint, HfToMgToHfIsByteIdentical) {
   }
 }
 
+// Megatron-LM's legacy checkpoint of the tiny LLaMA at TP2 x PP2 (made by
+// make_megatron_torch_fixture.py from tests/golden/llama_tiny with Megatron's layouts) imports
+// to exactly the Hugging Face fixture's tensors, and into this engine's format.
+TEST(ConvertCheckpoint, MegatronTorchImportsToTheSameWeightsAsHuggingFace) {
+  testing::ScratchDir dir;
+  const std::string megatron = source_path("tests/tools/data/megatron_torch_llama");
+  auto r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "hf", "--load-dir",
+                                           megatron, "--save-dir", dir.file("hf")});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto want = SafetensorsFile::open(source_path("tests/golden/llama_tiny/model.safetensors"));
+  auto got = SafetensorsFile::open(dir.file("hf") + "/model.safetensors");
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_EQ(want->entries().size(), got->entries().size());
+  for (const SafetensorsEntry& e : want->entries()) {
+    ASSERT_NE(got->find(e.name), nullptr) << e.name;
+    EXPECT_EQ(*got->read_f32(e.name), *want->read_f32(e.name)) << e.name;
+  }
+  r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "mg", "--load-dir",
+                                      megatron, "--save-dir", dir.file("mg")});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto tensors = read_checkpoint_tensors(checkpoint_iteration_dir(dir.file("mg"), 0));
+  ASSERT_TRUE(tensors.ok()) << tensors.status().to_string();
+  EXPECT_EQ(tensors->size(), 2u * 6u + 3u);  // 6 tensors per layer, embedding, final norm, output layer
+}
+
 TEST(ConvertCheckpoint, UnsupportedDirectionsAreRefused) {
   testing::ScratchDir dir;
-  auto r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "hf", "--load-dir",
+  auto r = run_tool("convert_checkpoint", {"--load-model-type", "hf", "--save-model-type", "mg-torch", "--load-dir",
                                            dir.file("x"), "--save-dir", dir.file("y")});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("mg-torch"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("writing mg-torch"), std::string::npos) << r.output;
   r = run_tool("convert_checkpoint", {"--load-model-type", "mg", "--save-model-type", "mg", "--load-dir",
                                       dir.file("x"), "--save-dir", dir.file("y")});
   EXPECT_NE(r.exit_code, 0);

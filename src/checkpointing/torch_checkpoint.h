@@ -1,0 +1,69 @@
+// Reading files written by torch.save (PyTorch >= 1.6): a zip archive (stored, not
+// compressed) holding <name>/data.pkl, a pickle, and <name>/data/<key>, the raw bytes of each
+// tensor storage. Megatron-LM's legacy --ckpt-format torch checkpoints (model_optim_rng.pt)
+// are such files. The pickle is interpreted, never executed: only the opcodes torch.save
+// emits (protocol 2, and the protocol-4 framing) are accepted, globals are kept as names,
+// torch._utils._rebuild_tensor_v2 becomes a tensor reference, collections.OrderedDict a
+// dict, any other call an opaque object; every size, offset and memo index is checked, so
+// a damaged or hostile file is an error naming the file, not a crash.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace mindspeed {
+
+/// A tensor inside a torch.save archive.
+struct TorchTensorRef {
+  std::string storage_type;  ///< "FloatStorage", "BFloat16Storage", "HalfStorage", ...
+  std::string key;           ///< the storage's record name (<name>/data/<key>)
+  int64_t storage_numel = 0;
+  int64_t offset = 0;        ///< in elements
+  std::vector<int64_t> shape, stride;
+};
+
+/// A value of the pickle subset torch.save writes.
+struct PickleValue {
+  enum class Kind { kNone, kBool, kInt, kFloat, kString, kBytes, kList, kTuple, kDict, kGlobal, kObject, kTensor };
+  Kind kind = Kind::kNone;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0.0;
+  std::string s;  ///< kString, kBytes; kGlobal: "module.name"
+  std::vector<std::shared_ptr<PickleValue>> items;  ///< kList, kTuple; kObject: the call arguments
+  std::vector<std::pair<std::shared_ptr<PickleValue>, std::shared_ptr<PickleValue>>> dict;  ///< kDict; kObject: BUILD state
+  std::string object_class;  ///< kObject: "module.name" of the class or function called
+  std::shared_ptr<TorchTensorRef> tensor;
+
+  /// The dict (or an object's BUILD state dict) entry with a string key, or null.
+  const PickleValue* get(const std::string& key) const;
+};
+
+class TorchCheckpointFile {
+ public:
+  /// Maps the archive, finds <name>/data.pkl and interprets it.
+  static StatusOr<TorchCheckpointFile> open(const std::string& path);
+
+  const PickleValue& root() const { return *root_; }
+  const std::string& path() const { return path_; }
+  /// A tensor's values as fp32 (float, bfloat16 and half storages; contiguous tensors).
+  StatusOr<std::vector<float>> read_f32(const TorchTensorRef& tensor) const;
+
+ private:
+  struct Entry {
+    int64_t offset = 0, size = 0;  // of the data inside the archive
+  };
+  std::string path_;
+  std::shared_ptr<const char> mapping_;
+  int64_t size_ = 0;
+  std::string prefix_;                     // "<name>/"
+  std::map<std::string, Entry> entries_;  // by full name
+  std::shared_ptr<PickleValue> root_;
+};
+
+}  // namespace mindspeed
