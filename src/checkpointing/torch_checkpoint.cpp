@@ -5,8 +5,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
+#include "checkpointing/durable_file.h"
 #include "core/dtype.h"
 
 namespace mindspeed {
@@ -428,6 +433,186 @@ StatusOr<std::vector<float>> TorchCheckpointFile::read_f32(const TorchTensorRef&
     }
   }
   return out;
+}
+
+namespace {
+
+// Pickle protocol 2 as torch.save writes it.
+class Pickler {
+ public:
+  explicit Pickler(const std::vector<TorchSaveTensor>& tensors) : tensors_(tensors) {}
+  Status dump(const PickleValue& root) {
+    out_ += "\x80\x02";
+    MS_RETURN_IF_ERROR(value(root));
+    out_ += '.';
+    return ok_status();
+  }
+  const std::string& bytes() const { return out_; }
+
+ private:
+  void u32(uint32_t v) { out_.append(reinterpret_cast<const char*>(&v), 4); }
+  void str(const std::string& s) {
+    out_ += 'X';
+    u32(static_cast<uint32_t>(s.size()));
+    out_ += s;
+  }
+  void global(const std::string& dotted) {  // "module.name": the last dot splits
+    const size_t dot = dotted.rfind('.');
+    out_ += 'c';
+    out_ += dotted.substr(0, dot) + "\n" + dotted.substr(dot + 1) + "\n";
+  }
+  void integer(int64_t v) {
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+      out_ += 'J';
+      u32(static_cast<uint32_t>(static_cast<int32_t>(v)));
+    } else {
+      out_ += '\x8a';
+      out_ += '\x08';
+      out_.append(reinterpret_cast<const char*>(&v), 8);
+    }
+  }
+  void ordered_dict_start() {
+    global("collections.OrderedDict");
+    out_ += ")R";
+  }
+  Status dict_items(const PickleValue& v) {
+    if (v.dict.empty()) return ok_status();
+    out_ += '(';
+    for (const auto& [k, x] : v.dict) {
+      MS_RETURN_IF_ERROR(value(*k));
+      MS_RETURN_IF_ERROR(value(*x));
+    }
+    out_ += 'u';
+    return ok_status();
+  }
+  Status value(const PickleValue& v) {
+    using K = PickleValue::Kind;
+    switch (v.kind) {
+      case K::kNone: out_ += 'N'; return ok_status();
+      case K::kBool: out_ += v.b ? "\x88" : "\x89"; return ok_status();
+      case K::kInt: integer(v.i); return ok_status();
+      case K::kFloat: {
+        uint64_t bits;
+        std::memcpy(&bits, &v.f, 8);
+        out_ += 'G';
+        for (int k = 7; k >= 0; --k) out_ += static_cast<char>((bits >> (8 * k)) & 0xff);
+        return ok_status();
+      }
+      case K::kString: str(v.s); return ok_status();
+      case K::kBytes:
+        out_ += 'B';
+        u32(static_cast<uint32_t>(v.s.size()));
+        out_ += v.s;
+        return ok_status();
+      case K::kGlobal: global(v.s); return ok_status();
+      case K::kList:
+      case K::kTuple:
+        out_ += v.kind == K::kList ? "](" : "(";
+        for (const auto& x : v.items) MS_RETURN_IF_ERROR(value(*x));
+        out_ += v.kind == K::kList ? "e" : "t";
+        return ok_status();
+      case K::kDict:
+        ordered_dict_start();
+        return dict_items(v);
+      case K::kObject:  // cls.__new__(cls) then __setstate__(state): argparse.Namespace
+        global(v.object_class);
+        out_ += ")\x81}";
+        MS_RETURN_IF_ERROR(dict_items(v));
+        out_ += 'b';
+        return ok_status();
+      case K::kTensor: {
+        const size_t index = std::stoul(v.tensor->key);
+        if (index >= tensors_.size()) return invalid_argument("write_torch_save: tensor index ", index, " out of range");
+        const TorchSaveTensor& t = tensors_[index];
+        global("torch._utils._rebuild_tensor_v2");
+        out_ += "((";
+        str("storage");
+        global("torch.FloatStorage");
+        str(std::to_string(index));
+        str("cpu");
+        integer(static_cast<int64_t>(t.values.size()));
+        out_ += "tQ";
+        integer(0);
+        out_ += '(';
+        for (int64_t d : t.shape) integer(d);
+        out_ += "t(";
+        int64_t stride = 1;
+        std::vector<int64_t> strides(t.shape.size());
+        for (size_t d = t.shape.size(); d-- > 0;) {
+          strides[d] = stride;
+          stride *= t.shape[d];
+        }
+        for (int64_t st : strides) integer(st);
+        out_ += "t\x89";  // requires_grad False
+        ordered_dict_start();  // backward hooks
+        out_ += "tR";
+        return ok_status();
+      }
+    }
+    return invalid_argument("write_torch_save: unknown value kind");
+  }
+
+  const std::vector<TorchSaveTensor>& tensors_;
+  std::string out_;
+};
+
+}  // namespace
+
+Status write_torch_save(const std::string& path, const std::string& record, const PickleValue& root,
+                        const std::vector<TorchSaveTensor>& tensors) {
+  Pickler pickler(tensors);
+  MS_RETURN_IF_ERROR(pickler.dump(root));
+  // The records: data.pkl, one per storage, the format version; each record's data starts at a
+  // multiple of 64 bytes (PyTorch's writer pads the local header's extra field the same way).
+  std::vector<std::pair<std::string, std::string_view>> records;
+  records.emplace_back(record + "/data.pkl", pickler.bytes());
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    records.emplace_back(record + "/data/" + std::to_string(k),
+                         std::string_view(reinterpret_cast<const char*>(tensors[k].values.data()),
+                                          tensors[k].values.size() * 4));
+  }
+  static const std::string kVersion = "3\n";
+  records.emplace_back(record + "/version", kVersion);
+  std::vector<std::string> headers;  // kept alive for the pieces
+  headers.reserve(records.size() + 1);
+  std::vector<std::string_view> pieces;
+  std::string central;
+  auto put16 = [](std::string& s, uint16_t v) { s.append(reinterpret_cast<const char*>(&v), 2); };
+  auto put32 = [](std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); };
+  uint64_t offset = 0;
+  for (const auto& [name, data] : records) {
+    if (data.size() >= 0xffffffffu || offset >= 0xffffffffu) {
+      return unimplemented("write_torch_save: '", path, "' would need zip64 (over 4 GiB)");
+    }
+    const uint32_t crc = static_cast<uint32_t>(
+        ::crc32(::crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+    const uint64_t data_start = offset + 30 + name.size() + 4;  // 4: the extra field's own header
+    const uint16_t pad = static_cast<uint16_t>((64 - data_start % 64) % 64);
+    std::string h;
+    put32(h, 0x04034b50); put16(h, 20); put16(h, 0); put16(h, 0); put16(h, 0); put16(h, 0);
+    put32(h, crc); put32(h, static_cast<uint32_t>(data.size())); put32(h, static_cast<uint32_t>(data.size()));
+    put16(h, static_cast<uint16_t>(name.size())); put16(h, static_cast<uint16_t>(4 + pad));
+    h += name;
+    put16(h, 0x4246); put16(h, pad);  // "FB" padding field, as PyTorch writes
+    h.append(pad, 'Z');
+    put32(central, 0x02014b50); put16(central, 20); put16(central, 20); put16(central, 0); put16(central, 0);
+    put16(central, 0); put16(central, 0); put32(central, crc);
+    put32(central, static_cast<uint32_t>(data.size())); put32(central, static_cast<uint32_t>(data.size()));
+    put16(central, static_cast<uint16_t>(name.size())); put16(central, 0); put16(central, 0); put16(central, 0);
+    put16(central, 0); put32(central, 0); put32(central, static_cast<uint32_t>(offset));
+    central += name;
+    offset += h.size() + data.size();
+    headers.push_back(std::move(h));
+    pieces.push_back(headers.back());
+    pieces.push_back(data);
+  }
+  std::string end = central;
+  put32(end, 0x06054b50); put16(end, 0); put16(end, 0);
+  put16(end, static_cast<uint16_t>(records.size())); put16(end, static_cast<uint16_t>(records.size()));
+  put32(end, static_cast<uint32_t>(central.size())); put32(end, static_cast<uint32_t>(offset)); put16(end, 0);
+  headers.push_back(std::move(end));
+  pieces.push_back(headers.back());
+  return write_file_atomically(path, pieces).status();
 }
 
 }  // namespace mindspeed

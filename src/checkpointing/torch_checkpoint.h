@@ -66,4 +66,18 @@ class TorchCheckpointFile {
   std::shared_ptr<PickleValue> root_;
 };
 
+/// A tensor to write with write_torch_save (fp32, contiguous).
+struct TorchSaveTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+/// Writes `root` as torch.save (protocol 2, zip of stored records) would: dicts (kDict, as
+/// collections.OrderedDict when `ordered_dicts`), lists, tuples, strings, integers, floats,
+/// bools, None, globals, argparse.Namespace-style objects (kObject with a state dict) and
+/// tensors (kTensor whose `key` indexes `tensors`). `record` is the archive's top folder
+/// (torch.save uses the file's stem). Durable and atomic (durable_file.h).
+Status write_torch_save(const std::string& path, const std::string& record, const PickleValue& root,
+                        const std::vector<TorchSaveTensor>& tensors);
+
 }  // namespace mindspeed

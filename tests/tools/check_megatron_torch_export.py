@@ -1,0 +1,46 @@
+#!/usr/bin/python3
+"""Checks what convert_checkpoint --save-model-type mg-torch writes with PyTorch itself (CI has
+no PyTorch; run it by hand with Debian's interpreter, python3-torch):
+
+  build/ci/tools/convert_checkpoint --load-model-type hf --save-model-type mg-torch \
+      --load-dir tests/golden/llama_tiny --save-dir /tmp/mt \
+      --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2
+  /usr/bin/python3 tests/tools/check_megatron_torch_export.py /tmp/mt
+
+Every mp_rank_*/model_optim_rng.pt must load with torch.load (weights_only=False, as Megatron
+loads it), hold Megatron's keys (args namespace, checkpoint_version 3.0, iteration, model),
+and the shards must put together to shapes that agree with args.
+"""
+import argparse
+import glob
+import os
+import sys
+
+import torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dir")
+    d = parser.parse_args().dir
+    tracked = open(os.path.join(d, "latest_checkpointed_iteration.txt")).read().strip()
+    it_dir = os.path.join(d, "release" if tracked == "release" else f"iter_{int(tracked):07d}")
+    files = sorted(glob.glob(os.path.join(it_dir, "mp_rank_*", "model_optim_rng.pt")))
+    assert files, f"no rank files under {it_dir}"
+    for f in files:
+        sd = torch.load(f, map_location="cpu")
+        assert set(sd) >= {"args", "checkpoint_version", "iteration", "model"}, sorted(sd)
+        assert sd["checkpoint_version"] == 3.0
+        a = sd["args"]
+        assert isinstance(a, argparse.Namespace)
+        for name, t in sd["model"].items():
+            assert isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.is_contiguous(), name
+        print(f"{os.path.relpath(f, d)}: {len(sd['model'])} tensors, tp {a.tensor_model_parallel_size} "
+              f"pp {a.pipeline_model_parallel_size}, layers {a.num_layers}, hidden {a.hidden_size}")
+    expected = sd["args"].tensor_model_parallel_size * sd["args"].pipeline_model_parallel_size
+    assert len(files) == expected, f"{len(files)} files for {expected} ranks"
+    print("ok")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
