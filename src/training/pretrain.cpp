@@ -22,6 +22,7 @@
 #include "tokenizer/tokenizer.h"
 #include "training/flops.h"
 #include "training/checkpointing.h"
+#include "training/megatron_torch_checkpoint.h"
 #include "training/non_finite_check.h"
 #include "parallel/agreement.h"
 #include "training/train_step.h"
@@ -147,6 +148,31 @@ StatusOr<double> evaluate(const GPTModelChunks& model, const ForwardContext& ctx
   return evaluation_loss(ps, sums);
 }
 
+// Megatron-LM's --ckpt-format torch checkpoint into this rank's parameters (before the
+// optimizer exists, as a Hugging Face import): the weights, and the progress unless
+// --finetune. Its optimizer state is not read, so that has to be asked for explicitly.
+Status load_megatron_weights(const Configs& c, const ParallelState& ps, const ParameterRegistry& registry,
+                             CheckpointState* start) {
+  MS_ASSIGN_OR_RETURN(MegatronTorchCheckpoint ckpt, MegatronTorchCheckpoint::open(c.training.load));
+  MS_RETURN_IF_ERROR(ckpt.check_model_matches(c.model));
+  if (!ckpt.release() && !c.training.no_load_optim && !c.training.finetune) {
+    return unimplemented("--load ", c.training.load, " is a Megatron-LM --ckpt-format torch checkpoint; its optimizer "
+                         "state is not read yet: pass --no-load-optim (or --finetune) to start from its weights");
+  }
+  for (const auto& p : registry.params()) {
+    ParameterSpec source = p->spec;
+    if (p->is_tied_copy()) source.name = p->spec.tied_to;
+    MS_ASSIGN_OR_RETURN(std::vector<float> full, ckpt.full_tensor(source));
+    set_parameter_from_full(*p, full.data(), ps.tp_rank, ps.sizes.tensor);
+  }
+  if (!c.training.finetune) {
+    start->iteration = ckpt.iteration();
+    start->consumed_train_samples = ckpt.consumed_train_samples();
+    start->consumed_valid_samples = ckpt.consumed_valid_samples();
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer_from_config(const DataConfig& data) {
@@ -212,10 +238,19 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ParamAndGradBuffer buffer(model.registry(), alloc, bopts);
   std::error_code ec;
   const bool load_hf = !c.training.load.empty() && std::filesystem::is_regular_file(c.training.load + "/config.json", ec);
+  const bool load_megatron = !c.training.load.empty() && !load_hf && MegatronTorchCheckpoint::looks_like(c.training.load);
+  CheckpointState megatron_start;
   if (load_hf) {
     MS_RETURN_IF_ERROR(agreed(ps.world(), load_hf_checkpoint(c.training.load, model[0], ps)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
     if (log_rank0) log_info("> loaded Hugging Face checkpoint from ", c.training.load);
+  } else if (load_megatron) {
+    MS_RETURN_IF_ERROR(agreed(ps.world(), load_megatron_weights(c, ps, registry, &megatron_start)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
+    if (log_rank0) {
+      log_info("> loaded the weights of the Megatron-LM checkpoint ", c.training.load, " (--ckpt-format torch) at iteration ",
+               megatron_start.iteration);
+    }
   } else {
     initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps.tp_rank, ps.sizes.tensor);
   }
@@ -235,8 +270,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   const CheckpointTarget checkpoint_target{registry, buffer, optimizer, ps};
   // Megatron's load_checkpoint: the tracked iteration of --load (any saving layout), or a
   // warning and random weights when the directory holds no checkpoint yet.
-  CheckpointState start;
-  if (!c.training.load.empty() && !load_hf) {
+  CheckpointState start = megatron_start;
+  if (!c.training.load.empty() && !load_hf && !load_megatron) {
     if (has_checkpoint_tracker(c.training.load) || c.training.ckpt_step >= 0) {
       CheckpointLoadOptions lo;
       lo.load_optimizer = !c.training.no_load_optim;

@@ -301,6 +301,41 @@ TEST(Checkpoint, SkipTrainEvaluatesTheCheckpoint) {
   }
 }
 
+// A Megatron-LM --ckpt-format torch checkpoint is a --load directory too (weights; the
+// optimizer state is not read): converted from a trained checkpoint of ours, it evaluates to
+// the same losses, also loaded at TP2 x PP2; without --no-load-optim/--finetune a non-release
+// Megatron checkpoint is refused by name.
+TEST(Checkpoint, LoadsMegatronTorchCheckpoints) {
+  ScratchDir scratch;
+  const std::string ours = scratch.file("ours"), megatron = scratch.file("megatron");
+  ASSERT_EQ(train(1, "", " --train-iters 4 --save " + ours).exit_code, 0);
+  const CommandResult conv = run_command(std::string(MS_CONVERT_CHECKPOINT) +
+                                         " --load-model-type mg --save-model-type mg-torch --load-dir " + ours +
+                                         " --save-dir " + megatron + " --target-tensor-parallel-size 2"
+                                         " --target-pipeline-parallel-size 2");
+  ASSERT_EQ(conv.exit_code, 0) << conv.output;
+  auto eval_loss = [](const CommandResult& r) {
+    const std::regex re(R"(the end of training for val data \| lm loss value: ([0-9.E+-]+))");
+    std::smatch m;
+    return std::regex_search(r.output, m, re) ? std::string(m[1]) : std::string("none");
+  };
+  const CommandResult want = train(1, "", " --train-iters 4 --finetune --skip-train --load " + ours);
+  const CommandResult got = train(1, "", " --train-iters 4 --finetune --skip-train --load " + megatron);
+  ASSERT_EQ(got.exit_code, 0) << got.output;
+  EXPECT_NE(got.output.find("loaded the weights of the Megatron-LM checkpoint"), std::string::npos) << got.output;
+  EXPECT_EQ(eval_loss(got), eval_loss(want));
+  const CommandResult sharded = train(4, " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2",
+                                      " --train-iters 4 --finetune --skip-train --load " + megatron);
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  EXPECT_NEAR(std::stod(eval_loss(sharded)), std::stod(eval_loss(want)), 1e-5 * std::stod(eval_loss(want)));
+  // Not a release: Megatron would load its optimizer state, which is not read here.
+  fs::rename(megatron + "/release", megatron + "/iter_0000004");
+  std::ofstream(megatron + "/latest_checkpointed_iteration.txt") << "4";
+  const CommandResult refused = train(1, "", " --train-iters 6 --load " + megatron);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("pass --no-load-optim (or --finetune)"), std::string::npos) << refused.output;
+}
+
 TEST(Checkpoint, EmptyLoadDirectoryStartsFromRandomAsMegatron) {
   ScratchDir scratch;
   const std::string dir = scratch.file("none");
