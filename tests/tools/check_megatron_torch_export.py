@@ -9,7 +9,9 @@ no PyTorch; run it by hand with Debian's interpreter, python3-torch):
 
 Every mp_rank_*/model_optim_rng.pt must load with torch.load (weights_only=False, as Megatron
 loads it), hold Megatron's keys (args namespace, checkpoint_version 3.0, iteration, model),
-and the shards must put together to shapes that agree with args.
+and the shards must put together to shapes that agree with args. With --hf DIR (a LLaMA-style
+Hugging Face directory such as tests/golden/llama_tiny) every shard must equal, exactly, the
+shard make_megatron_torch_fixture.py lays out from that directory with Megatron's layouts.
 """
 import argparse
 import glob
@@ -22,7 +24,9 @@ import torch
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("dir")
-    d = parser.parse_args().dir
+    parser.add_argument("--hf", help="Hugging Face directory the checkpoint was converted from")
+    opts = parser.parse_args()
+    d = opts.dir
     tracked = open(os.path.join(d, "latest_checkpointed_iteration.txt")).read().strip()
     it_dir = os.path.join(d, "release" if tracked == "release" else f"iter_{int(tracked):07d}")
     files = sorted(glob.glob(os.path.join(it_dir, "mp_rank_*", "model_optim_rng.pt")))
@@ -39,6 +43,18 @@ def main():
               f"pp {a.pipeline_model_parallel_size}, layers {a.num_layers}, hidden {a.hidden_size}")
     expected = sd["args"].tensor_model_parallel_size * sd["args"].pipeline_model_parallel_size
     assert len(files) == expected, f"{len(files)} files for {expected} ranks"
+    if opts.hf:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import make_megatron_torch_fixture as fixture
+        a = sd["args"]
+        _, want = fixture.megatron_shards(opts.hf, a.tensor_model_parallel_size, a.pipeline_model_parallel_size)
+        for (t, p), model in want.items():
+            name = f"mp_rank_{t:02d}" if a.pipeline_model_parallel_size == 1 else f"mp_rank_{t:02d}_{p:03d}"
+            got = torch.load(os.path.join(it_dir, name, "model_optim_rng.pt"), map_location="cpu")["model"]
+            assert list(got) == list(model), f"{name}: keys {list(got)} != {list(model)}"
+            for k, w in model.items():
+                assert torch.equal(got[k], w), f"{name}: {k} differs"
+        print("every shard equals Megatron's layout of", opts.hf)
     print("ok")
 
 

@@ -49,9 +49,10 @@ def read_safetensors(path):
     return out
 
 
-def main():
-    cfg = json.load(open(os.path.join(SOURCE, "config.json")))
-    hf = read_safetensors(os.path.join(SOURCE, "model.safetensors"))
+def megatron_shards(source=SOURCE, tp=TP, pp=PP):
+    """{(t, p): OrderedDict of Megatron core names -> that rank's shard} and the args fields."""
+    cfg = json.load(open(os.path.join(source, "config.json")))
+    hf = read_safetensors(os.path.join(source, "model.safetensors"))
     h, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     nh, ng = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     d = h // nh
@@ -78,25 +79,17 @@ def main():
     def shard(name, w, t):
         if name.endswith("linear_fc1.weight"):  # [gate; up]: each rank its rows of both
             gate, up = w.chunk(2, 0)
-            return torch.cat([gate.chunk(TP, 0)[t], up.chunk(TP, 0)[t]], 0)
+            return torch.cat([gate.chunk(tp, 0)[t], up.chunk(tp, 0)[t]], 0)
         if name.endswith(("linear_qkv.weight", "word_embeddings.weight")) or name == "output_layer.weight":
-            return w.chunk(TP, 0)[t]
+            return w.chunk(tp, 0)[t]
         if name.endswith(("linear_proj.weight", "linear_fc2.weight")):
-            return w.chunk(TP, 1)[t]
+            return w.chunk(tp, 1)[t]
         return w  # norms: replicated
 
-    args = argparse.Namespace(
-        num_layers=L, hidden_size=h, ffn_hidden_size=cfg["intermediate_size"], num_attention_heads=nh,
-        kv_channels=d, group_query_attention=ng != nh, num_query_groups=ng,
-        max_position_embeddings=cfg["max_position_embeddings"], padded_vocab_size=PADDED_VOCAB,
-        vocab_size=cfg["vocab_size"], normalization="RMSNorm", swiglu=True, position_embedding_type="rope",
-        rotary_base=int(cfg["rope_theta"]), norm_epsilon=cfg["rms_norm_eps"],
-        untie_embeddings_and_output_weights=True, add_bias_linear=False, add_qkv_bias=False,
-        tensor_model_parallel_size=TP, pipeline_model_parallel_size=PP, transformer_impl="local",
-        params_dtype=torch.float32, ckpt_format="torch", seq_length=16, iteration=ITERATION)
-    per_stage = L // PP
-    for t in range(TP):
-        for p in range(PP):
+    per_stage = L // pp
+    shards = {}
+    for t in range(tp):
+        for p in range(pp):
             model = collections.OrderedDict()
             if p == 0:
                 model["embedding.word_embeddings.weight"] = shard("embedding.word_embeddings.weight",
@@ -107,13 +100,31 @@ def main():
                     if name.startswith(f"decoder.layers.{g}."):
                         local_name = name.replace(f"decoder.layers.{g}.", f"decoder.layers.{local}.", 1)
                         model[local_name] = shard(name, w, t).clone()
-            if p == PP - 1:
+            if p == pp - 1:
                 model["decoder.final_layernorm.weight"] = full["decoder.final_layernorm.weight"].clone()
                 model["output_layer.weight"] = shard("output_layer.weight", full["output_layer.weight"], t).clone()
-            d_out = os.path.join(OUT, f"iter_{ITERATION:07d}", f"mp_rank_{t:02d}_{p:03d}")
-            os.makedirs(d_out, exist_ok=True)
-            torch.save({"args": args, "checkpoint_version": 3.0, "iteration": ITERATION, "model": model},
-                       os.path.join(d_out, "model_optim_rng.pt"))
+            shards[(t, p)] = model
+    return cfg, shards
+
+
+def main():
+    cfg, shards = megatron_shards()
+    h, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    nh, ng = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    args = argparse.Namespace(
+        num_layers=L, hidden_size=h, ffn_hidden_size=cfg["intermediate_size"], num_attention_heads=nh,
+        kv_channels=h // nh, group_query_attention=ng != nh, num_query_groups=ng,
+        max_position_embeddings=cfg["max_position_embeddings"], padded_vocab_size=PADDED_VOCAB,
+        vocab_size=cfg["vocab_size"], normalization="RMSNorm", swiglu=True, position_embedding_type="rope",
+        rotary_base=int(cfg["rope_theta"]), norm_epsilon=cfg["rms_norm_eps"],
+        untie_embeddings_and_output_weights=True, add_bias_linear=False, add_qkv_bias=False,
+        tensor_model_parallel_size=TP, pipeline_model_parallel_size=PP, transformer_impl="local",
+        params_dtype=torch.float32, ckpt_format="torch", seq_length=16, iteration=ITERATION)
+    for (t, p), model in shards.items():
+        d_out = os.path.join(OUT, f"iter_{ITERATION:07d}", f"mp_rank_{t:02d}_{p:03d}")
+        os.makedirs(d_out, exist_ok=True)
+        torch.save({"args": args, "checkpoint_version": 3.0, "iteration": ITERATION, "model": model},
+                   os.path.join(d_out, "model_optim_rng.pt"))
     with open(os.path.join(OUT, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(ITERATION))
     print("wrote", OUT)
