@@ -9,6 +9,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "checkpointing/durable_file.h"
@@ -521,8 +522,12 @@ class Pickler {
         out_ += 'b';
         return ok_status();
       case K::kTensor: {
-        const size_t index = std::stoul(v.tensor->key);
-        if (index >= tensors_.size()) return invalid_argument("write_torch_save: tensor index ", index, " out of range");
+        char* end = nullptr;
+        const unsigned long long index = std::strtoull(v.tensor->key.c_str(), &end, 10);
+        if (v.tensor->key.empty() || *end != '\0' || index >= tensors_.size()) {
+          return invalid_argument("write_torch_save: tensor key '", v.tensor->key, "' is not an index of the ",
+                                  tensors_.size(), " tensors");
+        }
         const TorchSaveTensor& t = tensors_[index];
         global("torch._utils._rebuild_tensor_v2");
         out_ += "((";
