@@ -376,11 +376,51 @@ def generate(model, name, seed, out=HERE):
 FIXTURES = {"gpt2_tiny": (Gpt2, 1), "llama_tiny": (Llama, 2), "llama_long_odd": (LlamaLongOdd, 3),
             "qwen2_scaled": (Qwen2Scaled, 4)}
 
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = e["data_offsets"]
+        dtype = {"F32": torch.float32, "I32": torch.int32}[e["dtype"]]
+        out[name] = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]), dtype=dtype).view(*e["shape"]).clone()
+    return out
+
+
+def logits_of_export(name, out=HERE):
+    """PyTorch's logits of the model the C++ golden test trained for 5 steps and exported to
+    Hugging Face files (<name>/trained_export, committed), read with this script's own model,
+    on the fixture's tokens: <name>/trained_export/expected_logits.safetensors."""
+    model, _ = FIXTURES[name]
+    model = model()
+    export = os.path.join(out, name, "trained_export")
+    cfg = json.load(open(os.path.join(export, "config.json")))
+    for key in ("hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head"):
+        if key in model.cfg:
+            assert cfg[key] == model.cfg[key], f"{key}: export {cfg[key]} vs fixture {model.cfg[key]}"
+    params = {k: (padded(v) if k in VOCAB_PARAMS else v) for k, v in read_safetensors(os.path.join(export, "model.safetensors")).items()}
+    tokens = read_safetensors(os.path.join(out, name, "expected.safetensors"))["tokens"]
+    with torch.no_grad():
+        logits = model.logits(params, tokens.long())
+    write_safetensors(os.path.join(export, "expected_logits.safetensors"), {"logits": logits})
+    print(f"{name}: logits of the trained export written")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=HERE, help="directory the fixture directories go into")
     parser.add_argument("fixtures", nargs="*", choices=[[]] + list(FIXTURES), help="default: all")
+    parser.add_argument("--logits-of-export", action="store_true",
+                        help="instead: PyTorch's logits of <fixture>/trained_export (written by the C++ golden "
+                             "test with MS_RECORD_NUMBERS=1)")
     args = parser.parse_args()
     for name in args.fixtures or list(FIXTURES):
+        if args.logits_of_export:
+            logits_of_export(name, args.out)
+            continue
         model, seed = FIXTURES[name]
         generate(model(), name, seed, args.out)
