@@ -31,6 +31,11 @@ uint32_t u32(const char* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
+uint64_t u64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 uint16_t u16(const char* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -359,31 +364,64 @@ StatusOr<TorchCheckpointFile> TorchCheckpointFile::open(const std::string& path)
     }
   }
   if (eocd < 0) return invalid_argument("'", path, "' is not a zip archive (torch.save >= 1.6 writes one)");
-  const int64_t count = u16(base + eocd + 10);
-  const int64_t cd_size = u32(base + eocd + 12), cd_offset = u32(base + eocd + 16);
-  if (cd_offset == 0xffffffff || count == 0xffff) {
-    return unimplemented("'", path, "' is a zip64 archive (over 4 GiB); not supported yet");
+  int64_t count = u16(base + eocd + 10);
+  int64_t cd_size = u32(base + eocd + 12), cd_offset = u32(base + eocd + 16);
+  int64_t cd_end = eocd;  // the central directory ends where the end records begin
+  if (cd_offset == 0xffffffff || count == 0xffff || cd_size == 0xffffffff) {
+    // Zip64 (rank files over 4 GiB): the locator just before the end record points at the
+    // zip64 end record, which holds the 8-byte count, size and offset.
+    if (eocd < 20 || u32(base + eocd - 20) != 0x07064b50) {
+      return invalid_argument("'", path, "': zip64 archive without its end-record locator (damaged)");
+    }
+    const uint64_t record = u64(base + eocd - 12);
+    if (record + 56 > static_cast<uint64_t>(eocd - 20) || u32(base + record) != 0x06064b50) {
+      return invalid_argument("'", path, "': the zip64 end record is damaged");
+    }
+    count = static_cast<int64_t>(u64(base + record + 32));
+    cd_size = static_cast<int64_t>(u64(base + record + 40));
+    cd_offset = static_cast<int64_t>(u64(base + record + 48));
+    cd_end = static_cast<int64_t>(record);
   }
-  if (cd_offset + cd_size > eocd) return invalid_argument("'", path, "': the zip central directory is damaged");
+  if (count < 0 || cd_offset < 0 || cd_size < 0 || cd_offset + cd_size > cd_end) {
+    return invalid_argument("'", path, "': the zip central directory is damaged");
+  }
   int64_t at = cd_offset;
   for (int64_t k = 0; k < count; ++k) {
-    if (at + 46 > eocd || u32(base + at) != 0x02014b50) {
+    if (at + 46 > cd_end || u32(base + at) != 0x02014b50) {
       return invalid_argument("'", path, "': zip central directory entry ", k, " is damaged");
     }
     const uint16_t method = u16(base + at + 10);
-    const int64_t csize = u32(base + at + 20), usize = u32(base + at + 24);
+    int64_t csize = u32(base + at + 20), usize = u32(base + at + 24);
     const int64_t name_len = u16(base + at + 28), extra_len = u16(base + at + 30), comment_len = u16(base + at + 32);
-    const int64_t local = u32(base + at + 42);
-    if (at + 46 + name_len > eocd) return invalid_argument("'", path, "': zip entry name out of bounds");
+    int64_t local = u32(base + at + 42);
+    if (at + 46 + name_len + extra_len > cd_end) return invalid_argument("'", path, "': zip entry name out of bounds");
     const std::string name(base + at + 46, static_cast<size_t>(name_len));
+    // Zip64 extra field (id 1): the 8-byte values of the fields that read 0xffffffff, in order.
+    for (int64_t e = at + 46 + name_len; e + 4 <= at + 46 + name_len + extra_len;) {
+      const uint16_t id = u16(base + e), len = u16(base + e + 2);
+      if (e + 4 + len > at + 46 + name_len + extra_len) break;
+      if (id == 1) {
+        int64_t f = e + 4;
+        auto take = [&](int64_t* field) {
+          if (*field == 0xffffffff && f + 8 <= e + 4 + len) {
+            *field = static_cast<int64_t>(u64(base + f));
+            f += 8;
+          }
+        };
+        take(&usize);
+        take(&csize);
+        take(&local);
+      }
+      e += 4 + len;
+    }
     if (method != 0 || csize != usize) {
       return unimplemented("'", path, "': zip entry '", name, "' is compressed (torch.save stores entries)");
     }
-    if (local + 30 > size || u32(base + local) != 0x04034b50) {
+    if (local < 0 || local + 30 > size || u32(base + local) != 0x04034b50) {
       return invalid_argument("'", path, "': zip local header of '", name, "' is damaged");
     }
     const int64_t data = local + 30 + u16(base + local + 26) + u16(base + local + 28);
-    if (data + csize > size) return invalid_argument("'", path, "': zip entry '", name, "' is truncated");
+    if (csize < 0 || data + csize > size) return invalid_argument("'", path, "': zip entry '", name, "' is truncated");
     file.entries_[name] = {data, csize};
     at += 46 + name_len + extra_len + comment_len;
   }
