@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -25,6 +26,18 @@ inline std::vector<float> random_vector(int64_t n, uint64_t stream, float std = 
   std::vector<float> v(static_cast<size_t>(n));
   fill_normal(v.data(), n, mean, std, RngStream{1234, stream});
   return v;
+}
+
+/// max |a - b| / max |b| over a tensor: the relative error of the tensor as a whole
+/// (infinity when the sizes differ).
+inline double normwise_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double diff = 0.0, ref = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / std::max(ref, 1e-30);
 }
 
 /// Asserts |a - b| <= atol + rtol * |b| element-wise; reports the worst element.

@@ -27,6 +27,7 @@
 
 #include "run_command.h"
 #include "scratch_dir.h"
+#include "test_util.h"
 #include "training/checkpointing.h"
 
 namespace mindspeed::testing {
@@ -64,15 +65,6 @@ std::map<std::string, std::vector<float>> tensors(const std::string& dir, int64_
   auto t = read_checkpoint_tensors(checkpoint_iteration_dir(dir, iteration), kind);
   EXPECT_TRUE(t.ok()) << t.status().to_string();
   return t.ok() ? *t : std::map<std::string, std::vector<float>>{};
-}
-
-double normwise_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0.0, ref = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / std::max(ref, 1e-30);
 }
 
 // The key part of the QKV bias has an exactly zero gradient (softmax ignores a shift shared by

@@ -23,22 +23,14 @@
 #include "optimizer/optimizer.h"
 #include "recorded_numbers.h"
 #include "scratch_dir.h"
+#include "test_util.h"
 #include "training/train_step.h"
 
 namespace mindspeed {
 namespace {
 
 constexpr double kTolerance = 1e-5;
-
-// max |a - b| / max |b|: the relative error of the tensor as a whole.
-double normwise_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0.0, ref = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / std::max(ref, 1e-30);
-}
+using testing::normwise_error;
 
 enum class Kernels { kReference, kFast, kFlash };
 

@@ -195,16 +195,6 @@ ModelConfig tiny_llama_config() {
   return c;
 }
 
-double normwise_error(const std::vector<float>& a, const std::vector<float>& b) {
-  MS_CHECK(a.size() == b.size(), "size mismatch");
-  double diff = 0.0, ref = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / std::max(ref, 1e-30);
-}
-
 RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWorld& world, bool single) {
   ParallelConfig pc;
   pc.tensor_model_parallel_size = layout.tp;

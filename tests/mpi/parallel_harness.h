@@ -13,6 +13,7 @@
 
 #include "config/configs.h"
 #include "parallel/initialize.h"
+#include "test_util.h"
 
 namespace mindspeed::testing {
 
@@ -81,7 +82,5 @@ ModelConfig tiny_llama_config();
 /// process alone when `single` is true.
 RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWorld& world, bool single);
 
-/// max |a-b| / max |b| over a tensor.
-double normwise_error(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace mindspeed::testing
