@@ -18,14 +18,12 @@
 #include <CLI/CLI.hpp>
 
 #include "config/configs.h"
-#include "config/pipeline_layout.h"
-#include "core/logging.h"
 #include "core/status.h"
-#include "distributed/param_and_grad_buffer.h"
-#include "kernels/backend.h"
-#include "models/gpt/gpt_model_chunks.h"
 #include "checkpointing/durable_file.h"
 #include "checkpointing/torch_checkpoint.h"
+#include "distributed/param_and_grad_buffer.h"
+#include "kernels/backend.h"
+#include "models/gpt/gpt_model.h"
 #include "models/gpt/hf_checkpoint.h"
 #include "optimizer/optimizer.h"
 #include "training/checkpointing.h"
@@ -38,66 +36,6 @@ struct Options {
   std::string load_type, save_type, load_dir, save_dir, model_type_hf;
   int target_tp = 1, target_pp = 1;
 };
-
-// Hugging Face directory -> this engine's checkpoint (iteration 0, weights only).
-Status hf_to_mg(const Options& o) {
-  MS_ASSIGN_OR_RETURN(HfModelInfo info, read_hf_config(o.load_dir));
-  Configs c;
-  c.model = info.config;
-  c.model.padded_vocab_size = padded_vocab(c.model.vocab_size, c.model.make_vocab_size_divisible_by, 1);
-  const std::unique_ptr<ParallelState> ps = ParallelState::single_process();
-  const Backend backend = select_backend(KernelOptions{}, 1);
-  Allocator alloc;
-  ParameterRegistry registry;
-  GPTModelChunks model(c.model, *ps, registry, PipelineLayout::single(c.model.num_layers), false);
-  ParamAndGradBuffer buffer(registry, alloc, BufferOptions{});
-  MS_RETURN_IF_ERROR(load_hf_checkpoint(o.load_dir, model[0], *ps));
-  Optimizer optimizer(c.optimizer, buffer, *ps, alloc, backend, false);
-  MS_RETURN_IF_ERROR(save_checkpoint(o.save_dir, CheckpointState{}, c, {registry, buffer, optimizer, *ps},
-                                     /*save_optimizer=*/false));
-  std::printf("saved %s (%s, %lld layers) as a mindspeed-cpp checkpoint in %s; pretrain_gpt --load %s reads it "
-              "at any parallel layout\n",
-              o.load_dir.c_str(), info.architecture == HfArchitecture::kGpt2 ? "gpt2" : "llama-style",
-              static_cast<long long>(c.model.num_layers), o.save_dir.c_str(), o.save_dir.c_str());
-  return ok_status();
-}
-
-// This engine's checkpoint (its tracked iteration) -> Hugging Face directory.
-Status mg_to_hf(const Options& o) {
-  MS_ASSIGN_OR_RETURN(std::string iteration_dir, tracked_iteration_dir(o.load_dir));
-  MS_ASSIGN_OR_RETURN(ModelConfig config, checkpoint_model_config(iteration_dir));
-  HfArchitecture arch = config.swiglu ? HfArchitecture::kLlama : HfArchitecture::kGpt2;
-  if (o.model_type_hf == "gpt2") arch = HfArchitecture::kGpt2;
-  if (o.model_type_hf == "llama2" || o.model_type_hf == "llama") arch = HfArchitecture::kLlama;
-  if (o.model_type_hf == "qwen2") arch = HfArchitecture::kQwen2;
-  if (o.model_type_hf == "mistral") arch = HfArchitecture::kMistral;
-  if ((arch != HfArchitecture::kGpt2) != config.swiglu) {
-    return invalid_argument("--model-type-hf ", o.model_type_hf, " does not fit the checkpoint (",
-                            config.swiglu ? "a LLaMA-style model" : "a GPT-2-style model", ")");
-  }
-  if (!config.noop_layers.empty()) {
-    return unimplemented("the checkpoint has --noop-layers; Hugging Face models have no identity layers");
-  }
-  MS_ASSIGN_OR_RETURN(auto tensors, read_checkpoint_tensors(iteration_dir, "param"));
-  MS_RETURN_IF_ERROR(write_hf_checkpoint(o.save_dir, config, arch, tensors));
-  std::printf("saved %s as a Hugging Face directory in %s\n", iteration_dir.c_str(), o.save_dir.c_str());
-  return ok_status();
-}
-
-// Megatron's checkpoint of a GPT model merged into this process's whole model.
-Status load_megatron_torch(const std::string& dir, ModelConfig* config, ParameterRegistry& registry,
-                           std::unique_ptr<GPTModel>* model, std::unique_ptr<ParamAndGradBuffer>* buffer,
-                           Allocator& alloc, const ParallelState& ps) {
-  MS_ASSIGN_OR_RETURN(MegatronTorchCheckpoint ckpt, MegatronTorchCheckpoint::open(dir));
-  *config = ckpt.model_config();
-  *model = std::make_unique<GPTModel>(*config, ps, registry);
-  *buffer = std::make_unique<ParamAndGradBuffer>(registry, alloc, BufferOptions{});
-  for (const auto& p : registry.params()) {
-    MS_ASSIGN_OR_RETURN(std::vector<float> full, ckpt.full_tensor(p->spec));
-    set_parameter_from_full(*p, full.data(), 0, 1);
-  }
-  return ok_status();
-}
 
 // Megatron-LM's legacy checkpoint of the whole model at --target-tensor/pipeline-parallel-size:
 // DIR/release/mp_rank_XX[_YYY]/model_optim_rng.pt and the tracker "release" (weights only, as
@@ -112,78 +50,53 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
       return invalid_argument("--target-tensor-parallel-size ", tp, " does not divide ", p->spec.name);
     }
   }
-  auto make_value = [](PickleValue::Kind k) {
-    auto v = std::make_shared<PickleValue>();
-    v->kind = k;
-    return v;
-  };
-  auto text = [&](const std::string& x) {
-    auto v = make_value(PickleValue::Kind::kString);
-    v->s = x;
-    return v;
-  };
-  auto integer = [&](int64_t x) {
-    auto v = make_value(PickleValue::Kind::kInt);
-    v->i = x;
-    return v;
-  };
-  auto number = [&](double x) {
-    auto v = make_value(PickleValue::Kind::kFloat);
-    v->f = x;
-    return v;
-  };
-  auto boolean = [&](bool x) {
-    auto v = make_value(PickleValue::Kind::kBool);
-    v->b = x;
-    return v;
-  };
   // Megatron's argparse.Namespace: the fields check_checkpoint_args compares and the model's shape.
-  auto args = make_value(PickleValue::Kind::kObject);
+  auto args = pickle_value(PickleValue::Kind::kObject);
   args->object_class = "argparse.Namespace";
   const std::vector<std::pair<std::string, std::shared_ptr<PickleValue>>> fields = {
-      {"num_layers", integer(m.num_layers)},
-      {"hidden_size", integer(m.hidden_size)},
-      {"ffn_hidden_size", integer(m.ffn_hidden_size)},
-      {"num_attention_heads", integer(m.num_attention_heads)},
-      {"kv_channels", integer(m.kv_channels)},
-      {"group_query_attention", boolean(m.group_query_attention)},
-      {"num_query_groups", integer(m.query_groups())},
-      {"max_position_embeddings", integer(m.max_position_embeddings)},
-      {"padded_vocab_size", integer(m.padded_vocab_size)},
-      {"vocab_size", integer(m.vocab_size)},
-      {"make_vocab_size_divisible_by", integer(m.make_vocab_size_divisible_by)},
-      {"normalization", text(m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm")},
-      {"norm_epsilon", number(m.norm_epsilon)},
-      {"swiglu", boolean(m.swiglu)},
-      {"openai_gelu", boolean(m.openai_gelu)},
+      {"num_layers", pickle_int(m.num_layers)},
+      {"hidden_size", pickle_int(m.hidden_size)},
+      {"ffn_hidden_size", pickle_int(m.ffn_hidden_size)},
+      {"num_attention_heads", pickle_int(m.num_attention_heads)},
+      {"kv_channels", pickle_int(m.kv_channels)},
+      {"group_query_attention", pickle_bool(m.group_query_attention)},
+      {"num_query_groups", pickle_int(m.query_groups())},
+      {"max_position_embeddings", pickle_int(m.max_position_embeddings)},
+      {"padded_vocab_size", pickle_int(m.padded_vocab_size)},
+      {"vocab_size", pickle_int(m.vocab_size)},
+      {"make_vocab_size_divisible_by", pickle_int(m.make_vocab_size_divisible_by)},
+      {"normalization", pickle_string(m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm")},
+      {"norm_epsilon", pickle_float(m.norm_epsilon)},
+      {"swiglu", pickle_bool(m.swiglu)},
+      {"openai_gelu", pickle_bool(m.openai_gelu)},
       {"position_embedding_type",
-       text(m.position_embedding_type == PositionEmbeddingType::kRope ? "rope"
+       pickle_string(m.position_embedding_type == PositionEmbeddingType::kRope ? "rope"
             : m.position_embedding_type == PositionEmbeddingType::kNone ? "none"
                                                                           : "learned_absolute")},
-      {"add_position_embedding", boolean(m.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute)},
-      {"rotary_base", integer(static_cast<int64_t>(m.rotary_base))},
-      {"rotary_seq_len_interpolation_factor", number(m.rotary_seq_len_interpolation_factor)},
-      {"use_rope_scaling", boolean(m.rope_scaling == RopeScaling::kLlama3)},
-      {"rope_scaling_factor", number(m.rope_scaling_factor)},
+      {"add_position_embedding", pickle_bool(m.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute)},
+      {"rotary_base", pickle_int(static_cast<int64_t>(m.rotary_base))},
+      {"rotary_seq_len_interpolation_factor", pickle_float(m.rotary_seq_len_interpolation_factor)},
+      {"use_rope_scaling", pickle_bool(m.rope_scaling == RopeScaling::kLlama3)},
+      {"rope_scaling_factor", pickle_float(m.rope_scaling_factor)},
       // Not Megatron arguments (its Llama 3.1 scaling fixes them); kept so nothing is lost.
-      {"low_freq_factor", number(m.rope_low_freq_factor)},
-      {"high_freq_factor", number(m.rope_high_freq_factor)},
-      {"original_max_position_embeddings", integer(m.rope_original_max_position_embeddings)},
-      {"untie_embeddings_and_output_weights", boolean(m.untie_embeddings_and_output_weights)},
-      {"add_bias_linear", boolean(m.add_bias_linear)},
-      {"add_qkv_bias", boolean(m.add_qkv_bias)},
-      {"tensor_model_parallel_size", integer(tp)},
-      {"pipeline_model_parallel_size", integer(pp)},
-      {"transformer_impl", text("local")},
-      {"ckpt_format", text("torch")},
+      {"low_freq_factor", pickle_float(m.rope_low_freq_factor)},
+      {"high_freq_factor", pickle_float(m.rope_high_freq_factor)},
+      {"original_max_position_embeddings", pickle_int(m.rope_original_max_position_embeddings)},
+      {"untie_embeddings_and_output_weights", pickle_bool(m.untie_embeddings_and_output_weights)},
+      {"add_bias_linear", pickle_bool(m.add_bias_linear)},
+      {"add_qkv_bias", pickle_bool(m.add_qkv_bias)},
+      {"tensor_model_parallel_size", pickle_int(tp)},
+      {"pipeline_model_parallel_size", pickle_int(pp)},
+      {"transformer_impl", pickle_string("local")},
+      {"ckpt_format", pickle_string("torch")},
   };
-  for (const auto& [k, v] : fields) args->dict.emplace_back(text(k), v);
+  for (const auto& [k, v] : fields) args->dict.emplace_back(pickle_string(k), v);
   const std::string release = dir + "/release";
   const int64_t per_stage = m.num_layers / pp;
   for (int t = 0; t < tp; ++t) {
     for (int stage = 0; stage < pp; ++stage) {
       std::vector<TorchSaveTensor> tensors;
-      auto model = make_value(PickleValue::Kind::kDict);
+      auto model = pickle_value(PickleValue::Kind::kDict);
       auto add = [&](const std::string& name, const Parameter& p) {
         const int slices = p.is_tensor_parallel() ? tp : 1;
         std::vector<int64_t> shape;
@@ -191,11 +104,11 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
         if (slices > 1) shape[p.spec.split == TensorParallelSplit::kColumns ? 1 : 0] /= slices;
         TorchSaveTensor out{shape, std::vector<float>(static_cast<size_t>(p.spec.global_shape.numel() / slices))};
         slice_for_rank(out.values.data(), p.data.f32(), p.spec, slices > 1 ? t : 0, slices);
-        auto ref = make_value(PickleValue::Kind::kTensor);
+        auto ref = pickle_value(PickleValue::Kind::kTensor);
         ref->tensor = std::make_shared<TorchTensorRef>();
         ref->tensor->key = std::to_string(tensors.size());
         tensors.push_back(std::move(out));
-        model->dict.emplace_back(text(name), ref);
+        model->dict.emplace_back(pickle_string(name), ref);
       };
       for (const auto& owned : registry.params()) {
         const Parameter& p = *owned;
@@ -214,11 +127,11 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
           add(name, p);
         }
       }
-      auto root = make_value(PickleValue::Kind::kDict);
-      root->dict.emplace_back(text("args"), args);
-      root->dict.emplace_back(text("checkpoint_version"), number(3.0));
-      root->dict.emplace_back(text("iteration"), integer(0));
-      root->dict.emplace_back(text("model"), model);
+      auto root = pickle_value(PickleValue::Kind::kDict);
+      root->dict.emplace_back(pickle_string("args"), args);
+      root->dict.emplace_back(pickle_string("checkpoint_version"), pickle_float(3.0));
+      root->dict.emplace_back(pickle_string("iteration"), pickle_int(0));
+      root->dict.emplace_back(pickle_string("model"), model);
       char rank[32];
       if (pp == 1) {
         std::snprintf(rank, sizeof rank, "mp_rank_%02d", t);
@@ -235,83 +148,104 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
   return write_file_atomically(dir + "/latest_checkpointed_iteration.txt", std::string("release"));
 }
 
-// Any source into this process's whole model (for mg-torch output).
-Status load_whole_model(const Options& o, ModelConfig* config, ParameterRegistry& registry,
-                        std::unique_ptr<GPTModel>* model, std::unique_ptr<ParamAndGradBuffer>* buffer, Allocator& alloc,
-                        const ParallelState& ps) {
-  if (o.load_type == "mg-torch") return load_megatron_torch(o.load_dir, config, registry, model, buffer, alloc, ps);
+// The source, whatever its type, as one process's whole model (fp32, no parallelism).
+struct WholeModel {
+  Configs configs;
+  HfArchitecture source_arch = HfArchitecture::kGpt2;  ///< a Hugging Face source's family
+  ParameterRegistry registry;
+  std::unique_ptr<GPTModel> model;
+  std::unique_ptr<ParamAndGradBuffer> buffer;
+};
+
+Status load_whole_model(const Options& o, WholeModel& w, Allocator& alloc, const ParallelState& ps) {
+  ModelConfig& c = w.configs.model;
+  std::unique_ptr<MegatronTorchCheckpoint> megatron;
+  std::string iteration_dir;
   if (o.load_type == "hf") {
     MS_ASSIGN_OR_RETURN(HfModelInfo info, read_hf_config(o.load_dir));
-    *config = info.config;
-    config->padded_vocab_size = padded_vocab(config->vocab_size, config->make_vocab_size_divisible_by, 1);
-    *model = std::make_unique<GPTModel>(*config, ps, registry);
-    *buffer = std::make_unique<ParamAndGradBuffer>(registry, alloc, BufferOptions{});
-    return load_hf_checkpoint(o.load_dir, **model, ps);
+    c = info.config;
+    c.padded_vocab_size = padded_vocab(c.vocab_size, c.make_vocab_size_divisible_by, 1);
+    w.source_arch = info.architecture;
+  } else if (o.load_type == "mg-torch") {
+    MS_ASSIGN_OR_RETURN(MegatronTorchCheckpoint ckpt, MegatronTorchCheckpoint::open(o.load_dir));
+    megatron = std::make_unique<MegatronTorchCheckpoint>(std::move(ckpt));
+    c = megatron->model_config();
+  } else {  // mg: this engine's checkpoint, weights only
+    MS_ASSIGN_OR_RETURN(iteration_dir, tracked_iteration_dir(o.load_dir));
+    MS_ASSIGN_OR_RETURN(c, checkpoint_model_config(iteration_dir));
   }
-  // mg: this engine's checkpoint, weights only.
-  MS_ASSIGN_OR_RETURN(std::string iteration_dir, tracked_iteration_dir(o.load_dir));
-  MS_ASSIGN_OR_RETURN(*config, checkpoint_model_config(iteration_dir));
-  *model = std::make_unique<GPTModel>(*config, ps, registry);
-  *buffer = std::make_unique<ParamAndGradBuffer>(registry, alloc, BufferOptions{});
-  MS_ASSIGN_OR_RETURN(auto tensors, read_checkpoint_tensors(iteration_dir, "param"));
-  for (const auto& p : registry.params()) {
-    auto it = tensors.find(p->spec.name);
-    if (it == tensors.end() || static_cast<int64_t>(it->second.size()) != p->spec.global_shape.numel()) {
-      return invalid_argument(iteration_dir, ": no tensor '", p->spec.name, "' of the model's shape");
+  if (o.load_type != "hf") w.source_arch = c.swiglu ? HfArchitecture::kLlama : HfArchitecture::kGpt2;
+  w.model = std::make_unique<GPTModel>(c, ps, w.registry);
+  w.buffer = std::make_unique<ParamAndGradBuffer>(w.registry, alloc, BufferOptions{});
+  if (o.load_type == "hf") return load_hf_checkpoint(o.load_dir, *w.model, ps);
+  std::map<std::string, std::vector<float>> tensors;
+  if (!iteration_dir.empty()) {
+    MS_ASSIGN_OR_RETURN(tensors, read_checkpoint_tensors(iteration_dir, "param"));
+  }
+  for (const auto& p : w.registry.params()) {
+    std::vector<float> full;
+    if (megatron) {
+      MS_ASSIGN_OR_RETURN(full, megatron->full_tensor(p->spec));
+    } else {
+      auto it = tensors.find(p->spec.name);
+      if (it == tensors.end() || static_cast<int64_t>(it->second.size()) != p->spec.global_shape.numel()) {
+        return invalid_argument(iteration_dir, ": no tensor '", p->spec.name, "' of the model's shape");
+      }
+      full = std::move(it->second);
     }
-    set_parameter_from_full(*p, it->second.data(), 0, 1);
+    set_parameter_from_full(*p, full.data(), 0, 1);
   }
   return ok_status();
 }
 
-Status to_mg_torch(const Options& o) {
-  Configs c;
-  const std::unique_ptr<ParallelState> ps = ParallelState::single_process();
-  Allocator alloc;
-  ParameterRegistry registry;
-  std::unique_ptr<GPTModel> model;
-  std::unique_ptr<ParamAndGradBuffer> buffer;
-  MS_RETURN_IF_ERROR(load_whole_model(o, &c.model, registry, &model, &buffer, alloc, *ps));
-  MS_RETURN_IF_ERROR(write_megatron_torch(o.save_dir, c.model, registry, o.target_tp, o.target_pp));
-  std::printf("wrote a Megatron-LM --ckpt-format torch checkpoint (tensor-parallel %d x pipeline-parallel %d) in %s\n",
-              o.target_tp, o.target_pp, o.save_dir.c_str());
-  return ok_status();
-}
-
-Status mg_torch_to(const Options& o) {
-  Configs c;
-  const std::unique_ptr<ParallelState> ps = ParallelState::single_process();
-  const Backend backend = select_backend(KernelOptions{}, 1);
-  Allocator alloc;
-  ParameterRegistry registry;
-  std::unique_ptr<GPTModel> model;
-  std::unique_ptr<ParamAndGradBuffer> buffer;
-  MS_RETURN_IF_ERROR(load_megatron_torch(o.load_dir, &c.model, registry, &model, &buffer, alloc, *ps));
-  if (o.save_type == "mg") {
-    Optimizer optimizer(c.optimizer, *buffer, *ps, alloc, backend, false);
-    MS_RETURN_IF_ERROR(save_checkpoint(o.save_dir, CheckpointState{}, c, {registry, *buffer, optimizer, *ps}, false));
-  } else {
-    HfArchitecture arch = c.model.swiglu ? HfArchitecture::kLlama : HfArchitecture::kGpt2;
-    if (o.model_type_hf == "gpt2") arch = HfArchitecture::kGpt2;
-    if (o.model_type_hf == "qwen2") arch = HfArchitecture::kQwen2;
-    if (o.model_type_hf == "mistral") arch = HfArchitecture::kMistral;
-    FullTensors tensors;
-    for (const auto& p : registry.params()) tensors[p->spec.name].assign(p->data.f32(), p->data.f32() + p->local_shape.numel());
-    MS_RETURN_IF_ERROR(write_hf_checkpoint(o.save_dir, c.model, arch, tensors));
+// The Hugging Face family to write: --model-type-hf, else the source's.
+StatusOr<HfArchitecture> output_architecture(const Options& o, const WholeModel& w) {
+  HfArchitecture arch = w.source_arch;
+  if (o.model_type_hf == "gpt2") arch = HfArchitecture::kGpt2;
+  if (o.model_type_hf == "llama2" || o.model_type_hf == "llama") arch = HfArchitecture::kLlama;
+  if (o.model_type_hf == "qwen2") arch = HfArchitecture::kQwen2;
+  if (o.model_type_hf == "mistral") arch = HfArchitecture::kMistral;
+  const ModelConfig& c = w.configs.model;
+  if ((arch != HfArchitecture::kGpt2) != c.swiglu) {
+    return invalid_argument("--model-type-hf ", o.model_type_hf, " does not fit the checkpoint (",
+                            c.swiglu ? "a LLaMA-style model" : "a GPT-2-style model", ")");
   }
-  std::printf("converted the Megatron-LM checkpoint %s (%lld layers) to %s in %s\n", o.load_dir.c_str(),
-              static_cast<long long>(c.model.num_layers), o.save_type.c_str(), o.save_dir.c_str());
-  return ok_status();
+  if (!c.noop_layers.empty()) {
+    return unimplemented("the checkpoint has --noop-layers; Hugging Face models have no identity layers");
+  }
+  return arch;
 }
 
+// Any type to any other: the source as a whole model, then written in the target's format.
 Status run(const Options& o) {
-  if (o.save_type == "mg-torch") return to_mg_torch(o);
-  if (o.load_type == "mg-torch" && (o.save_type == "hf" || o.save_type == "mg")) return mg_torch_to(o);
-  if (o.load_type == "hf" && o.save_type == "mg") return hf_to_mg(o);
-  if (o.load_type == "mg" && o.save_type == "hf") return mg_to_hf(o);
-  return invalid_argument("--load-model-type ", o.load_type, " --save-model-type ", o.save_type,
-                          ": supported are hf -> mg and mg -> hf (an mg checkpoint loads at any parallel layout "
-                          "without conversion)");
+  if (o.load_type == o.save_type && o.load_type != "mg-torch") {
+    return invalid_argument("--load-model-type and --save-model-type are both ", o.load_type, ": nothing to convert",
+                            o.load_type == "mg" ? " (an mg checkpoint loads at any parallel layout without conversion)"
+                                                : "");
+  }
+  const std::unique_ptr<ParallelState> ps = ParallelState::single_process();
+  Allocator alloc;
+  WholeModel w;
+  MS_RETURN_IF_ERROR(load_whole_model(o, w, alloc, *ps));
+  if (o.save_type == "mg") {
+    // Weights only, at iteration 0; pretrain_gpt --load reads it at any parallel layout.
+    const Backend backend = select_backend(KernelOptions{}, 1);
+    Optimizer optimizer(w.configs.optimizer, *w.buffer, *ps, alloc, backend, false);
+    MS_RETURN_IF_ERROR(save_checkpoint(o.save_dir, CheckpointState{}, w.configs,
+                                       {w.registry, *w.buffer, optimizer, *ps}, /*save_optimizer=*/false));
+  } else if (o.save_type == "hf") {
+    MS_ASSIGN_OR_RETURN(const HfArchitecture arch, output_architecture(o, w));
+    FullTensors tensors;
+    for (const auto& p : w.registry.params()) {
+      tensors[p->spec.name].assign(p->data.f32(), p->data.f32() + p->local_shape.numel());
+    }
+    MS_RETURN_IF_ERROR(write_hf_checkpoint(o.save_dir, w.configs.model, arch, tensors));
+  } else {
+    MS_RETURN_IF_ERROR(write_megatron_torch(o.save_dir, w.configs.model, w.registry, o.target_tp, o.target_pp));
+  }
+  std::printf("converted %s (%s, %lld layers) to %s in %s\n", o.load_dir.c_str(), o.load_type.c_str(),
+              static_cast<long long>(w.configs.model.num_layers), o.save_type.c_str(), o.save_dir.c_str());
+  return ok_status();
 }
 
 }  // namespace

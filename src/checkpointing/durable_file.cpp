@@ -24,39 +24,16 @@ Status fsync_path(const std::string& path) {
   return ok_status();
 }
 
-StatusOr<FileDigest> file_digest(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return not_found("'", path, "' cannot be opened: ", std::strerror(errno));
-  FileDigest d;
-  uLong crc = crc32(0L, Z_NULL, 0);
-  std::vector<unsigned char> buf(1 << 20);
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return failed_precondition("reading '", path, "' failed: ", std::strerror(err));
-    }
-    if (n == 0) break;
-    crc = crc32(crc, buf.data(), static_cast<uInt>(n));
-    d.size += n;
-  }
-  ::close(fd);
-  d.crc32 = static_cast<uint32_t>(crc);
-  return d;
-}
-
-namespace {
-uLong crc_update(uLong crc, const char* data, size_t n) {
+uint32_t crc32_update(uint32_t crc, const char* data, size_t n) {
+  uLong c = crc;
   while (n > 0) {  // zlib takes at most uInt bytes at a time
     const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
+    c = crc32(c, reinterpret_cast<const Bytef*>(data), chunk);
     data += chunk;
     n -= chunk;
   }
-  return crc;
+  return static_cast<uint32_t>(c);
 }
-}  // namespace
 
 StatusOr<FileDigest> write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces) {
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
@@ -66,7 +43,7 @@ StatusOr<FileDigest> write_file_atomically(const std::string& path, const std::v
                                std::strerror(errno));
   }
   FileDigest digest;
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = 0;
   for (std::string_view piece : pieces) {
     size_t done = 0;
     while (done < piece.size()) {
@@ -82,7 +59,7 @@ StatusOr<FileDigest> write_file_atomically(const std::string& path, const std::v
       }
       done += static_cast<size_t>(n);
     }
-    crc = crc_update(crc, piece.data(), piece.size());
+    crc = crc32_update(crc, piece.data(), piece.size());
     digest.size += static_cast<int64_t>(piece.size());
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
@@ -96,7 +73,7 @@ StatusOr<FileDigest> write_file_atomically(const std::string& path, const std::v
   }
   const std::string dir = std::filesystem::path(path).parent_path().string();
   MS_RETURN_IF_ERROR(fsync_path(dir.empty() ? "." : dir));
-  digest.crc32 = static_cast<uint32_t>(crc);
+  digest.crc32 = crc;
   return digest;
 }
 

@@ -1,6 +1,7 @@
 // Files that survive a crash: fsync of a file or a directory (the rename of a file into a
-// directory is durable only once the directory is synced), and the CRC-32 of a file, which
-// a checkpoint index records so that a damaged or truncated file is refused by name.
+// directory is durable only once the directory is synced), and atomic writes that return the
+// CRC-32 of what they wrote, which a checkpoint index records so that a damaged or truncated
+// file is refused by name.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +16,14 @@ namespace mindspeed {
 /// fsync() of a file or directory; an error names the path.
 Status fsync_path(const std::string& path);
 
-/// CRC-32 (zlib's) of a whole file, and its size in bytes.
+/// Extends a CRC-32 (zlib's; start from 0) over `n` bytes, any length.
+uint32_t crc32_update(uint32_t crc, const char* data, size_t n);
+
+/// The size in bytes and CRC-32 (zlib's) of a file's contents.
 struct FileDigest {
   int64_t size = 0;
   uint32_t crc32 = 0;
 };
-StatusOr<FileDigest> file_digest(const std::string& path);
 
 /// Writes the concatenation of `pieces` to `path` through a temporary file in the same
 /// directory: every byte written (a short write on a full disk is an error, never a short

@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <zlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -159,17 +158,7 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   return file;
 }
 
-uint32_t SafetensorsFile::crc32() const {
-  uLong crc = ::crc32(0L, Z_NULL, 0);
-  const char* p = mapping_.get();
-  for (int64_t left = file_size_; left > 0;) {
-    const uInt n = static_cast<uInt>(std::min<int64_t>(left, int64_t{1} << 30));
-    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(p), n);
-    p += n;
-    left -= n;
-  }
-  return static_cast<uint32_t>(crc);
-}
+uint32_t SafetensorsFile::crc32() const { return crc32_update(0, mapping_.get(), static_cast<size_t>(file_size_)); }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
   for (const auto& e : entries_)

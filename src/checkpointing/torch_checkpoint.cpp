@@ -5,12 +5,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <zlib.h>
-
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "checkpointing/durable_file.h"
 #include "core/dtype.h"
@@ -19,12 +18,7 @@ namespace mindspeed {
 namespace {
 
 using Value = std::shared_ptr<PickleValue>;
-
-Value make(PickleValue::Kind kind) {
-  auto v = std::make_shared<PickleValue>();
-  v->kind = kind;
-  return v;
-}
+Value make(PickleValue::Kind kind) { return pickle_value(kind); }
 
 uint32_t u32(const char* p) {
   uint32_t v;
@@ -115,12 +109,7 @@ class Unpickler {
           break;
         }
         case 'N': stack_.push_back(make(PickleValue::Kind::kNone)); break;
-        case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
-          auto v = make(PickleValue::Kind::kBool);
-          v->b = op == 0x88;
-          stack_.push_back(v);
-          break;
-        }
+        case 0x88: case 0x89: stack_.push_back(pickle_bool(op == 0x88)); break;  // NEWTRUE, NEWFALSE
         case 'G': {  // BINFLOAT, big-endian double
           MS_RETURN_IF_ERROR(need(8));
           uint64_t bits = 0;
@@ -251,11 +240,7 @@ class Unpickler {
     p_ = nl + 1;
     return s;
   }
-  void push_int(int64_t x) {
-    auto v = make(PickleValue::Kind::kInt);
-    v->i = x;
-    stack_.push_back(v);
-  }
+  void push_int(int64_t x) { stack_.push_back(pickle_int(x)); }
   StatusOr<Value> pop() {
     if (stack_.empty() || (!marks_.empty() && marks_.back() == stack_.size())) return bad("pop from an empty stack");
     Value v = stack_.back();
@@ -328,6 +313,32 @@ class Unpickler {
 };
 
 }  // namespace
+
+std::shared_ptr<PickleValue> pickle_value(PickleValue::Kind kind) {
+  auto v = std::make_shared<PickleValue>();
+  v->kind = kind;
+  return v;
+}
+std::shared_ptr<PickleValue> pickle_string(std::string s) {
+  auto v = pickle_value(PickleValue::Kind::kString);
+  v->s = std::move(s);
+  return v;
+}
+std::shared_ptr<PickleValue> pickle_int(int64_t i) {
+  auto v = pickle_value(PickleValue::Kind::kInt);
+  v->i = i;
+  return v;
+}
+std::shared_ptr<PickleValue> pickle_float(double f) {
+  auto v = pickle_value(PickleValue::Kind::kFloat);
+  v->f = f;
+  return v;
+}
+std::shared_ptr<PickleValue> pickle_bool(bool b) {
+  auto v = pickle_value(PickleValue::Kind::kBool);
+  v->b = b;
+  return v;
+}
 
 const PickleValue* PickleValue::get(const std::string& key) const {
   for (const auto& [k, v] : dict) {
@@ -627,8 +638,7 @@ Status write_torch_save(const std::string& path, const std::string& record, cons
     if (data.size() >= 0xffffffffu || offset >= 0xffffffffu) {
       return unimplemented("write_torch_save: '", path, "' would need zip64 (over 4 GiB)");
     }
-    const uint32_t crc = static_cast<uint32_t>(
-        ::crc32(::crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+    const uint32_t crc = crc32_update(0, data.data(), data.size());
     const uint64_t data_start = offset + 30 + name.size() + 4;  // 4: the extra field's own header
     const uint16_t pad = static_cast<uint16_t>((64 - data_start % 64) % 64);
     std::string h;

@@ -44,6 +44,13 @@ struct PickleValue {
   const PickleValue* get(const std::string& key) const;
 };
 
+/// Values to build (for write_torch_save, and the reader's own).
+std::shared_ptr<PickleValue> pickle_value(PickleValue::Kind kind);
+std::shared_ptr<PickleValue> pickle_string(std::string s);
+std::shared_ptr<PickleValue> pickle_int(int64_t i);
+std::shared_ptr<PickleValue> pickle_float(double f);
+std::shared_ptr<PickleValue> pickle_bool(bool b);
+
 class TorchCheckpointFile {
  public:
   /// Maps the archive, finds <name>/data.pkl and interprets it.
