@@ -61,6 +61,13 @@ struct ModelConfig {
   int64_t qkv_size() const { return (num_attention_heads + 2 * query_groups()) * kv_channels; }
 };
 
+/// Every architecture field where the model flags `flags` and a checkpoint's `other` differ,
+/// one "\n  <flag> is <ours> but <source_says> <theirs>" line each (empty: they agree). The
+/// vocabulary is compared padded (a Megatron checkpoint stores the padded table) or as the
+/// tokenizer's size (a Hugging Face config.json).
+std::string architecture_differences(const ModelConfig& flags, const ModelConfig& other, const std::string& source_says,
+                                     bool compare_padded_vocab = false);
+
 /// Megatron's _vocab_size_with_padding.
 inline int64_t padded_vocab(int64_t vocab_size, int64_t divisible_by, int64_t tensor_parallel) {
   const int64_t multiple = divisible_by * tensor_parallel;

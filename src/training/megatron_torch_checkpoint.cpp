@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "core/str_cat.h"
 #include "training/checkpointing.h"
 
 namespace mindspeed {
@@ -164,28 +163,9 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const Paramete
   return full;
 }
 
-Status MegatronTorchCheckpoint::check_model_matches(const ModelConfig& f) const {
-  const ModelConfig& c = config_;
-  std::string problems;
-  auto check = [&](const char* flag, auto ours, auto theirs) {
-    if (ours != theirs) problems += str_cat("\n  ", flag, " is ", ours, " but the checkpoint has ", theirs);
-  };
-  check("--num-layers", f.num_layers, c.num_layers);
-  check("--hidden-size", f.hidden_size, c.hidden_size);
-  check("--ffn-hidden-size", f.ffn_hidden_size, c.ffn_hidden_size);
-  check("--num-attention-heads", f.num_attention_heads, c.num_attention_heads);
-  check("--kv-channels", f.kv_channels, c.kv_channels);
-  check("--num-query-groups", f.query_groups(), c.query_groups());
-  check("--max-position-embeddings", f.max_position_embeddings, c.max_position_embeddings);
-  check("padded vocabulary (tokenizer, --make-vocab-size-divisible-by)", f.padded_vocab_size, c.padded_vocab_size);
-  check("--normalization", static_cast<int>(f.normalization), static_cast<int>(c.normalization));
-  check("--swiglu", f.swiglu, c.swiglu);
-  check("--position-embedding-type", static_cast<int>(f.position_embedding_type),
-        static_cast<int>(c.position_embedding_type));
-  check("--untie-embeddings-and-output-weights", f.untie_embeddings_and_output_weights,
-        c.untie_embeddings_and_output_weights);
-  check("bias in linear layers (--disable-bias-linear)", f.add_bias_linear, c.add_bias_linear);
-  check("--add-qkv-bias", f.qkv_bias(), c.qkv_bias());
+Status MegatronTorchCheckpoint::check_model_matches(const ModelConfig& flags) const {
+  const std::string problems =
+      architecture_differences(flags, config_, "the checkpoint has", /*compare_padded_vocab=*/true);
   if (!problems.empty()) return invalid_argument("the model flags do not match the Megatron-LM checkpoint:", problems);
   return ok_status();
 }

@@ -320,6 +320,12 @@ TEST(Checkpoint, LoadsMegatronTorchCheckpoints) {
                                       " --train-iters 4 --finetune --skip-train --load " + megatron);
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   EXPECT_NEAR(std::stod(eval_loss(sharded)), std::stod(eval_loss(want)), 1e-5 * std::stod(eval_loss(want)));
+  // Another architecture is refused by flag.
+  const CommandResult other = run_command(launch(1) + std::regex_replace(kTiny, std::regex("--num-layers 4"),
+                                                                         "--num-layers 2") +
+                                          " --train-iters 4 --finetune --skip-train --load " + megatron);
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("--num-layers is 2 but the checkpoint has 4"), std::string::npos) << other.output;
   // Not a release: Megatron would load its optimizer state, which is not read here.
   fs::rename(megatron + "/release", megatron + "/iter_0000004");
   std::ofstream(megatron + "/latest_checkpointed_iteration.txt") << "4";
