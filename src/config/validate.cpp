@@ -179,8 +179,8 @@ Status validate_model(ModelConfig& m, const ParallelConfig& p) {
 
 Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size) {
   // Sizes >= 1: validate_parallel_sizes, run first.
-  // The layer split and schedule rules (the micro-batch counts: validate_pipeline).
-  MS_RETURN_IF_ERROR(PipelineLayout::build(p, m.num_layers).status());
+  // The layer split and schedule rules: PipelineLayout::build in validate_configs, once the
+  // batch sizes (and so the micro-batch count) are known.
   if (p.dualpipev && !m.untie_embeddings_and_output_weights) {
     return invalid_argument("--schedules-method dualpipev needs --untie-embeddings-and-output-weights (rank 0 holds "
                             "both the embedding and the output layer; MindSpeed refuses tied embeddings)");
@@ -305,7 +305,8 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
   {
-    // The schedule's minimum number of micro-batches per data-parallel rank.
+    // The layer split and schedule, with the schedule's minimum number of micro-batches per
+    // data-parallel rank.
     const int64_t dp = world_size / (static_cast<int64_t>(c.parallel.tensor_model_parallel_size) *
                                      c.parallel.pipeline_model_parallel_size * c.parallel.context_parallel_size);
     const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * dp);

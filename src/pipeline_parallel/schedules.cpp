@@ -39,21 +39,21 @@ class TraceRecorder {
     if (trace_ != nullptr) trace_->elapsed = seconds();
   }
   /// Runs `step` and records it; a forward adds an alive micro-batch, a backward frees one.
+  /// Without a trace it only runs the step (no clock reads on the schedule's path).
   template <typename Step>
   auto run(PipelineOpKind kind, int chunk, int64_t microbatch, Step&& step) {
-    const double start = seconds();
+    if (trace_ == nullptr) return step();
     if (training_ && kind == PipelineOpKind::kForward) peak_ = std::max(peak_, ++alive_);
     if (kind == PipelineOpKind::kBackward) --alive_;
-    struct Record {
+    trace_->peak_in_flight = peak_;
+    struct Record {  // appended when the step returns, whatever it returns
       TraceRecorder* self;
       ScheduleEvent event;
       ~Record() {
-        if (self->trace_ == nullptr) return;
         event.end = self->seconds();
         self->trace_->events.push_back(event);
-        self->trace_->peak_in_flight = self->peak_;
       }
-    } record{this, {kind, chunk, microbatch, start, 0.0}};
+    } record{this, {kind, chunk, microbatch, seconds(), 0.0}};
     return step();
   }
  private:
