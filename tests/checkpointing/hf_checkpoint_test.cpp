@@ -72,18 +72,18 @@ TEST_P(HfRoundTrip, ExportThenImportIsTheIdentity) {
 INSTANTIATE_TEST_SUITE_P(Families, HfRoundTrip, ::testing::Values("gpt2_tiny", "llama_tiny", "qwen2_scaled"));
 
 // The fixture's parameters after loading `dir`.
-std::map<std::string, std::vector<float>> loaded_params(const std::string& fixture_name, const std::string& dir) {
-  auto info = read_hf_config(fixture(fixture_name.c_str()));
-  EXPECT_TRUE(info.ok());
-  ModelConfig c = info->config;
+// The fixture's parameters after loading `dir` (or why it did not load).
+StatusOr<std::map<std::string, std::vector<float>>> loaded_params(const std::string& fixture_name,
+                                                                  const std::string& dir) {
+  MS_ASSIGN_OR_RETURN(HfModelInfo info, read_hf_config(fixture(fixture_name.c_str())));
+  ModelConfig c = info.config;
   c.padded_vocab_size = padded_vocab(c.vocab_size, 128, 1);
   auto ps = ParallelState::single_process();
   Allocator alloc;
   ParameterRegistry registry;
   GPTModel model(c, *ps, registry);
   ParamAndGradBuffer buffer(model.registry(), alloc, BufferOptions{});
-  const Status s = load_hf_checkpoint(dir, model, *ps);
-  EXPECT_TRUE(s.ok()) << s.to_string();
+  MS_RETURN_IF_ERROR(load_hf_checkpoint(dir, model, *ps));
   std::map<std::string, std::vector<float>> out;
   for (const auto& p : model.registry().params()) out[p->spec.name].assign(p->data.f32(), p->data.f32() + p->local_shape.numel());
   return out;
@@ -110,28 +110,23 @@ TEST(HfImport, ShardedIndexAndBf16Files) {
   ASSERT_TRUE(write_safetensors(dir.file("sharded") + "/model-00002-of-00002.safetensors", shard[1]).ok());
   std::ofstream(dir.file("sharded") + "/model.safetensors.index.json")
       << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump();
-  EXPECT_EQ(loaded_params("llama_tiny", dir.file("sharded")), loaded_params("llama_tiny", src));
+  const auto fp32 = loaded_params("llama_tiny", src), sharded = loaded_params("llama_tiny", dir.file("sharded"));
+  ASSERT_TRUE(fp32.ok() && sharded.ok()) << sharded.status().to_string();
+  EXPECT_EQ(*sharded, *fp32);
 
   // A shard file name leaving the directory is refused.
   weight_map[original->entries().front().name] = "../elsewhere.safetensors";
   std::ofstream(dir.file("sharded") + "/model.safetensors.index.json")
       << nlohmann::json{{"weight_map", weight_map}}.dump();
-  auto info = read_hf_config(src);
-  ModelConfig c = info->config;
-  c.padded_vocab_size = padded_vocab(c.vocab_size, 128, 1);
-  auto ps = ParallelState::single_process();
-  Allocator alloc;
-  ParameterRegistry registry;
-  GPTModel model(c, *ps, registry);
-  ParamAndGradBuffer buffer(model.registry(), alloc, BufferOptions{});
-  const Status bad = load_hf_checkpoint(dir.file("sharded"), model, *ps);
-  EXPECT_NE(bad.message().find("is not a file name in the same directory"), std::string::npos) << bad.message();
+  const auto bad = loaded_params("llama_tiny", dir.file("sharded"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("is not a file name in the same directory"), std::string::npos)
+      << bad.status().message();
 
   // BF16: the same tensors stored as bfloat16 (written by hand: 8-byte header length, JSON
   // header, raw little-endian bf16).
   nlohmann::json header;
   std::string data;
-  std::map<std::string, std::vector<float>> rounded;
   for (const SafetensorsEntry& e : original->entries()) {
     const std::vector<float> v = *original->read_f32(e.name);
     const int64_t begin = static_cast<int64_t>(data.size());
@@ -149,10 +144,11 @@ TEST(HfImport, ShardedIndexAndBf16Files) {
   out.write(reinterpret_cast<const char*>(&n), 8);
   out << h << data;
   out.close();
-  const auto fp32 = loaded_params("llama_tiny", src), from_bf16 = loaded_params("llama_tiny", dir.file("bf16"));
-  for (const auto& [name, values] : fp32) {
+  const auto from_bf16 = loaded_params("llama_tiny", dir.file("bf16"));
+  ASSERT_TRUE(from_bf16.ok()) << from_bf16.status().to_string();
+  for (const auto& [name, values] : *fp32) {
     for (size_t k = 0; k < values.size(); ++k) {
-      ASSERT_EQ(from_bf16.at(name)[k], round_to_bf16(values[k])) << name << " element " << k;
+      ASSERT_EQ(from_bf16->at(name)[k], round_to_bf16(values[k])) << name << " element " << k;
     }
   }
 }

@@ -206,6 +206,14 @@ TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
   }
 }
 
+// Two runs agree in every number: losses, gradient norms, evaluations, final weights.
+void expect_bitwise_equal(const RunResult& a, const RunResult& b) {
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(a.grad_norms, b.grad_norms);
+  EXPECT_EQ(a.eval_losses, b.eval_losses);
+  for (const auto& [name, w] : a.weights) EXPECT_EQ(w, b.weights.at(name)) << name;
+}
+
 TEST(Determinism, TwoRunsOfOneLayoutAreBitwiseIdentical) {
   const MpiWorld& world = mpi_world();
   if (world.size != 2 && world.size != 4) GTEST_SKIP();
@@ -216,10 +224,7 @@ TEST(Determinism, TwoRunsOfOneLayoutAreBitwiseIdentical) {
                              .overlap_grad_reduce = true, .bucket_size = 2000};
   const RunResult a = train(run, layout, world, false);
   const RunResult b = train(run, layout, world, false);
-  EXPECT_EQ(a.losses, b.losses);
-  EXPECT_EQ(a.grad_norms, b.grad_norms);
-  EXPECT_EQ(a.eval_losses, b.eval_losses);
-  for (const auto& [name, w] : a.weights) EXPECT_EQ(w, b.weights.at(name)) << name;
+  expect_bitwise_equal(a, b);
 }
 
 // The multi-chunk schedules too: interleaved and DualPipeV with deferred weight gradients
@@ -236,10 +241,7 @@ TEST(Determinism, PipelineSchedulesAreBitwiseReproducible) {
                                       LayoutOptions{.pp = world.size, .dualpipev = true, .dw_detach = true}}) {
     const RunResult a = train(run, layout, world, false);
     const RunResult b = train(run, layout, world, false);
-    EXPECT_EQ(a.losses, b.losses);
-    EXPECT_EQ(a.grad_norms, b.grad_norms);
-    EXPECT_EQ(a.eval_losses, b.eval_losses);
-    for (const auto& [name, w] : a.weights) EXPECT_EQ(w, b.weights.at(name)) << name;
+    expect_bitwise_equal(a, b);
   }
 }
 

@@ -17,6 +17,31 @@ namespace {
 using testing::run_tool;
 using testing::source_path;
 
+// The Hugging Face directory `got` holds the same tensors as `want`, byte for byte (names,
+// dtypes, shapes, values).
+void expect_same_hf_tensors(const std::string& want_dir, const std::string& got_dir) {
+  auto want = SafetensorsFile::open(want_dir + "/model.safetensors");
+  auto got = SafetensorsFile::open(got_dir + "/model.safetensors");
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status().to_string();
+  ASSERT_EQ(want->entries().size(), got->entries().size());
+  for (const SafetensorsEntry& e : want->entries()) {
+    const SafetensorsEntry* g = got->find(e.name);
+    ASSERT_NE(g, nullptr) << e.name;
+    EXPECT_EQ(g->dtype, e.dtype) << e.name;
+    EXPECT_EQ(g->shape, e.shape) << e.name;
+    EXPECT_EQ(*got->read_f32(e.name), *want->read_f32(e.name)) << e.name;
+  }
+}
+
+// The config.json of `got_dir` reads back as the architecture of `want_dir`'s.
+void expect_same_architecture(const std::string& want_dir, const std::string& got_dir) {
+  auto a = read_hf_config(want_dir);
+  auto b = read_hf_config(got_dir);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().to_string();
+  const Status same = check_hf_config_matches(a->config, *b);
+  EXPECT_TRUE(same.ok()) << same.to_string();
+}
+
 TEST(ConvertCheckpoint, HfToMgToHfIsByteIdentical) {
   for (const char* model : {"gpt2_tiny", "llama_tiny", "qwen2_scaled"}) {
     SCOPED_TRACE(model);
@@ -31,22 +56,9 @@ TEST(ConvertCheckpoint, HfToMgToHfIsByteIdentical) {
     r = run_tool("convert_checkpoint", {"--load-model-type", "mg", "--save-model-type", "hf", "--load-dir",
                                         dir.file("mg"), "--save-dir", dir.file("hf")});
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    auto want = SafetensorsFile::open(hf + "/model.safetensors");
-    auto got = SafetensorsFile::open(dir.file("hf") + "/model.safetensors");
-    ASSERT_TRUE(want.ok() && got.ok());
-    ASSERT_EQ(want->entries().size(), got->entries().size());
-    for (const SafetensorsEntry& e : want->entries()) {
-      const SafetensorsEntry* g = got->find(e.name);
-      ASSERT_NE(g, nullptr) << e.name;
-      EXPECT_EQ(g->dtype, e.dtype) << e.name;
-      EXPECT_EQ(g->shape, e.shape) << e.name;
-      EXPECT_EQ(*got->read_f32(e.name), *want->read_f32(e.name)) << e.name;
-    }
+    expect_same_hf_tensors(hf, dir.file("hf"));
     // The written config.json reads back as the same architecture.
-    auto a = read_hf_config(hf);
-    auto b = read_hf_config(dir.file("hf"));
-    ASSERT_TRUE(a.ok() && b.ok()) << b.status().to_string();
-    EXPECT_TRUE(check_hf_config_matches(a->config, *b).ok()) << check_hf_config_matches(a->config, *b).to_string();
+    expect_same_architecture(hf, dir.file("hf"));
   }
 }
 
@@ -59,14 +71,7 @@ TEST(ConvertCheckpoint, MegatronTorchImportsToTheSameWeightsAsHuggingFace) {
   auto r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "hf", "--load-dir",
                                            megatron, "--save-dir", dir.file("hf")});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto want = SafetensorsFile::open(source_path("tests/golden/llama_tiny/model.safetensors"));
-  auto got = SafetensorsFile::open(dir.file("hf") + "/model.safetensors");
-  ASSERT_TRUE(want.ok() && got.ok());
-  ASSERT_EQ(want->entries().size(), got->entries().size());
-  for (const SafetensorsEntry& e : want->entries()) {
-    ASSERT_NE(got->find(e.name), nullptr) << e.name;
-    EXPECT_EQ(*got->read_f32(e.name), *want->read_f32(e.name)) << e.name;
-  }
+  expect_same_hf_tensors(source_path("tests/golden/llama_tiny"), dir.file("hf"));
   r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "mg", "--load-dir",
                                       megatron, "--save-dir", dir.file("mg")});
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -94,18 +99,8 @@ TEST(ConvertCheckpoint, HfToMegatronTorchToHfIsByteIdentical) {
                                         dir.file("mt"), "--save-dir", dir.file("back"), "--model-type-hf",
                                         std::string(model) == "gpt2_tiny" ? "gpt2" : "llama"});
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    auto want = SafetensorsFile::open(hf + "/model.safetensors");
-    auto got = SafetensorsFile::open(dir.file("back") + "/model.safetensors");
-    ASSERT_TRUE(want.ok() && got.ok());
-    ASSERT_EQ(want->entries().size(), got->entries().size());
-    for (const SafetensorsEntry& e : want->entries()) {
-      ASSERT_NE(got->find(e.name), nullptr) << e.name;
-      EXPECT_EQ(*got->read_f32(e.name), *want->read_f32(e.name)) << e.name;
-    }
-    auto a = read_hf_config(hf);
-    auto b = read_hf_config(dir.file("back"));
-    ASSERT_TRUE(a.ok() && b.ok()) << b.status().to_string();
-    EXPECT_TRUE(check_hf_config_matches(a->config, *b).ok()) << check_hf_config_matches(a->config, *b).to_string();
+    expect_same_hf_tensors(hf, dir.file("back"));
+    expect_same_architecture(hf, dir.file("back"));
   }
   testing::ScratchDir dir;
   auto r = run_tool("convert_checkpoint", {"--load-model-type", "hf", "--save-model-type", "mg-torch", "--load-dir",
