@@ -180,13 +180,21 @@ class Llama:
     def rms(x, w, eps):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
+    def head_dim(self):
+        return self.cfg.get("head_dim") or self.cfg["hidden_size"] // self.cfg["num_attention_heads"]
+
+    def inv_freq(self):
+        c, d = self.cfg, self.head_dim()
+        return 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2).float() / d))
+
     def logits(self, p, tokens):
+        """LLaMA-style forward; q/k/v biases when the parameters have them, the word embedding
+        as the output layer when there is no lm_head (tied)."""
         B, T = tokens.shape
-        c, h = self.cfg, self.cfg["hidden_size"]
+        c = self.cfg
         nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
-        d, eps = h // nh, c["rms_norm_eps"]
-        inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2).float() / d))
-        freqs = torch.outer(torch.arange(T).float(), inv_freq)
+        d, eps = self.head_dim(), c["rms_norm_eps"]
+        freqs = torch.outer(torch.arange(T).float(), self.inv_freq())
         emb = torch.cat([freqs, freqs], -1)
         cos, sin = emb.cos(), emb.sin()
 
@@ -194,13 +202,19 @@ class Llama:
             t1, t2 = t[..., : d // 2], t[..., d // 2:]
             return t * cos + torch.cat([-t2, t1], -1) * sin
 
+        def proj(y, pre, name, heads):
+            out = y @ p[pre + name + ".weight"].t()
+            if pre + name + ".bias" in p:
+                out = out + p[pre + name + ".bias"]
+            return out.view(B, T, heads, d).transpose(1, 2)
+
         x = p["model.embed_tokens.weight"][tokens]
         for i in range(c["num_hidden_layers"]):
             pre = f"model.layers.{i}."
             y = self.rms(x, p[pre + "input_layernorm.weight"], eps)
-            q = (y @ p[pre + "self_attn.q_proj.weight"].t()).view(B, T, nh, d).transpose(1, 2)
-            k = (y @ p[pre + "self_attn.k_proj.weight"].t()).view(B, T, nkv, d).transpose(1, 2)
-            v = (y @ p[pre + "self_attn.v_proj.weight"].t()).view(B, T, nkv, d).transpose(1, 2)
+            q = proj(y, pre, "self_attn.q_proj", nh)
+            k = proj(y, pre, "self_attn.k_proj", nkv)
+            v = proj(y, pre, "self_attn.v_proj", nkv)
             a = causal_attention(rope(q), rope(k), v)
             x = x + a @ p[pre + "self_attn.o_proj.weight"].t()
             y = self.rms(x, p[pre + "post_attention_layernorm.weight"], eps)
@@ -208,7 +222,7 @@ class Llama:
             up = y @ p[pre + "mlp.up_proj.weight"].t()
             x = x + (torch.nn.functional.silu(gate) * up) @ p[pre + "mlp.down_proj.weight"].t()
         x = self.rms(x, p["model.norm.weight"], eps)
-        return x @ p["lm_head.weight"].t()
+        return x @ p.get("lm_head.weight", p["model.embed_tokens.weight"]).t()
 
     def decays(self, name):
         return "norm" not in name
@@ -260,36 +274,6 @@ class Qwen2Scaled(Llama):
         smoothed = (1 - smooth) * scaled / rs["factor"] + smooth * scaled
         medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
         return torch.where(medium, smoothed, scaled)
-
-    def logits(self, p, tokens):
-        B, T = tokens.shape
-        c, h = self.cfg, self.cfg["hidden_size"]
-        nh, nkv, d, eps = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"], c["rms_norm_eps"]
-        freqs = torch.outer(torch.arange(T).float(), self.inv_freq())
-        emb = torch.cat([freqs, freqs], -1)
-        cos, sin = emb.cos(), emb.sin()
-
-        def rope(t):
-            t1, t2 = t[..., : d // 2], t[..., d // 2:]
-            return t * cos + torch.cat([-t2, t1], -1) * sin
-
-        def proj(y, pre, name, heads):
-            return (y @ p[pre + name + ".weight"].t() + p[pre + name + ".bias"]).view(B, T, heads, d).transpose(1, 2)
-
-        x = p["model.embed_tokens.weight"][tokens]
-        for i in range(c["num_hidden_layers"]):
-            pre = f"model.layers.{i}."
-            y = self.rms(x, p[pre + "input_layernorm.weight"], eps)
-            q, k, v = proj(y, pre, "self_attn.q_proj", nh), proj(y, pre, "self_attn.k_proj", nkv), proj(
-                y, pre, "self_attn.v_proj", nkv)
-            a = causal_attention(rope(q), rope(k), v)
-            x = x + a @ p[pre + "self_attn.o_proj.weight"].t()
-            y = self.rms(x, p[pre + "post_attention_layernorm.weight"], eps)
-            gate = y @ p[pre + "mlp.gate_proj.weight"].t()
-            up = y @ p[pre + "mlp.up_proj.weight"].t()
-            x = x + (torch.nn.functional.silu(gate) * up) @ p[pre + "mlp.down_proj.weight"].t()
-        x = self.rms(x, p["model.norm.weight"], eps)
-        return x @ p["model.embed_tokens.weight"].t()  # tied
 
     def decays(self, name):
         return "norm" not in name and not name.endswith(".bias")
