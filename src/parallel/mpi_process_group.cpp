@@ -230,29 +230,30 @@ class MpiProcessGroup final : public ProcessGroup {
                 "Alltoallv", name_);
     });
   }
-  std::unique_ptr<Work> send_async(const float* data, int64_t n, int dst, int tag) override {
-    stats_.record(CollectiveKind::kSend, 4 * n);
+  // Point-to-point of n elements of `type` (`width` bytes each), counted in the stats.
+  std::unique_ptr<Work> send(const void* data, int64_t n, MPI_Datatype type, int width, int dst, int tag) {
+    stats_.record(CollectiveKind::kSend, width * n);
     MPI_Request req;
-    mpi_check(MPI_Isend(data, checked_count(n, "send"), MPI_FLOAT, dst, tag, comm_, &req), "Isend", name_);
+    mpi_check(MPI_Isend(data, checked_count(n, "send"), type, dst, tag, comm_, &req), "Isend", name_);
     return std::make_unique<RequestWork>(req);
+  }
+  std::unique_ptr<Work> recv(void* data, int64_t n, MPI_Datatype type, int width, int src, int tag) {
+    stats_.record(CollectiveKind::kRecv, width * n);
+    MPI_Request req;
+    mpi_check(MPI_Irecv(data, checked_count(n, "recv"), type, src, tag, comm_, &req), "Irecv", name_);
+    return std::make_unique<RequestWork>(req);
+  }
+  std::unique_ptr<Work> send_async(const float* data, int64_t n, int dst, int tag) override {
+    return send(data, n, MPI_FLOAT, 4, dst, tag);
   }
   std::unique_ptr<Work> recv_async(float* data, int64_t n, int src, int tag) override {
-    stats_.record(CollectiveKind::kRecv, 4 * n);
-    MPI_Request req;
-    mpi_check(MPI_Irecv(data, checked_count(n, "recv"), MPI_FLOAT, src, tag, comm_, &req), "Irecv", name_);
-    return std::make_unique<RequestWork>(req);
+    return recv(data, n, MPI_FLOAT, 4, src, tag);
   }
   std::unique_ptr<Work> send_i64_async(const int64_t* data, int64_t n, int dst, int tag) override {
-    stats_.record(CollectiveKind::kSend, 8 * n);
-    MPI_Request req;
-    mpi_check(MPI_Isend(data, checked_count(n, "send"), MPI_INT64_T, dst, tag, comm_, &req), "Isend", name_);
-    return std::make_unique<RequestWork>(req);
+    return send(data, n, MPI_INT64_T, 8, dst, tag);
   }
   std::unique_ptr<Work> recv_i64_async(int64_t* data, int64_t n, int src, int tag) override {
-    stats_.record(CollectiveKind::kRecv, 8 * n);
-    MPI_Request req;
-    mpi_check(MPI_Irecv(data, checked_count(n, "recv"), MPI_INT64_T, src, tag, comm_, &req), "Irecv", name_);
-    return std::make_unique<RequestWork>(req);
+    return recv(data, n, MPI_INT64_T, 8, src, tag);
   }
   void barrier() override { mpi_check(MPI_Barrier(comm_), "Barrier", name_); }
   double all_reduce_scalar(double value, ReduceOp op) override {
