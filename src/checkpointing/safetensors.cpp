@@ -132,6 +132,7 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     }
     file.entries_.push_back(std::move(e));
   }
+  for (size_t i = 0; i < file.entries_.size(); ++i) file.by_name_.emplace(file.entries_[i].name, i);
   // Tensors must not overlap (the format also requires no holes; we only need no overlap).
   std::vector<const SafetensorsEntry*> sorted;
   for (const auto& e : file.entries_) sorted.push_back(&e);
@@ -161,41 +162,64 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
 uint32_t SafetensorsFile::crc32() const { return crc32_update(0, mapping_.get(), static_cast<size_t>(file_size_)); }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
-  for (const auto& e : entries_)
-    if (e.name == name) return &e;
-  return nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &entries_[it->second];
 }
 
-StatusOr<std::vector<float>> SafetensorsFile::read_f32(const std::string& name,
-                                                       const std::vector<int64_t>& expected_shape) const {
+Status SafetensorsFile::check_shape(const std::string& name, const std::vector<int64_t>& expected_shape) const {
   const SafetensorsEntry* e = find(name);
   if (e == nullptr) return not_found(path_, ": no tensor named '", name, "'");
-  if (!expected_shape.empty() && e->shape != expected_shape) {
+  if (e->shape != expected_shape) {
     std::ostringstream want, got;
     for (int64_t d : expected_shape) want << d << ",";
     for (int64_t d : e->shape) got << d << ",";
     return invalid_argument(path_, ": tensor '", name, "' has shape [", got.str(), "] but the model needs [",
                             want.str(), "] (does config.json match the model flags?)");
   }
-  std::vector<float> out(static_cast<size_t>(e->numel()));
+  return ok_status();
+}
+
+Status SafetensorsFile::read_f32_elements(const std::string& name, int64_t first, int64_t count, int64_t stride,
+                                          float* out) const {
+  const SafetensorsEntry* e = find(name);
+  if (e == nullptr) return not_found(path_, ": no tensor named '", name, "'");
+  if (count == 0) return ok_status();
+  if (first < 0 || count < 0 || stride < 1 || first >= e->numel() || (count - 1) > (e->numel() - 1 - first) / stride) {
+    return invalid_argument(path_, ": tensor '", name, "' (", e->numel(), " elements) has no elements ", first, " + ",
+                        stride, " * [0, ", count, ")");
+  }
   const char* src = data_ + e->begin;
   if (e->dtype == "F32") {
-    if (!out.empty()) std::memcpy(out.data(), src, out.size() * 4);  // no memcpy from/to null
+    if (stride == 1) {
+      std::memcpy(out, src + 4 * first, static_cast<size_t>(count) * 4);
+    } else {
+      for (int64_t i = 0; i < count; ++i) std::memcpy(out + i, src + 4 * (first + i * stride), 4);
+    }
   } else if (e->dtype == "BF16") {
-    for (size_t i = 0; i < out.size(); ++i) {
+    for (int64_t i = 0; i < count; ++i) {
       bf16 v;
-      std::memcpy(&v.bits, src + 2 * i, 2);
+      std::memcpy(&v.bits, src + 2 * (first + i * stride), 2);
       out[i] = bf16_to_float(v);
     }
   } else if (e->dtype == "F16") {
-    for (size_t i = 0; i < out.size(); ++i) {
+    for (int64_t i = 0; i < count; ++i) {
       uint16_t h;
-      std::memcpy(&h, src + 2 * i, 2);
+      std::memcpy(&h, src + 2 * (first + i * stride), 2);
       out[i] = half_to_float(h);
     }
   } else {
     return invalid_argument(path_, ": tensor '", name, "' is ", e->dtype, ", expected F32, BF16 or F16");
   }
+  return ok_status();
+}
+
+StatusOr<std::vector<float>> SafetensorsFile::read_f32(const std::string& name,
+                                                       const std::vector<int64_t>& expected_shape) const {
+  const SafetensorsEntry* e = find(name);
+  if (e == nullptr) return not_found(path_, ": no tensor named '", name, "'");
+  if (!expected_shape.empty()) MS_RETURN_IF_ERROR(check_shape(name, expected_shape));
+  std::vector<float> out(static_cast<size_t>(e->numel()));
+  MS_RETURN_IF_ERROR(read_f32_elements(name, 0, e->numel(), 1, out.data()));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "checkpointing/durable_file.h"
@@ -39,12 +40,20 @@ class SafetensorsFile {
   /// InvalidArgument if `expected_shape` is given and differs.
   StatusOr<std::vector<float>> read_f32(const std::string& name,
                                         const std::vector<int64_t>& expected_shape = {}) const;
+  /// OK when the tensor exists with exactly this shape; else an error naming file, tensor, shapes.
+  Status check_shape(const std::string& name, const std::vector<int64_t>& expected_shape) const;
+  /// Reads elements first, first + stride, ... (`count` of them) of the tensor's flat data
+  /// into out[0, count) as fp32, straight from the mapping: a rank reads only the rows or
+  /// columns of its own shard. InvalidArgument if they run past the tensor.
+  Status read_f32_elements(const std::string& name, int64_t first, int64_t count, int64_t stride,
+                           float* out) const;
   /// An integer tensor (I32 or I64) as int32; InvalidArgument for an I64 value outside int32.
   StatusOr<std::vector<int32_t>> read_i32(const std::string& name) const;
 
  private:
   std::string path_;
   std::vector<SafetensorsEntry> entries_;
+  std::unordered_map<std::string, size_t> by_name_;  // index into entries_
   std::map<std::string, std::string> metadata_;
   std::shared_ptr<const char> mapping_;  // the whole file, mapped read-only
   int64_t file_size_ = 0;

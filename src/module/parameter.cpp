@@ -46,63 +46,97 @@ int64_t ParameterRegistry::num_local_elements() const {
   return n;
 }
 
-namespace {
-// Copies between the full tensor and one rank's shard; `to_shard` picks the direction.
-void copy_shard(float* full, float* shard, const ParameterSpec& spec, int tp_rank, int tp_size,
-                bool to_shard) {
+std::vector<ShardRun> shard_runs(const ParameterSpec& spec, int tp_rank, int tp_size) {
   const Shape& g = spec.global_shape;
-  auto copy = [&](float* f, float* s, int64_t n) {
-    if (to_shard) {
-      std::memcpy(s, f, sizeof(float) * n);
-    } else {
-      std::memcpy(f, s, sizeof(float) * n);
+  const int64_t rows = g.ndim() > 0 ? g[0] : 1, width = g.ndim() > 1 ? g.numel() / g[0] : 1;
+  std::vector<ShardRun> runs;
+  auto add_rows = [&](int64_t first, int64_t count) {
+    for (int64_t r = first; r < first + count; ++r) {
+      const int64_t at = runs.empty() ? 0 : runs.back().local_offset + (runs.back().col_end - runs.back().col_begin);
+      runs.push_back({r, 0, width, at});
     }
   };
-  const int64_t row = g.ndim() > 1 ? g.numel() / g[0] : 1;
   switch (spec.split) {
-    case TensorParallelSplit::kReplicated:
-      copy(full, shard, g.numel());
-      return;
-    case TensorParallelSplit::kRows: {
-      const int64_t rows = g[0] / tp_size;
-      copy(full + tp_rank * rows * row, shard, rows * row);
-      return;
-    }
+    case TensorParallelSplit::kReplicated: add_rows(0, rows); break;
+    case TensorParallelSplit::kRows: add_rows(tp_rank * (rows / tp_size), rows / tp_size); break;
     case TensorParallelSplit::kGluRows: {
-      const int64_t half = g[0] / 2, rows = half / tp_size;
-      copy(full + tp_rank * rows * row, shard, rows * row);
-      copy(full + (half + tp_rank * rows) * row, shard + rows * row, rows * row);
-      return;
+      const int64_t half = rows / 2, mine = half / tp_size;
+      add_rows(tp_rank * mine, mine);
+      add_rows(half + tp_rank * mine, mine);
+      break;
     }
     case TensorParallelSplit::kColumns: {
-      const int64_t cols = g[1] / tp_size;
-      for (int64_t r = 0; r < g[0]; ++r) copy(full + r * g[1] + tp_rank * cols, shard + r * cols, cols);
-      return;
+      const int64_t cols = width / tp_size;
+      for (int64_t r = 0; r < rows; ++r) runs.push_back({r, tp_rank * cols, (tp_rank + 1) * cols, r * cols});
+      break;
     }
   }
+  return runs;
 }
-}  // namespace
+
+std::vector<ShardPlace> locate_in_shards(const ParameterSpec& spec, int tp_size, const ShardRun& run) {
+  const Shape& g = spec.global_shape;
+  const int64_t rows = g.ndim() > 0 ? g[0] : 1, width = g.ndim() > 1 ? g.numel() / g[0] : 1;
+  const int64_t n = run.col_end - run.col_begin;
+  switch (spec.split) {
+    case TensorParallelSplit::kReplicated: return {{0, run.row * width + run.col_begin, n}};
+    case TensorParallelSplit::kRows: {
+      const int64_t mine = rows / tp_size;
+      return {{static_cast<int>(run.row / mine), (run.row % mine) * width + run.col_begin, n}};
+    }
+    case TensorParallelSplit::kGluRows: {
+      const int64_t half = rows / 2, mine = half / tp_size;
+      const bool up = run.row >= half;
+      const int64_t r = up ? run.row - half : run.row;
+      return {{static_cast<int>(r / mine), ((up ? mine : 0) + r % mine) * width + run.col_begin, n}};
+    }
+    case TensorParallelSplit::kColumns: {
+      const int64_t cols = width / tp_size;
+      std::vector<ShardPlace> places;
+      for (int64_t c = run.col_begin; c < run.col_end;) {
+        const int64_t t = c / cols, end = std::min(run.col_end, (t + 1) * cols);
+        places.push_back({static_cast<int>(t), run.row * cols + (c - t * cols), end - c});
+        c = end;
+      }
+      return places;
+    }
+  }
+  return {};
+}
 
 void slice_for_rank(float* out, const float* full, const ParameterSpec& spec, int tp_rank,
                     int tp_size) {
-  copy_shard(const_cast<float*>(full), out, spec, tp_rank, tp_size, /*to_shard=*/true);
+  const int64_t width = spec.global_shape.ndim() > 1 ? spec.global_shape.numel() / spec.global_shape[0] : 1;
+  for (const ShardRun& run : shard_runs(spec, tp_rank, tp_size)) {
+    std::memcpy(out + run.local_offset, full + run.row * width + run.col_begin,
+                sizeof(float) * (run.col_end - run.col_begin));
+  }
 }
 
 void unslice_from_rank(float* full, const float* shard, const ParameterSpec& spec, int tp_rank,
                        int tp_size) {
-  copy_shard(full, const_cast<float*>(shard), spec, tp_rank, tp_size, /*to_shard=*/false);
+  const int64_t width = spec.global_shape.ndim() > 1 ? spec.global_shape.numel() / spec.global_shape[0] : 1;
+  for (const ShardRun& run : shard_runs(spec, tp_rank, tp_size)) {
+    std::memcpy(full + run.row * width + run.col_begin, shard + run.local_offset,
+                sizeof(float) * (run.col_end - run.col_begin));
+  }
 }
 
-void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size) {
+void set_parameter_from_shard(Parameter& p, const float* shard) {
+  const int64_t n = p.local_shape.numel();
   if (p.data.dtype == DType::kFloat32) {
-    slice_for_rank(p.data.f32(), full, p.spec, tp_rank, tp_size);
+    std::copy(shard, shard + n, p.data.f32());
     return;
   }
   MS_CHECK(p.data.dtype == DType::kBFloat16, p.spec.name, ": unsupported parameter dtype");
+  // Host-side loading (initialisation and checkpoints go through host memory).
+  for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(shard[i]);
+}
+
+void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size) {
   std::vector<float> shard(static_cast<size_t>(p.local_shape.numel()));
   slice_for_rank(shard.data(), full, p.spec, tp_rank, tp_size);
-  // Host-side loading (initialisation and checkpoints go through host memory).
-  for (int64_t i = 0; i < p.local_shape.numel(); ++i) p.data.bf()[i] = float_to_bf16(shard[i]);
+  set_parameter_from_shard(p, shard.data());
 }
 
 void init_full_tensor(float* full, const ParameterSpec& spec, uint64_t seed) {

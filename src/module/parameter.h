@@ -69,12 +69,30 @@ class ParameterRegistry {
   std::unordered_map<std::string, Parameter*> by_name_;
 };
 
+/// One contiguous run of a rank's shard: global row `row` (a 1-D tensor counts as [n, 1]),
+/// columns [col_begin, col_end), stored from element `local_offset` of the shard.
+struct ShardRun {
+  int64_t row, col_begin, col_end, local_offset;
+};
+/// This rank's shard of the tensor as runs of global rows, in the shard's order.
+std::vector<ShardRun> shard_runs(const ParameterSpec& spec, int tp_rank, int tp_size);
+/// Where part of a global row lives when the tensor is split over `tp_size` ranks by
+/// spec.split: `count` elements from `local_offset` of rank `tp_rank`'s shard.
+struct ShardPlace {
+  int tp_rank;
+  int64_t local_offset, count;
+};
+/// The places holding `run`'s row and columns (several when a column split cuts them).
+std::vector<ShardPlace> locate_in_shards(const ParameterSpec& spec, int tp_size, const ShardRun& run);
+
 /// Fills `out` (local shape) with this rank's shard of the full tensor `full` (global shape).
 void slice_for_rank(float* out, const float* full, const ParameterSpec& spec, int tp_rank,
                     int tp_size);
 /// The inverse: writes this rank's shard into its place in the full tensor.
 void unslice_from_rank(float* full, const float* shard, const ParameterSpec& spec, int tp_rank,
                        int tp_size);
+/// Stores this rank's shard (local shape) into the parameter (fp32 or bf16 storage).
+void set_parameter_from_shard(Parameter& p, const float* shard);
 /// Stores this rank's shard of the full tensor into the parameter (fp32 or bf16 storage).
 void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size);
 /// Generates the full tensor from (seed, hash of the name): every parallel layout slices the

@@ -160,46 +160,133 @@ class CheckpointIndex {
     return ok_status();
   }
 
-  /// The full tensor `kind` of `name` as saved (global shape of the saving run).
-  StatusOr<std::vector<float>> full_tensor(const std::string& kind, const ParameterSpec& spec) {
-    auto it = chunks_.find({kind, spec.name});
-    if (it == chunks_.end()) {
-      return not_found("checkpoint '", dir_, "' holds no ", kind, " of '", spec.name,
-                       "' (saved from another model?)");
+  /// Elements of `kind` of tensor `want.name` for the shard that rank `tp_rank` of `tp_size`
+  /// holds under `want` (split and global shape of this run), read slice-wise from the
+  /// chunks of the saving run: only the files and byte ranges of that shard are touched.
+  /// The saved global shape may differ from want's only in vocabulary padding rows (the
+  /// padded vocabulary depends on the tensor-parallel size): missing rows read as zeros.
+  /// `out` has the shard's size.
+  Status read_shard(const std::string& kind, const ParameterSpec& want, int tp_rank, int tp_size, float* out) {
+    auto it = chunks_.find({kind, want.name});
+    if (it == chunks_.end() || shapes_.count(want.name) == 0) {
+      return not_found("checkpoint '", dir_, "' holds no ", kind, " of '", want.name, "' (saved from another model?)");
     }
+    ParameterSpec saved;
+    saved.name = want.name;
+    saved.global_shape = Shape::from(shapes_.at(want.name));
+    saved.split = static_cast<TensorParallelSplit>(splits_.at(want.name));
+    MS_RETURN_IF_ERROR(check_shape_fits(saved, want));
     std::vector<Chunk>& chunks = it->second;
+    MS_RETURN_IF_ERROR(check_tiling(kind, saved, chunks));
     const int T = chunks.front().tp_size;
-    const int64_t numel = spec.global_shape.numel();
-    const int64_t local = numel / T;
-    std::vector<float> full(static_cast<size_t>(numel));
-    std::sort(chunks.begin(), chunks.end(),
-              [](const Chunk& a, const Chunk& b) { return std::tie(a.tp_rank, a.begin) < std::tie(b.tp_rank, b.begin); });
-    size_t next = 0;
-    for (int t = 0; t < T; ++t) {
-      std::vector<float> slice(static_cast<size_t>(local));
-      int64_t covered = 0;
-      for (; next < chunks.size() && chunks[next].tp_rank == t; ++next) {
-        const Chunk& c = chunks[next];
-        if (c.tp_size != T || c.begin != covered || c.end > local) {
-          return invalid_argument("checkpoint '", dir_, "': the chunks of ", kind, " '", spec.name,
-                                  "' do not tile tensor-parallel slice ", t, " of ", T, " (damaged index)");
-        }
-        MS_ASSIGN_OR_RETURN(SafetensorsFile * file, open_file(c.file));
-        MS_ASSIGN_OR_RETURN(std::vector<float> values, file->read_f32(c.key, {c.end - c.begin}));
-        std::copy(values.begin(), values.end(), slice.begin() + c.begin);
-        covered = c.end;
+    const int64_t saved_rows = saved.global_shape[0];
+    for (const ShardRun& run : shard_runs(want, tp_rank, tp_size)) {
+      if (run.row >= saved_rows) {  // a padding row this run has and the saving run had not
+        std::fill(out + run.local_offset, out + run.local_offset + (run.col_end - run.col_begin), 0.0f);
+        continue;
       }
-      if (covered != local) {
-        return invalid_argument("checkpoint '", dir_, "' is incomplete: ", kind, " '", spec.name,
-                                "' tensor-parallel slice ", t, " of ", T, " has ", covered, " of ", local,
-                                " elements");
+      int64_t at = run.local_offset;
+      for (const ShardPlace& place : locate_in_shards(saved, T, run)) {
+        MS_RETURN_IF_ERROR(read_slice_range(chunks, place, out + at));
+        at += place.count;
       }
-      unslice_from_rank(full.data(), slice.data(), spec, t, T);
     }
+    return ok_status();
+  }
+
+  /// The whole tensor `kind` of `spec.name` at the saved global shape.
+  StatusOr<std::vector<float>> full_tensor(const std::string& kind, const ParameterSpec& spec) {
+    ParameterSpec whole = spec;
+    whole.split = TensorParallelSplit::kReplicated;
+    std::vector<float> full(static_cast<size_t>(spec.global_shape.numel()));
+    MS_RETURN_IF_ERROR(read_shard(kind, whole, 0, 1, full.data()));
     return full;
   }
 
  private:
+  // The saved tensor must be the wanted one, up to vocabulary padding rows of the word
+  // embedding and the output layer.
+  static Status check_shape_fits(const ParameterSpec& saved, const ParameterSpec& want) {
+    const Shape& a = saved.global_shape;
+    const Shape& b = want.global_shape;
+    if (a == b) return ok_status();
+    const bool vocab_rows = want.name.ends_with("word_embeddings.weight") || want.name == "output_layer.weight";
+    if (!vocab_rows || a.ndim() != 2 || b.ndim() != 2 || a[1] != b[1]) {
+      return invalid_argument("checkpoint tensor '", want.name, "' has shape ", a.to_string(), ", this model's is ",
+                              b.to_string(), " (saved from another architecture?)");
+    }
+    return ok_status();
+  }
+
+  // The chunks of every saved tensor-parallel slice tile it exactly; sorts them by (slice, begin).
+  Status check_tiling(const std::string& kind, const ParameterSpec& saved, std::vector<Chunk>& chunks) const {
+    const int T = chunks.front().tp_size;
+    const Shape& g = saved.global_shape;
+    const int64_t rows = g.ndim() > 0 ? g[0] : 1, width = g.ndim() > 1 ? g.numel() / g[0] : 1;
+    bool divides = T >= 1;
+    switch (saved.split) {
+      case TensorParallelSplit::kReplicated: divides = T == 1; break;
+      case TensorParallelSplit::kRows: divides = divides && rows % T == 0; break;
+      case TensorParallelSplit::kGluRows: divides = divides && rows % (2 * T) == 0; break;
+      case TensorParallelSplit::kColumns: divides = divides && g.ndim() == 2 && width % T == 0; break;
+      default: divides = false;
+    }
+    if (!divides) {
+      return invalid_argument("checkpoint '", dir_, "': ", kind, " '", saved.name, "' of shape ", g.to_string(),
+                              " cannot be split ", static_cast<int>(saved.split), " over ", T,
+                              " tensor-parallel slices (damaged index)");
+    }
+    const int64_t local = g.numel() / T;
+    std::sort(chunks.begin(), chunks.end(),
+              [](const Chunk& a, const Chunk& b) { return std::tie(a.tp_rank, a.begin) < std::tie(b.tp_rank, b.begin); });
+    size_t next = 0;
+    for (int t = 0; t < T; ++t) {
+      int64_t covered = 0;
+      for (; next < chunks.size() && chunks[next].tp_rank == t; ++next) {
+        const Chunk& c = chunks[next];
+        if (c.tp_size != T || c.begin != covered || c.end > local) {
+          return invalid_argument("checkpoint '", dir_, "': the chunks of ", kind, " '", saved.name,
+                                  "' do not tile tensor-parallel slice ", t, " of ", T, " (damaged index)");
+        }
+        covered = c.end;
+      }
+      if (covered != local) {
+        return invalid_argument("checkpoint '", dir_, "' is incomplete: ", kind, " '", saved.name,
+                                "' tensor-parallel slice ", t, " of ", T, " has ", covered, " of ", local, " elements");
+      }
+    }
+    if (next != chunks.size()) {
+      return invalid_argument("checkpoint '", dir_, "': ", kind, " '", saved.name, "' has chunks of slices beyond ",
+                              T, " (damaged index)");
+    }
+    return ok_status();
+  }
+
+  // Elements [place.local_offset, + place.count) of saved slice place.tp_rank, from the
+  // chunks (sorted and tiling) that hold them.
+  Status read_slice_range(const std::vector<Chunk>& chunks, const ShardPlace& place, float* out) {
+    int64_t lo = place.local_offset;
+    const int64_t hi = place.local_offset + place.count;
+    // The first chunk of the slice that ends past lo.
+    auto c = std::upper_bound(chunks.begin(), chunks.end(), std::make_pair(place.tp_rank, lo),
+                              [](const std::pair<int, int64_t>& key, const Chunk& ch) {
+                                return key.first < ch.tp_rank || (key.first == ch.tp_rank && key.second < ch.end);
+                              });
+    for (; lo < hi; ++c) {
+      MS_CHECK(c != chunks.end() && c->tp_rank == place.tp_rank && c->begin <= lo, "checked tiling");
+      const int64_t n = std::min(hi, c->end) - lo;
+      MS_ASSIGN_OR_RETURN(SafetensorsFile * file, open_file(c->file));
+      const SafetensorsEntry* entry = file->find(c->key);
+      if (entry == nullptr || entry->numel() != c->end - c->begin) {
+        return invalid_argument("checkpoint file '", dir_, "/", c->file, "' lacks tensor '", c->key,
+                                "' of its index (damaged)");
+      }
+      MS_RETURN_IF_ERROR(file->read_f32_elements(c->key, lo - c->begin, n, 1, out + (lo - place.local_offset)));
+      lo += n;
+    }
+    return ok_status();
+  }
+
   // Opens (and verifies the checksum of) a file on first use.
   StatusOr<SafetensorsFile*> open_file(const std::string& file) {
     auto it = files_.find(file);
@@ -222,25 +309,6 @@ class CheckpointIndex {
   std::map<std::string, int> splits_;
   std::map<std::string, SafetensorsFile> files_;
 };
-
-// The saved global tensor adapted to this run's global shape: identical, or (vocabulary
-// padding differs with the tensor-parallel size) the embedding / output layer with the real
-// rows kept and the padding rows zero.
-StatusOr<std::vector<float>> fit_to_shape(std::vector<float> full, const std::vector<int64_t>& saved,
-                                          const ParameterSpec& spec) {
-  std::vector<int64_t> want;
-  for (int i = 0; i < spec.global_shape.ndim(); ++i) want.push_back(spec.global_shape[i]);
-  if (saved == want) return full;
-  const bool vocab_rows = spec.name.ends_with("word_embeddings.weight") || spec.name == "output_layer.weight";
-  if (!vocab_rows || saved.size() != 2 || want.size() != 2 || saved[1] != want[1]) {
-    return invalid_argument("checkpoint tensor '", spec.name, "' has another shape than this model's (saved from ",
-                            "another architecture?)");
-  }
-  std::vector<float> out(static_cast<size_t>(want[0] * want[1]), 0.0f);
-  const int64_t rows = std::min(saved[0], want[0]);
-  std::copy(full.begin(), full.begin() + rows * want[1], out.begin());
-  return out;
-}
 
 std::vector<int64_t> dims_of(const Shape& s) {
   std::vector<int64_t> out;
@@ -522,18 +590,13 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
         return not_found("checkpoint '", iteration_dir, "' holds no tensor '", source.name,
                          "' (saved from another model?)");
       }
-      const std::vector<int64_t>& saved_shape = index.shapes().at(source.name);
-      source.global_shape = Shape::from(saved_shape);
-      source.split = static_cast<TensorParallelSplit>(index.split_of(source.name));
       const std::vector<OwnedRange> owned_by_optimizer = owned_ranges(p, target.optimizer);
       const int64_t n = p.local_shape.numel();
       for (const char* kind : kKinds) {
         const bool is_param = std::string(kind) == "param";
         if (!is_param && !load_optimizer) continue;
-        MS_ASSIGN_OR_RETURN(std::vector<float> saved_full, index.full_tensor(kind, source));
-        MS_ASSIGN_OR_RETURN(std::vector<float> full, fit_to_shape(std::move(saved_full), saved_shape, p.spec));
         std::vector<float> mine(static_cast<size_t>(n));
-        slice_for_rank(mine.data(), full.data(), p.spec, ps.tp_rank, ps.sizes.tensor);
+        MS_RETURN_IF_ERROR(index.read_shard(kind, source, ps.tp_rank, ps.sizes.tensor, mine.data()));
         if (is_param) {
           if (bf16) {
             for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(mine[i]);

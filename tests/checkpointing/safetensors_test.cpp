@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <tuple>
+#include <vector>
 #include <unistd.h>
 
 namespace mindspeed {
@@ -50,6 +52,40 @@ TEST(Safetensors, RoundTripAndConversions) {
   ASSERT_TRUE(h.ok()) << h.status().to_string();
   EXPECT_EQ(h->read_f32("b").value()[0], 1.5f);
   EXPECT_EQ(h->read_f32("h").value()[0], 1.5f);
+  std::remove(path.c_str());
+  std::remove(p2.c_str());
+}
+
+// A rank reads only its shard: rows (stride 1) or, for a transposed layout, columns (stride
+// = the row width), converted from the file's dtype; elements past the tensor are refused.
+TEST(Safetensors, ElementsAreReadStridedFromTheMapping) {
+  const std::string path = temp_path("strided.safetensors");
+  ASSERT_TRUE(write_safetensors(path, {{"a", {3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {}}}).ok());
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<float> out(3, -1.0f);
+  ASSERT_TRUE(f->read_f32_elements("a", 2, 3, 4, out.data()).ok());  // column 2
+  EXPECT_EQ(out, (std::vector<float>{2, 6, 10}));
+  ASSERT_TRUE(f->read_f32_elements("a", 5, 2, 1, out.data()).ok());  // row 1, columns 1..2
+  EXPECT_EQ(out[0], 5.0f);
+  EXPECT_EQ(out[1], 6.0f);
+  for (const auto& [first, count, stride] : {std::tuple{3, 4, 4}, {12, 1, 1}, {-1, 1, 1}, {0, 13, 1}, {0, 2, 0}}) {
+    const Status s = f->read_f32_elements("a", first, count, stride, out.data());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << first << " " << count << " " << stride;
+    EXPECT_NE(s.message().find("has no elements"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(f->read_f32_elements("b", 0, 1, 1, out.data()).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(f->check_shape("a", {3, 4}).ok());
+  EXPECT_EQ(f->check_shape("a", {4, 3}).code(), StatusCode::kInvalidArgument);
+  // Half-precision columns: bf16 1.5, 2.0 / 3.0, 4.0 (rows), column 1 read with stride 2.
+  const std::string p2 = temp_path("strided_bf16.safetensors");
+  write_raw(p2, R"({"b":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]}})",
+            std::string("\xc0\x3f\x00\x40\x40\x40\x80\x40", 8));
+  auto h = SafetensorsFile::open(p2);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  ASSERT_TRUE(h->read_f32_elements("b", 1, 2, 2, out.data()).ok());
+  EXPECT_EQ(out[0], 2.0f);
+  EXPECT_EQ(out[1], 4.0f);
   std::remove(path.c_str());
   std::remove(p2.c_str());
 }

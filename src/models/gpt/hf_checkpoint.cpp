@@ -118,57 +118,66 @@ std::vector<float> transpose(const std::vector<float>& x, int64_t rows, int64_t 
   return out;
 }
 
-// Regrouping between per-kind blocks [Q (nq*D rows); K (ng*D); V (ng*D)] of `width` columns
-// and Megatron's per-group [q (G*D), k (D), v (D)] rows. to_megatron picks the direction.
-std::vector<float> regroup_qkv(const std::vector<float>& src, int64_t nq, int64_t ng, int64_t D,
-                               int64_t width, bool to_megatron) {
-  const int64_t G = nq / ng;
+// Megatron's linear_qkv rows are per query group [q (G*D rows), k (D), v (D)]; Hugging Face
+// stacks them per kind [Q (nq*D rows); K (ng*D); V (ng*D)]. The row of the per-kind layout
+// holding Megatron row `mrow`.
+int64_t qkv_block_row(int64_t mrow, int64_t nq, int64_t ng, int64_t D) {
+  const int64_t G = nq / ng, g = mrow / ((G + 2) * D), r = mrow % ((G + 2) * D);
+  if (r < G * D) return g * G * D + r;
+  if (r < (G + 1) * D) return nq * D + g * D + (r - G * D);
+  return nq * D + ng * D + g * D + (r - (G + 1) * D);
+}
+
+// Megatron's per-group rows (of `width` columns) from the per-kind blocks (export).
+std::vector<float> qkv_to_blocks(const std::vector<float>& src, int64_t nq, int64_t ng, int64_t D, int64_t width) {
   std::vector<float> out(src.size());
-  for (int64_t g = 0; g < ng; ++g) {
-    for (int64_t r = 0; r < (G + 2) * D; ++r) {
-      int64_t block_row;  // row in the [Q; K; V] layout
-      if (r < G * D) {
-        block_row = g * G * D + r;
-      } else if (r < (G + 1) * D) {
-        block_row = nq * D + g * D + (r - G * D);
-      } else {
-        block_row = nq * D + ng * D + g * D + (r - (G + 1) * D);
-      }
-      const int64_t mrow = g * (G + 2) * D + r;
-      const int64_t from = to_megatron ? block_row : mrow, to = to_megatron ? mrow : block_row;
-      std::copy(src.begin() + from * width, src.begin() + (from + 1) * width, out.begin() + to * width);
-    }
+  const int64_t rows = (nq + 2 * ng) * D;
+  for (int64_t mrow = 0; mrow < rows; ++mrow) {
+    std::copy(src.begin() + mrow * width, src.begin() + (mrow + 1) * width,
+              out.begin() + qkv_block_row(mrow, nq, ng, D) * width);
   }
   return out;
 }
 
-std::vector<float> concat(const std::vector<std::vector<float>>& parts) {
-  std::vector<float> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
+// Where row `row` of one of our tensors comes from in the mapping's Hugging Face tensors:
+// tensor `tensor`, its row `index` (its column for a transposed layout); tensor -1 is a
+// vocabulary padding row (zeros).
+struct HfRow {
+  int tensor = -1;
+  int64_t index = 0;
+};
 
-std::vector<float> import_tensor(const Mapping& m, const ModelConfig& c,
-                                 std::vector<std::vector<float>> hf) {
-  const int64_t h = c.hidden_size, D = c.kv_channels, nq = c.num_attention_heads, ng = c.query_groups();
+bool is_transposed(Layout layout) { return layout == Layout::kTranspose || layout == Layout::kGpt2Qkv; }
+
+HfRow hf_row_of(const Mapping& m, const ModelConfig& c, int64_t row) {
+  const int64_t D = c.kv_channels, nq = c.num_attention_heads, ng = c.query_groups();
   switch (m.layout) {
-    case Layout::kCopy: return std::move(hf[0]);
-    case Layout::kTranspose: {
-      const auto shapes = hf_shapes(m, c, HfArchitecture::kGpt2);
-      return transpose(hf[0], shapes[0][0], shapes[0][1]);
+    case Layout::kCopy:
+    case Layout::kTranspose: return {0, row};
+    case Layout::kPadRows: return row < c.vocab_size ? HfRow{0, row} : HfRow{};
+    case Layout::kConcatRows: return row < c.ffn_hidden_size ? HfRow{0, row} : HfRow{1, row - c.ffn_hidden_size};
+    case Layout::kGpt2Qkv:
+    case Layout::kGpt2QkvBias: return {0, qkv_block_row(row, nq, nq, D)};
+    case Layout::kLlamaQkv: {
+      const int64_t b = qkv_block_row(row, nq, ng, D);
+      if (b < nq * D) return {0, b};
+      if (b < (nq + ng) * D) return {1, b - nq * D};
+      return {2, b - (nq + ng) * D};
     }
-    case Layout::kPadRows: {
-      std::vector<float> out(static_cast<size_t>(c.padded_vocab_size * h), 0.0f);
-      std::copy(hf[0].begin(), hf[0].end(), out.begin());
-      return out;
-    }
-    case Layout::kGpt2Qkv: return regroup_qkv(transpose(hf[0], h, 3 * h), nq, nq, D, h, true);
-    case Layout::kGpt2QkvBias: return regroup_qkv(hf[0], nq, nq, D, 1, true);
-    case Layout::kLlamaQkv:
-      return regroup_qkv(concat(hf), nq, ng, D, m.ours.ends_with(".bias") ? 1 : h, true);
-    case Layout::kConcatRows: return concat(hf);
   }
   return {};
+}
+
+// The number of elements of our tensor built by the mapping (padding rows included).
+int64_t our_numel(const Mapping& m, const ModelConfig& c, const std::vector<std::vector<int64_t>>& shapes) {
+  if (m.layout == Layout::kPadRows) return c.padded_vocab_size * c.hidden_size;
+  int64_t total = 0;
+  for (const auto& s : shapes) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    total += n;
+  }
+  return total;
 }
 
 std::vector<std::vector<float>> export_tensor(const Mapping& m, const ModelConfig& c,
@@ -179,12 +188,12 @@ std::vector<std::vector<float>> export_tensor(const Mapping& m, const ModelConfi
     case Layout::kCopy: return {ours};
     case Layout::kTranspose: return {transpose(ours, shapes[0][1], shapes[0][0])};
     case Layout::kPadRows: return {std::vector<float>(ours.begin(), ours.begin() + c.vocab_size * h)};
-    case Layout::kGpt2Qkv: return {transpose(regroup_qkv(ours, nq, nq, D, h, false), 3 * h, h)};
-    case Layout::kGpt2QkvBias: return {regroup_qkv(ours, nq, nq, D, 1, false)};
+    case Layout::kGpt2Qkv: return {transpose(qkv_to_blocks(ours, nq, nq, D, h), 3 * h, h)};
+    case Layout::kGpt2QkvBias: return {qkv_to_blocks(ours, nq, nq, D, 1)};
     case Layout::kLlamaQkv:
     case Layout::kConcatRows: {
       const auto flat = m.layout == Layout::kLlamaQkv
-                            ? regroup_qkv(ours, nq, ng, D, m.ours.ends_with(".bias") ? 1 : h, false)
+                            ? qkv_to_blocks(ours, nq, ng, D, m.ours.ends_with(".bias") ? 1 : h)
                             : ours;
       std::vector<std::vector<float>> parts;
       int64_t at = 0;
@@ -477,20 +486,27 @@ class HfTensorSource {
     return f.ok() && (*f)->find(name) != nullptr;
   }
 
-  StatusOr<std::vector<float>> read_f32(const std::string& name, const std::vector<int64_t>& shape) {
-    std::string shard = "model.safetensors";
-    if (!single_) {
-      auto it = weight_map_.find(name);
-      if (it == weight_map_.end()) {
-        return not_found(dir_, "/model.safetensors.index.json: no shard holds tensor '", name, "'");
-      }
-      shard = it->second;
-    }
-    MS_ASSIGN_OR_RETURN(SafetensorsFile * f, file(shard));
-    return f->read_f32(name, shape);
+  Status check_shape(const std::string& name, const std::vector<int64_t>& shape) {
+    MS_ASSIGN_OR_RETURN(SafetensorsFile * f, file_of(name));
+    return f->check_shape(name, shape);
+  }
+
+  /// Elements first + stride * [0, count) of the tensor, from its memory-mapped shard.
+  Status read(const std::string& name, int64_t first, int64_t count, int64_t stride, float* out) {
+    MS_ASSIGN_OR_RETURN(SafetensorsFile * f, file_of(name));
+    return f->read_f32_elements(name, first, count, stride, out);
   }
 
  private:
+  StatusOr<SafetensorsFile*> file_of(const std::string& tensor) {
+    if (single_) return file("model.safetensors");
+    auto it = weight_map_.find(tensor);
+    if (it == weight_map_.end()) {
+      return not_found(dir_, "/model.safetensors.index.json: no shard holds tensor '", tensor, "'");
+    }
+    return file(it->second);
+  }
+
   StatusOr<SafetensorsFile*> file(const std::string& name) {
     auto it = files_.find(name);
     if (it != files_.end()) return &it->second;
@@ -527,18 +543,35 @@ Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const Paralle
       if (ps.sizes.pipeline == 1) return internal_error("no model parameter ", m.ours);
       continue;
     }
-    Parameter* p = targets.front();
     const auto shapes = hf_shapes(m, c, info.architecture);
-    std::vector<std::vector<float>> hf;
-    for (size_t i = 0; i < m.hf.size(); ++i) {
-      MS_ASSIGN_OR_RETURN(auto t, file.read_f32(m.hf[i], shapes[i]));
-      hf.push_back(std::move(t));
+    for (size_t i = 0; i < m.hf.size(); ++i) MS_RETURN_IF_ERROR(file.check_shape(m.hf[i], shapes[i]));
+    // Each rank reads only the rows (or, transposed, columns) of its own shard, straight
+    // from the memory-mapped file.
+    for (Parameter* target : targets) {
+      if (our_numel(m, c, shapes) != target->spec.global_shape.numel()) {
+        return internal_error(m.ours, ": the mapping builds ", our_numel(m, c, shapes), " values for ",
+                              target->spec.global_shape.to_string());
+      }
+      std::vector<float> shard(static_cast<size_t>(target->local_shape.numel()));
+      for (const ShardRun& run : shard_runs(target->spec, ps.tp_rank, ps.sizes.tensor)) {
+        const HfRow source = hf_row_of(m, c, run.row);
+        float* out = shard.data() + run.local_offset;
+        const int64_t count = run.col_end - run.col_begin;
+        if (source.tensor < 0) {
+          std::fill(out, out + count, 0.0f);  // vocabulary padding
+          continue;
+        }
+        const std::string& name = m.hf[static_cast<size_t>(source.tensor)];
+        const std::vector<int64_t>& shape = shapes[static_cast<size_t>(source.tensor)];
+        if (is_transposed(m.layout)) {  // our row = their column: [in, out] -> [out, in]
+          MS_RETURN_IF_ERROR(file.read(name, run.col_begin * shape[1] + source.index, count, shape[1], out));
+        } else {
+          const int64_t width = shape.size() > 1 ? shape[1] : 1;
+          MS_RETURN_IF_ERROR(file.read(name, source.index * width + run.col_begin, count, 1, out));
+        }
+      }
+      set_parameter_from_shard(*target, shard.data());
     }
-    const std::vector<float> full = import_tensor(m, c, std::move(hf));
-    if (static_cast<int64_t>(full.size()) != p->spec.global_shape.numel()) {
-      return internal_error(m.ours, ": imported ", full.size(), " values for ", p->spec.global_shape.to_string());
-    }
-    for (Parameter* target : targets) set_parameter_from_full(*target, full.data(), ps.tp_rank, ps.sizes.tensor);
   }
   return ok_status();
 }
