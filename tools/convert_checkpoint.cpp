@@ -45,7 +45,15 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
   if (m.num_layers % pp != 0) {
     return invalid_argument("--target-pipeline-parallel-size ", pp, " does not divide the ", m.num_layers, " layers");
   }
+  // Megatron pads the vocabulary to a multiple of --make-vocab-size-divisible-by times the
+  // tensor-parallel size (_vocab_size_with_padding); a run at the target size builds its
+  // embedding and output layer with that many rows and refuses any other.
+  const int64_t padded = padded_vocab(m.vocab_size, m.make_vocab_size_divisible_by, tp);
+  auto is_vocab = [](const Parameter& p) {
+    return p.spec.name == "embedding.word_embeddings.weight" || p.spec.name == "output_layer.weight";
+  };
   for (const auto& p : registry.params()) {
+    if (is_vocab(*p)) continue;  // re-padded below
     if (p->is_tensor_parallel() && p->spec.global_shape[p->spec.split == TensorParallelSplit::kColumns ? 1 : 0] % tp != 0) {
       return invalid_argument("--target-tensor-parallel-size ", tp, " does not divide ", p->spec.name);
     }
@@ -62,7 +70,7 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
       {"group_query_attention", pickle_bool(m.group_query_attention)},
       {"num_query_groups", pickle_int(m.query_groups())},
       {"max_position_embeddings", pickle_int(m.max_position_embeddings)},
-      {"padded_vocab_size", pickle_int(m.padded_vocab_size)},
+      {"padded_vocab_size", pickle_int(padded)},
       {"vocab_size", pickle_int(m.vocab_size)},
       {"make_vocab_size_divisible_by", pickle_int(m.make_vocab_size_divisible_by)},
       {"normalization", pickle_string(m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm")},
@@ -99,11 +107,21 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
       auto model = pickle_value(PickleValue::Kind::kDict);
       auto add = [&](const std::string& name, const Parameter& p) {
         const int slices = p.is_tensor_parallel() ? tp : 1;
+        ParameterSpec spec = p.spec;
+        const float* values = p.data.f32();
+        std::vector<float> repadded;  // [padded, h]: the real rows, then zeros
+        if (is_vocab(p) && spec.global_shape[0] != padded) {
+          const int64_t h = spec.global_shape[1], rows = std::min(padded, spec.global_shape[0]);
+          repadded.assign(static_cast<size_t>(padded * h), 0.0f);
+          std::copy(values, values + rows * h, repadded.begin());
+          spec.global_shape = Shape{padded, h};
+          values = repadded.data();
+        }
         std::vector<int64_t> shape;
-        for (int i = 0; i < p.spec.global_shape.ndim(); ++i) shape.push_back(p.spec.global_shape[i]);
-        if (slices > 1) shape[p.spec.split == TensorParallelSplit::kColumns ? 1 : 0] /= slices;
-        TorchSaveTensor out{shape, std::vector<float>(static_cast<size_t>(p.spec.global_shape.numel() / slices))};
-        slice_for_rank(out.values.data(), p.data.f32(), p.spec, slices > 1 ? t : 0, slices);
+        for (int i = 0; i < spec.global_shape.ndim(); ++i) shape.push_back(spec.global_shape[i]);
+        if (slices > 1) shape[spec.split == TensorParallelSplit::kColumns ? 1 : 0] /= slices;
+        TorchSaveTensor out{shape, std::vector<float>(static_cast<size_t>(spec.global_shape.numel() / slices))};
+        slice_for_rank(out.values.data(), values, spec, slices > 1 ? t : 0, slices);
         auto ref = pickle_value(PickleValue::Kind::kTensor);
         ref->tensor = std::make_shared<TorchTensorRef>();
         ref->tensor->key = std::to_string(tensors.size());

@@ -10,6 +10,7 @@
 #include "scratch_dir.h"
 #include "tools/tools_test_util.h"
 #include "training/checkpointing.h"
+#include "training/megatron_torch_checkpoint.h"
 
 namespace mindspeed {
 namespace {
@@ -95,6 +96,16 @@ TEST(ConvertCheckpoint, HfToMegatronTorchToHfIsByteIdentical) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(testing::read_file(dir.file("mt") + "/latest_checkpointed_iteration.txt"), "release");
     EXPECT_TRUE(std::filesystem::exists(dir.file("mt") + "/release/mp_rank_01_001/model_optim_rng.pt"));
+    // Megatron pads the vocabulary (100) to a multiple of 128 x the tensor-parallel size: a
+    // Megatron run at TP2 builds 256 rows (128 per rank) and refuses any other count.
+    auto written = MegatronTorchCheckpoint::open(dir.file("mt"));
+    ASSERT_TRUE(written.ok()) << written.status().to_string();
+    EXPECT_EQ(written->model_config().padded_vocab_size, 256);
+    ParameterSpec embedding{.name = "embedding.word_embeddings.weight", .global_shape = Shape{256, 32},
+                            .split = TensorParallelSplit::kRows};
+    auto rows = written->full_tensor(embedding);
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    EXPECT_EQ((*rows)[255 * 32], 0.0f);  // a padding row
     r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "hf", "--load-dir",
                                         dir.file("mt"), "--save-dir", dir.file("back"), "--model-type-hf",
                                         std::string(model) == "gpt2_tiny" ? "gpt2" : "llama"});
