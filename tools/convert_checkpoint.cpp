@@ -7,8 +7,9 @@
 // iteration 0, readable by pretrain_gpt --load at any parallel layout, so
 // --target-tensor/pipeline-parallel-size are accepted but do not change the files. `mg-torch`
 // (Megatron-LM's legacy --ckpt-format torch files: iter_*/mp_rank_XX[_YYY]/model_optim_rng.pt)
-// is read (any tensor- and pipeline-parallel split, Megatron core names, local or Transformer
-// Engine layer specs) and written (release/, at --target-tensor/pipeline-parallel-size).
+// is read (any tensor- and pipeline-parallel split, virtual pipeline (model0, model1, ...) and
+// uneven first/last stages included, Megatron core names, local or Transformer Engine layer
+// specs) and written (release/, at --target-tensor/pipeline-parallel-size).
 #include <cstdio>
 #include <filesystem>
 #include <map>

@@ -1,9 +1,12 @@
 // MegatronTorchCheckpoint (megatron_torch_checkpoint.h).
 #include "training/megatron_torch_checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
+#include "config/parallel_config.h"
+#include "config/pipeline_layout.h"
 #include "training/checkpointing.h"
 
 namespace mindspeed {
@@ -39,7 +42,83 @@ struct MegatronArgs {
     const PickleValue* v = field(name);
     return v != nullptr && v->kind == PickleValue::Kind::kString ? v->s : fallback;
   }
+  /// Given a value: present, not None, not False, not an empty list.
+  bool is_set(const char* name) const {
+    const PickleValue* v = field(name);
+    if (v == nullptr || v->kind == PickleValue::Kind::kNone) return false;
+    if (v->kind == PickleValue::Kind::kBool) return v->b;
+    if (v->kind == PickleValue::Kind::kList || v->kind == PickleValue::Kind::kTuple) return !v->items.empty();
+    return true;
+  }
 };
+
+// The stages Megatron built from the args, in model order (chunk c of pipeline rank r is
+// stage c*P + r). config/pipeline_layout.h ports Megatron's split (even, uneven first/last
+// stage, virtual stages) and its refusals; --account-for-embedding/loss-in-pipeline-split
+// count the embedding and the loss as one layer each of an even split, so stage 0 builds one
+// layer less and every later stage starts one layer earlier (the loss: the last stage builds
+// one less). Splits Megatron has no offset rule for are refused by argument name.
+StatusOr<PipelineLayout> megatron_pipeline_layout(const MegatronArgs& a, int64_t num_layers, int64_t pp) {
+  const std::pair<const char*, const char*> not_read[] = {
+      {"pipeline_model_parallel_split_rank", "an encoder-decoder split"},
+      {"pipeline_model_parallel_layout", "an explicit per-stage layout"},
+      {"num_layer_list", "MindSpeed-LLM's per-stage layer list"},
+      {"noop_layers", "MindSpeed's no-op layers"},
+  };
+  for (const auto& [name, what] : not_read) {
+    if (a.is_set(name)) {
+      return unimplemented(a.path, ": args.", name, " (", what, ") is set; only Megatron's even, uneven first/last ",
+                           "and virtual-pipeline splits are read: reshard the checkpoint to one of those first");
+    }
+  }
+  if (a.integer_or("encoder_pipeline_model_parallel_size", 0) > 0) {
+    return unimplemented(a.path, ": args.encoder_pipeline_model_parallel_size > 0 (an encoder pipeline) is not read; "
+                         "only decoder-only GPT checkpoints are");
+  }
+  ParallelConfig parallel;
+  parallel.pipeline_model_parallel_size = static_cast<int>(pp);
+  int64_t* first = &parallel.decoder_first_pipeline_num_layers;
+  int64_t* last = &parallel.decoder_last_pipeline_num_layers;
+  for (auto [name, layers] : {std::pair{"decoder_first_pipeline_num_layers", first},
+                              std::pair{"decoder_last_pipeline_num_layers", last}}) {
+    if (!a.is_set(name)) continue;
+    MS_ASSIGN_OR_RETURN(*layers, a.integer(name));
+    if (*layers <= 0) {
+      return unimplemented(a.path, ": args.", name, " = ", *layers, " (a stage without layers) is not read");
+    }
+  }
+  // Megatron records the virtual size it derived from --num-layers-per-virtual-pipeline-stage
+  // or --num-virtual-stages-per-pipeline-rank; None (or 1) is one model chunk per rank.
+  const int64_t virtual_size = a.integer_or("virtual_pipeline_model_parallel_size", 1);
+  const int64_t layers_per_virtual = a.integer_or("num_layers_per_virtual_pipeline_stage", 0);
+  if (virtual_size > 1) {
+    parallel.num_virtual_stages_per_pipeline_rank = static_cast<int>(virtual_size);
+  } else if (!a.is_set("virtual_pipeline_model_parallel_size") && layers_per_virtual > 0) {
+    parallel.num_layers_per_virtual_pipeline_stage = layers_per_virtual;  // args without the derived size
+  }
+  const int64_t embedding = a.flag("account_for_embedding_in_pipeline_split") ? 1 : 0;
+  const int64_t loss = a.flag("account_for_loss_in_pipeline_split") ? 1 : 0;
+  if ((embedding + loss) > 0 && (*first > 0 || *last > 0)) {
+    return invalid_argument(a.path, ": args.account_for_embedding/loss_in_pipeline_split with "
+                            "decoder_first/last_pipeline_num_layers is a split Megatron refuses (damaged args?)");
+  }
+  auto built = PipelineLayout::build(parallel, num_layers + embedding + loss);
+  if (!built.ok()) {
+    return invalid_argument(a.path, ": the pipeline split in args is not one Megatron builds (damaged args?): ",
+                            built.status().message());
+  }
+  PipelineLayout layout = std::move(*built);
+  for (size_t s = 1; s < layout.stages.size(); ++s) layout.stages[s].first_layer -= embedding;
+  layout.stages.front().num_layers -= embedding;
+  layout.stages.back().num_layers -= loss;
+  for (const PipelineStage& st : layout.stages) {
+    if (st.num_layers < 0) {
+      return invalid_argument(a.path, ": pipeline rank ", st.rank, " chunk ", st.chunk, " has no layer left for ",
+                              "args.account_for_embedding/loss_in_pipeline_split (damaged args?)");
+    }
+  }
+  return layout;
+}
 
 }  // namespace
 
@@ -74,10 +153,6 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
   const MegatronArgs a{args_value, first.path()};
   ckpt.tp_ = a.integer_or("tensor_model_parallel_size", 1);
   ckpt.pp_ = a.integer_or("pipeline_model_parallel_size", 1);
-  if (a.field("virtual_pipeline_model_parallel_size") != nullptr &&
-      a.field("virtual_pipeline_model_parallel_size")->kind == PickleValue::Kind::kInt) {
-    return unimplemented(first.path(), ": virtual-pipeline checkpoints (model0, model1, ...) are not read yet");
-  }
   if (static_cast<int64_t>(ckpt.files_.size()) != ckpt.tp_ * ckpt.pp_) {
     return invalid_argument(iteration_dir, ": ", ckpt.files_.size(), " rank files for tensor-parallel ", ckpt.tp_,
                             " x pipeline-parallel ", ckpt.pp_, " (incomplete checkpoint?)");
@@ -117,21 +192,69 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
     m.rope_high_freq_factor = static_cast<float>(a.number("high_freq_factor", 4.0));
     m.rope_original_max_position_embeddings = a.integer_or("original_max_position_embeddings", 8192);
   }
-  if (m.num_layers % ckpt.pp_ != 0) return unimplemented(first.path(), ": uneven pipeline stages are not read yet");
+  MS_ASSIGN_OR_RETURN(const PipelineLayout layout, megatron_pipeline_layout(a, m.num_layers, ckpt.pp_));
+  ckpt.chunks_ = layout.chunks_per_rank;
+  ckpt.layers_.resize(static_cast<size_t>(m.num_layers));
+  for (const PipelineStage& st : layout.stages) {
+    for (int64_t i = 0; i < st.num_layers; ++i) {
+      ckpt.layers_[static_cast<size_t>(st.first_layer + i)] = {st.rank, st.chunk, i};
+    }
+  }
+  // Every rank file holds each of its chunks with the layers the args give it (a missing
+  // model<c> or a file of another split is named here, before any tensor is read).
+  for (const auto& [rank, f] : ckpt.files_) {
+    for (int c = 0; c < ckpt.chunks_; ++c) {
+      MS_ASSIGN_OR_RETURN(const PickleValue* sd, ckpt.chunk_state_dict(f, c));
+      int64_t held = 0;
+      for (const auto& [key, value] : sd->dict) {
+        long long layer = -1;
+        if (key->kind != PickleValue::Kind::kString) continue;
+        if (std::sscanf(key->s.c_str(), "decoder.layers.%lld.", &layer) == 1) held = std::max<int64_t>(held, layer + 1);
+      }
+      const int64_t want = layout.stages[static_cast<size_t>(layout.stage_of(rank.second, c))].num_layers;
+      if (held != want) {
+        return invalid_argument(f.path(), ": ", ckpt.chunks_ > 1 ? "'model" + std::to_string(c) + "'" : "'model'",
+                                " holds ", held, " transformer layers but the args (", m.num_layers, " layers, ",
+                                ckpt.pp_, " pipeline stages x ", ckpt.chunks_, " virtual) give it ", want,
+                                " (files of another split or damaged args?)");
+      }
+    }
+  }
   return ckpt;
+}
+
+StatusOr<const PickleValue*> MegatronTorchCheckpoint::chunk_state_dict(const TorchCheckpointFile& f, int chunk) const {
+  const std::string key = chunks_ > 1 ? "model" + std::to_string(chunk) : "model";
+  const PickleValue* sd = f.root().get(key);
+  if (sd == nullptr || sd->kind != PickleValue::Kind::kDict) {
+    if (chunks_ > 1) {
+      return invalid_argument(f.path(), ": no '", key, "' dict, though args.virtual_pipeline_model_parallel_size is ",
+                              chunks_, " (a truncated or damaged rank file: copy it again from the run)");
+    }
+    return invalid_argument(f.path(), ": no 'model' dict");
+  }
+  return sd;
 }
 
 StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const ParameterSpec& spec) const {
   const std::string& name = spec.name;
-  const int64_t per_stage = config_.num_layers / pp_;
-  int64_t stage = 0;
+  // The rank file and chunk: a layer's from the layout (renumbered from 0 in its chunk), the
+  // embedding in chunk 0 of rank 0, the final norm and output layer in the last chunk of the
+  // last rank.
+  int stage = 0, chunk = 0;
   std::string local = name;
   long long layer = -1;
   if (std::sscanf(name.c_str(), "decoder.layers.%lld.", &layer) == 1) {
-    stage = layer / per_stage;
-    local = "decoder.layers." + std::to_string(layer % per_stage) + name.substr(name.find('.', 15));
+    if (layer < 0 || layer >= static_cast<long long>(layers_.size())) {
+      return invalid_argument("the Megatron-LM checkpoint has ", layers_.size(), " layers, asked for ", name);
+    }
+    const LayerPlace& at = layers_[static_cast<size_t>(layer)];
+    stage = at.rank;
+    chunk = at.chunk;
+    local = "decoder.layers." + std::to_string(at.local) + name.substr(name.find('.', 15));
   } else if (name.starts_with("decoder.final_layernorm") || name.starts_with("output_layer")) {
-    stage = pp_ - 1;
+    stage = static_cast<int>(pp_ - 1);
+    chunk = chunks_ - 1;
   }
   // Transformer Engine's fused spec keeps the norms inside the next linear layer.
   std::vector<std::string> keys{local};
@@ -143,15 +266,15 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const Paramete
   const int slices = spec.split != TensorParallelSplit::kReplicated ? static_cast<int>(tp_) : 1;
   std::vector<float> full(static_cast<size_t>(spec.global_shape.numel()));
   for (int t = 0; t < slices; ++t) {
-    const TorchCheckpointFile& f = files_.at({t, static_cast<int>(stage)});
-    const PickleValue* sd = f.root().get("model");
-    if (sd == nullptr || sd->kind != PickleValue::Kind::kDict) return invalid_argument(f.path(), ": no 'model' dict");
+    const TorchCheckpointFile& f = files_.at({t, stage});
+    MS_ASSIGN_OR_RETURN(const PickleValue* sd, chunk_state_dict(f, chunk));
     const PickleValue* tensor = nullptr;
     for (const std::string& k : keys) {
       if ((tensor = sd->get(k)) != nullptr) break;
     }
     if (tensor == nullptr || tensor->kind != PickleValue::Kind::kTensor) {
-      return not_found(f.path(), ": no tensor '", keys.front(), "' (for ", name, ")");
+      return not_found(f.path(), ": no tensor '", keys.front(), "' in '",
+                       chunks_ > 1 ? "model" + std::to_string(chunk) : "model", "' (for ", name, ")");
     }
     MS_ASSIGN_OR_RETURN(std::vector<float> values, f.read_f32(*tensor->tensor));
     if (static_cast<int64_t>(values.size()) * slices != spec.global_shape.numel()) {

@@ -2,10 +2,13 @@
 // release>/mp_rank_XX[_YYY]/model_optim_rng.pt, one torch.save file per tensor- and
 // pipeline-parallel rank (checkpointing/torch_checkpoint.h reads them), each holding the
 // argparse.Namespace of the run, the iteration and the rank's state dict under Megatron core
-// names with layers numbered per pipeline stage. This reassembles the model: the architecture
-// from the args, every parameter's full tensor from the rank files (Transformer Engine's
-// fused norm names accepted too). Virtual-pipeline checkpoints (model0, model1, ...) and the
-// optimizer state are not read.
+// names with layers numbered from 0 in each pipeline stage. This reassembles the model: the
+// architecture from the args, every parameter's full tensor from the rank files (Transformer
+// Engine's fused norm names accepted too). The stages follow the args as Megatron built them
+// (config/pipeline_layout.h: even split, --decoder-first/last-pipeline-num-layers, and
+// --account-for-embedding/loss-in-pipeline-split on an even split); with a virtual pipeline
+// a rank file holds one state dict per model chunk, model0, model1, ..., chunk c of pipeline
+// rank r being stage c*P + r in model order. The optimizer state is not read.
 #pragma once
 
 #include <map>
@@ -38,8 +41,19 @@ class MegatronTorchCheckpoint {
   Status check_model_matches(const ModelConfig& flags) const;
 
  private:
+  // Where a global transformer layer lives: pipeline rank, model chunk, index in the chunk.
+  struct LayerPlace {
+    int rank = 0, chunk = 0;
+    int64_t local = 0;
+  };
+  /// The state dict of model chunk `chunk` in the rank file `f`: 'model', or 'model<chunk>'
+  /// with a virtual pipeline.
+  StatusOr<const PickleValue*> chunk_state_dict(const TorchCheckpointFile& f, int chunk) const;
+
   std::map<std::pair<int, int>, TorchCheckpointFile> files_;  // (tp, pp) -> file
   int64_t tp_ = 1, pp_ = 1;
+  int chunks_ = 1;                  // model chunks per rank file (the virtual pipeline size)
+  std::vector<LayerPlace> layers_;  // by global layer
   ModelConfig config_;
   int64_t iteration_ = 0, consumed_train_ = 0, consumed_valid_ = 0;
   bool release_ = false;

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "checkpointing/safetensors.h"
+#include "checkpointing/torch_checkpoint.h"
 #include "models/gpt/hf_checkpoint.h"
 #include "scratch_dir.h"
 #include "tools/tools_test_util.h"
@@ -79,6 +81,87 @@ TEST(ConvertCheckpoint, MegatronTorchImportsToTheSameWeightsAsHuggingFace) {
   auto tensors = read_checkpoint_tensors(checkpoint_iteration_dir(dir.file("mg"), 0));
   ASSERT_TRUE(tensors.ok()) << tensors.status().to_string();
   EXPECT_EQ(tensors->size(), 2u * 6u + 3u);  // 6 tensors per layer, embedding, final norm, output layer
+}
+
+// Virtual-pipeline Megatron-LM checkpoints (each rank file holds model0, model1, ..., layers
+// numbered from 0 in each chunk; made by make_megatron_torch_fixture.py from the 6-layer
+// tests/tools/data/llama6_hf with Megatron's chunk offsets): TP2 x PP2 x 3 virtual stages,
+// TP1 x PP2 x 2 with an uneven first stage (2 layers), and TP1 x PP2 x 2 with the embedding
+// and the loss counted as layers. Each imports to exactly the Hugging Face source's tensors
+// (every layer holds different values, so a layer read from the wrong chunk shows).
+TEST(ConvertCheckpoint, MegatronTorchVirtualPipelineImportsToTheSameWeights) {
+  const std::string hf = source_path("tests/tools/data/llama6_hf");
+  for (const char* fixture : {"megatron_torch_llama6_vpp", "megatron_torch_llama6_uneven_vpp",
+                              "megatron_torch_llama6_vpp_ends"}) {
+    SCOPED_TRACE(fixture);
+    testing::ScratchDir dir;
+    auto r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "hf", "--load-dir",
+                                             source_path(std::string("tests/tools/data/") + fixture), "--save-dir",
+                                             dir.file("hf")});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_same_hf_tensors(hf, dir.file("hf"));
+    expect_same_architecture(hf, dir.file("hf"));
+  }
+}
+
+// Rewrites the torch.save file `path` with `edit` applied to its root (tensors copied).
+void rewrite_torch_file(const std::string& path, const std::function<void(PickleValue&)>& edit) {
+  auto f = TorchCheckpointFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<TorchSaveTensor> tensors;
+  std::function<std::shared_ptr<PickleValue>(const PickleValue&)> copy = [&](const PickleValue& v) {
+    auto out = std::make_shared<PickleValue>(v);
+    if (v.kind == PickleValue::Kind::kTensor) {
+      auto values = f->read_f32(*v.tensor);
+      EXPECT_TRUE(values.ok());
+      out->tensor = std::make_shared<TorchTensorRef>();
+      out->tensor->key = std::to_string(tensors.size());
+      tensors.push_back({v.tensor->shape, values.ok() ? *values : std::vector<float>{}});
+    }
+    for (auto& [key, value] : out->dict) value = copy(*value);
+    return out;
+  };
+  std::shared_ptr<PickleValue> root = copy(f->root());
+  edit(*root);
+  ASSERT_TRUE(write_torch_save(path, "model_optim_rng", *root, tensors).ok());
+}
+
+// A damaged virtual-pipeline checkpoint is refused with the rank file named: a rank file
+// without one of its chunks (model1), and args asking for a split this importer has no
+// layout for (MindSpeed's no-op layers).
+TEST(ConvertCheckpoint, DamagedVirtualPipelineCheckpointIsRefusedByFile) {
+  testing::ScratchDir dir;
+  const std::string copy = dir.file("vpp");
+  std::filesystem::copy(source_path("tests/tools/data/megatron_torch_llama6_vpp"), copy,
+                        std::filesystem::copy_options::recursive);
+  auto convert = [&] {
+    return run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "hf", "--load-dir",
+                                           copy, "--save-dir", dir.file("hf")});
+  };
+  const std::string damaged = copy + "/iter_0000007/mp_rank_01_001/model_optim_rng.pt";
+  rewrite_torch_file(damaged, [](PickleValue& root) {
+    std::erase_if(root.dict, [](const auto& kv) { return kv.first->s == "model1"; });
+  });
+  auto r = convert();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(damaged + ": no 'model1' dict, though args.virtual_pipeline_model_parallel_size is 3"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("hf") + "/model.safetensors"));
+
+  std::filesystem::remove_all(copy);
+  std::filesystem::copy(source_path("tests/tools/data/megatron_torch_llama6_vpp"), copy,
+                        std::filesystem::copy_options::recursive);
+  const std::string first = copy + "/iter_0000007/mp_rank_00_000/model_optim_rng.pt";
+  rewrite_torch_file(first, [](PickleValue& root) {
+    for (auto& [key, value] : root.dict) {
+      if (key->s == "args") value->dict.emplace_back(pickle_string("noop_layers"), pickle_string("1"));
+    }
+  });
+  r = convert();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(first + ": args.noop_layers (MindSpeed's no-op layers) is set"), std::string::npos)
+      << r.output;
 }
 
 // Hugging Face -> Megatron-LM legacy files at TP2 x PP2 -> Hugging Face: the same tensors and
