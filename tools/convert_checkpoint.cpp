@@ -9,7 +9,8 @@
 // (Megatron-LM's legacy --ckpt-format torch files: iter_*/mp_rank_XX[_YYY]/model_optim_rng.pt)
 // is read (any tensor- and pipeline-parallel split, virtual pipeline (model0, model1, ...) and
 // uneven first/last stages included, Megatron core names, local or Transformer Engine layer
-// specs) and written (release/, at --target-tensor/pipeline-parallel-size).
+// specs) and written (release/, at --target-tensor/pipeline-parallel-size, with
+// --num-layers-per-virtual-pipeline-stage in Megatron's virtual-pipeline layout).
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "config/configs.h"
+#include "config/pipeline_layout.h"
 #include "core/status.h"
 #include "checkpointing/durable_file.h"
 #include "checkpointing/torch_checkpoint.h"
@@ -36,16 +38,29 @@ namespace {
 struct Options {
   std::string load_type, save_type, load_dir, save_dir, model_type_hf;
   int target_tp = 1, target_pp = 1;
+  int64_t layers_per_virtual_stage = 0;  ///< --num-layers-per-virtual-pipeline-stage (0: none)
 };
 
 // Megatron-LM's legacy checkpoint of the whole model at --target-tensor/pipeline-parallel-size:
 // DIR/release/mp_rank_XX[_YYY]/model_optim_rng.pt and the tracker "release" (weights only, as
-// Megatron's own converters write).
+// Megatron's own converters write). With --num-layers-per-virtual-pipeline-stage K each rank
+// file holds its model chunks as model0, model1, ... (Megatron's interleaved layout: chunk c
+// of pipeline rank r is stage c*P + r of K layers, numbered from 0 in the chunk).
 Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const ParameterRegistry& registry, int tp,
-                            int pp) {
+                            int pp, int64_t layers_per_virtual_stage) {
   if (m.num_layers % pp != 0) {
     return invalid_argument("--target-pipeline-parallel-size ", pp, " does not divide the ", m.num_layers, " layers");
   }
+  ParallelConfig parallel;
+  parallel.pipeline_model_parallel_size = pp;
+  parallel.num_layers_per_virtual_pipeline_stage = layers_per_virtual_stage;
+  auto built = PipelineLayout::build(parallel, m.num_layers);
+  if (!built.ok()) {
+    return invalid_argument("--num-layers-per-virtual-pipeline-stage ", layers_per_virtual_stage,
+                            " with --target-pipeline-parallel-size ", pp, ": ", built.status().message());
+  }
+  const PipelineLayout& layout = *built;
+  const int chunks = layout.chunks_per_rank;
   // Megatron pads the vocabulary to a multiple of --make-vocab-size-divisible-by times the
   // tensor-parallel size (_vocab_size_with_padding); a run at the target size builds its
   // embedding and output layer with that many rows and refuses any other.
@@ -60,6 +75,7 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
     }
   }
   // Megatron's argparse.Namespace: the fields check_checkpoint_args compares and the model's shape.
+  const auto none = pickle_value(PickleValue::Kind::kNone);
   auto args = pickle_value(PickleValue::Kind::kObject);
   args->object_class = "argparse.Namespace";
   const std::vector<std::pair<std::string, std::shared_ptr<PickleValue>>> fields = {
@@ -96,17 +112,19 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
       {"add_qkv_bias", pickle_bool(m.add_qkv_bias)},
       {"tensor_model_parallel_size", pickle_int(tp)},
       {"pipeline_model_parallel_size", pickle_int(pp)},
+      {"virtual_pipeline_model_parallel_size", chunks > 1 ? pickle_int(chunks) : none},
+      {"num_layers_per_virtual_pipeline_stage", chunks > 1 ? pickle_int(layers_per_virtual_stage) : none},
       {"transformer_impl", pickle_string("local")},
       {"ckpt_format", pickle_string("torch")},
   };
   for (const auto& [k, v] : fields) args->dict.emplace_back(pickle_string(k), v);
   const std::string release = dir + "/release";
-  const int64_t per_stage = m.num_layers / pp;
   for (int t = 0; t < tp; ++t) {
     for (int stage = 0; stage < pp; ++stage) {
       std::vector<TorchSaveTensor> tensors;
-      auto model = pickle_value(PickleValue::Kind::kDict);
-      auto add = [&](const std::string& name, const Parameter& p) {
+      std::vector<std::shared_ptr<PickleValue>> models;  // one state dict per model chunk
+      for (int c = 0; c < chunks; ++c) models.push_back(pickle_value(PickleValue::Kind::kDict));
+      auto add = [&](int chunk, const std::string& name, const Parameter& p) {
         const int slices = p.is_tensor_parallel() ? tp : 1;
         ParameterSpec spec = p.spec;
         const float* values = p.data.f32();
@@ -127,30 +145,37 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
         ref->tensor = std::make_shared<TorchTensorRef>();
         ref->tensor->key = std::to_string(tensors.size());
         tensors.push_back(std::move(out));
-        model->dict.emplace_back(pickle_string(name), ref);
+        models[static_cast<size_t>(chunk)]->dict.emplace_back(pickle_string(name), ref);
       };
-      for (const auto& owned : registry.params()) {
-        const Parameter& p = *owned;
-        const std::string& name = p.spec.name;
-        long long layer = -1;
-        if (std::sscanf(name.c_str(), "decoder.layers.%lld.", &layer) == 1) {
-          if (layer / per_stage != stage) continue;
-          add("decoder.layers." + std::to_string(layer % per_stage) + name.substr(name.find('.', 15)), p);
-        } else if (name.starts_with("embedding.")) {
-          if (stage == 0) add(name, p);
-          // Tied embeddings with a pipeline: the last stage keeps its copy as the output layer.
-          if (stage == pp - 1 && pp > 1 && !m.untie_embeddings_and_output_weights && name == "embedding.word_embeddings.weight") {
-            add("output_layer.weight", p);
+      for (int c = 0; c < chunks; ++c) {
+        const PipelineStage& st = layout.stages[static_cast<size_t>(layout.stage_of(stage, c))];
+        for (const auto& owned : registry.params()) {
+          const Parameter& p = *owned;
+          const std::string& name = p.spec.name;
+          long long layer = -1;
+          if (std::sscanf(name.c_str(), "decoder.layers.%lld.", &layer) == 1) {
+            if (layer < st.first_layer || layer >= st.first_layer + st.num_layers) continue;
+            add(c, "decoder.layers." + std::to_string(layer - st.first_layer) + name.substr(name.find('.', 15)), p);
+          } else if (name.starts_with("embedding.")) {
+            if (st.pre_process) add(c, name, p);
+            // Tied embeddings with a pipeline: the last stage keeps its copy as the output layer.
+            if (st.post_process && pp > 1 && !m.untie_embeddings_and_output_weights &&
+                name == "embedding.word_embeddings.weight") {
+              add(c, "output_layer.weight", p);
+            }
+          } else if (st.post_process) {
+            add(c, name, p);
           }
-        } else if (stage == pp - 1) {
-          add(name, p);
         }
       }
       auto root = pickle_value(PickleValue::Kind::kDict);
       root->dict.emplace_back(pickle_string("args"), args);
       root->dict.emplace_back(pickle_string("checkpoint_version"), pickle_float(3.0));
       root->dict.emplace_back(pickle_string("iteration"), pickle_int(0));
-      root->dict.emplace_back(pickle_string("model"), model);
+      for (int c = 0; c < chunks; ++c) {
+        root->dict.emplace_back(pickle_string(chunks > 1 ? "model" + std::to_string(c) : "model"),
+                                models[static_cast<size_t>(c)]);
+      }
       char rank[32];
       if (pp == 1) {
         std::snprintf(rank, sizeof rank, "mp_rank_%02d", t);
@@ -260,7 +285,8 @@ Status run(const Options& o) {
     }
     MS_RETURN_IF_ERROR(write_hf_checkpoint(o.save_dir, w.configs.model, arch, tensors));
   } else {
-    MS_RETURN_IF_ERROR(write_megatron_torch(o.save_dir, w.configs.model, w.registry, o.target_tp, o.target_pp));
+    MS_RETURN_IF_ERROR(write_megatron_torch(o.save_dir, w.configs.model, w.registry, o.target_tp, o.target_pp,
+                                            o.layers_per_virtual_stage));
   }
   std::printf("converted %s (%s, %lld layers) to %s in %s\n", o.load_dir.c_str(), o.load_type.c_str(),
               static_cast<long long>(w.configs.model.num_layers), o.save_type.c_str(), o.save_dir.c_str());
@@ -289,6 +315,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--target-pipeline-parallel-size", o.target_pp,
                  "mg-torch output: pipeline-parallel size (mg checkpoints load at any)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
+                 "mg-torch output: layers per virtual pipeline stage (rank files hold model0, model1, ...)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   const mindspeed::Status s = mindspeed::run(o);

@@ -295,8 +295,9 @@ TEST(Checkpoint, SkipTrainEvaluatesTheCheckpoint) {
 
 // A Megatron-LM --ckpt-format torch checkpoint is a --load directory too (weights; the
 // optimizer state is not read): converted from a trained checkpoint of ours, it evaluates to
-// the same losses, also loaded at TP2 x PP2; without --no-load-optim/--finetune a non-release
-// Megatron checkpoint is refused by name.
+// the same losses, also loaded at TP2 x PP2 and from Megatron's virtual-pipeline layout (PP2 x
+// 2 virtual stages); without --no-load-optim/--finetune a non-release Megatron checkpoint is
+// refused by name.
 TEST(Checkpoint, LoadsMegatronTorchCheckpoints) {
   ScratchDir scratch;
   const std::string ours = scratch.file("ours"), megatron = scratch.file("megatron");
@@ -320,6 +321,16 @@ TEST(Checkpoint, LoadsMegatronTorchCheckpoints) {
                                       " --train-iters 4 --finetune --skip-train --load " + megatron);
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   EXPECT_NEAR(std::stod(eval_loss(sharded)), std::stod(eval_loss(want)), 1e-5 * std::stod(eval_loss(want)));
+  // Megatron's virtual-pipeline layout (rank files with model0, model1) loads to the same losses.
+  const std::string interleaved = scratch.file("megatron_vpp");
+  const CommandResult conv_vpp = run_command(std::string(MS_CONVERT_CHECKPOINT) +
+                                             " --load-model-type mg --save-model-type mg-torch --load-dir " + ours +
+                                             " --save-dir " + interleaved + " --target-pipeline-parallel-size 2"
+                                             " --num-layers-per-virtual-pipeline-stage 1");
+  ASSERT_EQ(conv_vpp.exit_code, 0) << conv_vpp.output;
+  const CommandResult got_vpp = train(1, "", " --train-iters 4 --finetune --skip-train --load " + interleaved);
+  ASSERT_EQ(got_vpp.exit_code, 0) << got_vpp.output;
+  EXPECT_EQ(eval_loss(got_vpp), eval_loss(want));
   // Another architecture is refused by flag.
   const CommandResult other = run_command(launch(1) + std::regex_replace(kTiny, std::regex("--num-layers 4"),
                                                                          "--num-layers 2") +

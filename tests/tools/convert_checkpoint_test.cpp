@@ -204,6 +204,53 @@ TEST(ConvertCheckpoint, HfToMegatronTorchToHfIsByteIdentical) {
   EXPECT_NE(r.output.find("--target-tensor-parallel-size 3 does not divide"), std::string::npos) << r.output;
 }
 
+// --num-layers-per-virtual-pipeline-stage writes Megatron's interleaved layout: the TP2 x PP2 x
+// 3-virtual-stage fixture read and written again at that layout gives rank files with the same
+// chunks (model0..model2), keys in the same order and the same values as the fixture
+// make_megatron_torch_fixture.py wrote from Megatron's rules; they import to the Hugging Face
+// source's tensors; a virtual size the stages cannot split into is refused by flag.
+TEST(ConvertCheckpoint, WritesVirtualPipelineMegatronTorchAsMegatron) {
+  testing::ScratchDir dir;
+  const std::string fixture = source_path("tests/tools/data/megatron_torch_llama6_vpp");
+  auto r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "mg-torch",
+                                           "--load-dir", fixture, "--save-dir", dir.file("mt"),
+                                           "--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size",
+                                           "2", "--num-layers-per-virtual-pipeline-stage", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* rank : {"mp_rank_00_000", "mp_rank_00_001", "mp_rank_01_000", "mp_rank_01_001"}) {
+    SCOPED_TRACE(rank);
+    auto want = TorchCheckpointFile::open(fixture + "/iter_0000007/" + rank + "/model_optim_rng.pt");
+    auto got = TorchCheckpointFile::open(dir.file("mt") + "/release/" + rank + "/model_optim_rng.pt");
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status().to_string();
+    EXPECT_EQ(got->root().get("model"), nullptr);
+    EXPECT_EQ(got->root().get("args")->get("virtual_pipeline_model_parallel_size")->i, 3);
+    for (const char* chunk : {"model0", "model1", "model2"}) {
+      const PickleValue* w = want->root().get(chunk);
+      const PickleValue* g = got->root().get(chunk);
+      ASSERT_TRUE(w != nullptr && g != nullptr) << chunk;
+      ASSERT_EQ(g->dict.size(), w->dict.size()) << chunk;
+      for (size_t i = 0; i < w->dict.size(); ++i) {
+        const std::string& name = w->dict[i].first->s;
+        EXPECT_EQ(g->dict[i].first->s, name) << chunk;
+        EXPECT_EQ(g->dict[i].second->tensor->shape, w->dict[i].second->tensor->shape) << chunk << " " << name;
+        EXPECT_EQ(*got->read_f32(*g->dict[i].second->tensor), *want->read_f32(*w->dict[i].second->tensor))
+            << chunk << " " << name;
+      }
+    }
+  }
+  r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "hf", "--load-dir",
+                                      dir.file("mt"), "--save-dir", dir.file("hf")});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_hf_tensors(source_path("tests/tools/data/llama6_hf"), dir.file("hf"));
+  r = run_tool("convert_checkpoint", {"--load-model-type", "mg-torch", "--save-model-type", "mg-torch", "--load-dir",
+                                      fixture, "--save-dir", dir.file("bad"), "--target-pipeline-parallel-size", "2",
+                                      "--num-layers-per-virtual-pipeline-stage", "2"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--num-layers-per-virtual-pipeline-stage 2 with --target-pipeline-parallel-size 2: "),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(ConvertCheckpoint, UnsupportedDirectionsAreRefused) {
   testing::ScratchDir dir;
   auto r = run_tool("convert_checkpoint", {"--load-model-type", "mg", "--save-model-type", "mg", "--load-dir",
