@@ -310,16 +310,27 @@ int main(int argc, char** argv) {
   app.add_option("--model-type-hf", o.model_type_hf,
                  "gpt2, llama2, llama, qwen2 or mistral (default: gpt2 or llama, from the checkpoint)")
       ->check(CLI::IsMember({"gpt2", "llama2", "llama", "qwen2", "mistral"}));
-  app.add_option("--target-tensor-parallel-size", o.target_tp,
+  auto* target_tp = app.add_option("--target-tensor-parallel-size", o.target_tp,
                  "mg-torch output: tensor-parallel size (mg checkpoints load at any)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--target-pipeline-parallel-size", o.target_pp,
+  auto* target_pp = app.add_option("--target-pipeline-parallel-size", o.target_pp,
                  "mg-torch output: pipeline-parallel size (mg checkpoints load at any)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
+  auto* target_vpp = app.add_option("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
                  "mg-torch output: layers per virtual pipeline stage (rank files hold model0, model1, ...)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  // MindSpeed-LLM's scripts pass the target layout with every output type; only mg-torch
+  // files are laid out by it (an mg checkpoint loads at any layout, Hugging Face has none).
+  if (o.save_type != "mg-torch") {
+    for (const auto* opt : {target_tp, target_pp, target_vpp}) {
+      if (opt->count() > 0 && (opt == target_vpp || opt->as<int>() != 1)) {
+        std::printf("convert_checkpoint: note: %s only lays out mg-torch output; the %s output %s\n",
+                    opt->get_name().c_str(), o.save_type.c_str(),
+                    o.save_type == "mg" ? "loads at any parallel layout" : "has no parallel layout");
+      }
+    }
+  }
   const mindspeed::Status s = mindspeed::run(o);
   if (!s.ok()) {
     std::fprintf(stderr, "convert_checkpoint: error: %s\n", s.to_string().c_str());

@@ -172,6 +172,7 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
   m.group_query_attention = a.flag("group_query_attention");
   m.num_query_groups = a.integer_or("num_query_groups", m.num_attention_heads);
   m.vocab_size = a.integer_or("vocab_size", m.padded_vocab_size);
+  m.make_vocab_size_divisible_by = a.integer_or("make_vocab_size_divisible_by", 128);
   m.normalization = a.text("normalization", "LayerNorm") == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
   m.swiglu = a.flag("swiglu");
   const std::string pos = a.text("position_embedding_type", "learned_absolute");

@@ -54,7 +54,7 @@ def main():
         a = sd["args"]
         vpp = getattr(a, "virtual_pipeline_model_parallel_size", None)
         _, want = fixture.megatron_shards(opts.hf, a.tensor_model_parallel_size, a.pipeline_model_parallel_size,
-                                          vpp=vpp, padded_vocab=a.padded_vocab_size)
+                                          vpp=vpp, divisible_by=a.make_vocab_size_divisible_by)
         for key, model in want.items():
             t, p = key[:2]
             chunk = "model" if vpp is None else f"model{key[2]}"

@@ -253,6 +253,13 @@ TEST(ConvertCheckpoint, WritesVirtualPipelineMegatronTorchAsMegatron) {
 
 TEST(ConvertCheckpoint, UnsupportedDirectionsAreRefused) {
   testing::ScratchDir dir;
+  // A target layout for an output that has none is said, not silently dropped.
+  auto note = run_tool("convert_checkpoint", {"--load-model-type", "hf", "--save-model-type", "mg", "--load-dir",
+                                              source_path("tests/golden/llama_tiny"), "--save-dir", dir.file("mg"),
+                                              "--target-tensor-parallel-size", "2"});
+  EXPECT_EQ(note.exit_code, 0) << note.output;
+  EXPECT_NE(note.output.find("--target-tensor-parallel-size only lays out mg-torch output"), std::string::npos)
+      << note.output;
   auto r = run_tool("convert_checkpoint", {"--load-model-type", "mg", "--save-model-type", "mg", "--load-dir",
                                       dir.file("x"), "--save-dir", dir.file("y")});
   EXPECT_NE(r.exit_code, 0);

@@ -43,7 +43,13 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "..", "golden", "llama_tiny")
 OUT = os.path.join(HERE, "data", "megatron_torch_llama")
-TP, PP, ITERATION, PADDED_VOCAB = 2, 2, 7, 128
+TP, PP, ITERATION, DIVISIBLE_BY = 2, 2, 7, 128
+
+
+def megatron_padded_vocab(vocab, divisible_by, tp):
+    """Megatron's _vocab_size_with_padding: a multiple of --make-vocab-size-divisible-by x TP."""
+    multiple = divisible_by * tp
+    return (vocab + multiple - 1) // multiple * multiple
 
 
 def read_safetensors(path):
@@ -115,7 +121,7 @@ def layer_chunks(L, pp, vpp=None, first=None, last=None, embedding_layer=False, 
     return chunks
 
 
-def megatron_shards(source=SOURCE, tp=TP, pp=PP, vpp=None, first=None, last=None, padded_vocab=PADDED_VOCAB,
+def megatron_shards(source=SOURCE, tp=TP, pp=PP, vpp=None, first=None, last=None, divisible_by=DIVISIBLE_BY,
                     embedding_layer=False, loss_layer=False):
     """{(t, p): OrderedDict of Megatron core names -> that rank's shard} and the args fields;
     with virtual stages (vpp) {(t, p, v): that chunk's state dict} instead."""
@@ -125,6 +131,7 @@ def megatron_shards(source=SOURCE, tp=TP, pp=PP, vpp=None, first=None, last=None
     nh, ng = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     d = h // nh
     per_group = nh // ng
+    padded_vocab = megatron_padded_vocab(cfg["vocab_size"], divisible_by, tp)
 
     def pad(w):
         return torch.cat([w, torch.zeros(padded_vocab - w.shape[0], w.shape[1])], 0)
@@ -176,15 +183,17 @@ def megatron_shards(source=SOURCE, tp=TP, pp=PP, vpp=None, first=None, last=None
     return cfg, shards
 
 
-def megatron_args(cfg, tp, pp, padded_vocab, **pipeline):
+def megatron_args(cfg, tp, pp, divisible_by, **pipeline):
     """The argparse.Namespace Megatron saves, with `pipeline`'s fields last."""
     h, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     nh, ng = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     return argparse.Namespace(
         num_layers=L, hidden_size=h, ffn_hidden_size=cfg["intermediate_size"], num_attention_heads=nh,
         kv_channels=h // nh, group_query_attention=ng != nh, num_query_groups=ng,
-        max_position_embeddings=cfg["max_position_embeddings"], padded_vocab_size=padded_vocab,
-        vocab_size=cfg["vocab_size"], normalization="RMSNorm", swiglu=True, position_embedding_type="rope",
+        max_position_embeddings=cfg["max_position_embeddings"],
+        padded_vocab_size=megatron_padded_vocab(cfg["vocab_size"], divisible_by, tp),
+        make_vocab_size_divisible_by=divisible_by, vocab_size=cfg["vocab_size"], normalization="RMSNorm",
+        swiglu=True, position_embedding_type="rope",
         rotary_base=int(cfg["rope_theta"]), norm_epsilon=cfg["rms_norm_eps"],
         untie_embeddings_and_output_weights=True, add_bias_linear=False, add_qkv_bias=False,
         tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, transformer_impl="local",
@@ -261,7 +270,7 @@ def write_llama6(out):
 
 def main():
     cfg, shards = megatron_shards()
-    save_rank_files(OUT, megatron_args(cfg, TP, PP, PADDED_VOCAB), shards)
+    save_rank_files(OUT, megatron_args(cfg, TP, PP, DIVISIBLE_BY), shards)
 
     # Virtual pipelines. Megatron records the virtual size it derived, the flag it came from
     # (--num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank) and
@@ -274,9 +283,9 @@ def main():
             ("megatron_torch_llama6_vpp", 2, 2, 3, None, 1, False),
             ("megatron_torch_llama6_uneven_vpp", 1, 2, 2, 2, None, False),
             ("megatron_torch_llama6_vpp_ends", 1, 2, 2, None, 2, True)):
-        cfg6, shards = megatron_shards(llama6, tp, pp, vpp=vpp, first=first, padded_vocab=32,
+        cfg6, shards = megatron_shards(llama6, tp, pp, vpp=vpp, first=first, divisible_by=16,
                                        embedding_layer=ends, loss_layer=ends)
-        args = megatron_args(cfg6, tp, pp, 32, virtual_pipeline_model_parallel_size=vpp,
+        args = megatron_args(cfg6, tp, pp, 16, virtual_pipeline_model_parallel_size=vpp,
                              num_layers_per_virtual_pipeline_stage=layers_per_chunk,
                              num_virtual_stages_per_pipeline_rank=None if layers_per_chunk else vpp,
                              decoder_first_pipeline_num_layers=first, decoder_last_pipeline_num_layers=None,
