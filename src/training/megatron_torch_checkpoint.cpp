@@ -171,6 +171,9 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
   m.kv_channels = a.integer_or("kv_channels", m.hidden_size / m.num_attention_heads);
   m.group_query_attention = a.flag("group_query_attention");
   m.num_query_groups = a.integer_or("num_query_groups", m.num_attention_heads);
+  // Megatron records the tokenizer's size only when --vocab-size was given; without it only
+  // the padded size is known.
+  ckpt.records_vocab_size_ = a.integer_or("vocab_size", -1) > 0;
   m.vocab_size = a.integer_or("vocab_size", m.padded_vocab_size);
   m.make_vocab_size_divisible_by = a.integer_or("make_vocab_size_divisible_by", 128);
   m.normalization = a.text("normalization", "LayerNorm") == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
@@ -289,7 +292,7 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const Paramete
 
 Status MegatronTorchCheckpoint::check_model_matches(const ModelConfig& flags) const {
   const std::string problems =
-      architecture_differences(flags, config_, "the checkpoint has", /*compare_padded_vocab=*/true);
+      architecture_differences(flags, config_, "the checkpoint has", /*compare_padded_vocab=*/!records_vocab_size_);
   if (!problems.empty()) return invalid_argument("the model flags do not match the Megatron-LM checkpoint:", problems);
   return ok_status();
 }

@@ -37,7 +37,9 @@ class MegatronTorchCheckpoint {
   int64_t consumed_valid_samples() const { return consumed_valid_; }
   /// The full tensor of a parameter (Megatron core name and global shape from `spec`).
   StatusOr<std::vector<float>> full_tensor(const ParameterSpec& spec) const;
-  /// Every architecture field the model flags contradict, named by flag.
+  /// Every architecture field the model flags contradict, named by flag. The vocabulary is
+  /// compared by its real size when the args record it (the padding then follows this run's
+  /// tensor-parallel size), else by the padded size.
   Status check_model_matches(const ModelConfig& flags) const;
 
  private:
@@ -57,6 +59,7 @@ class MegatronTorchCheckpoint {
   ModelConfig config_;
   int64_t iteration_ = 0, consumed_train_ = 0, consumed_valid_ = 0;
   bool release_ = false;
+  bool records_vocab_size_ = false;  ///< args hold the tokenizer's vocab_size, not only the padded one
 };
 
 }  // namespace mindspeed

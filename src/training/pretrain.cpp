@@ -159,10 +159,15 @@ Status load_megatron_weights(const Configs& c, const ParallelState& ps, const Pa
     return unimplemented("--load ", c.training.load, " is a Megatron-LM --ckpt-format torch checkpoint; its optimizer "
                          "state is not read yet: pass --no-load-optim (or --finetune) to start from its weights");
   }
+  const int64_t saved_rows = ckpt.model_config().padded_vocab_size;
   for (const auto& p : registry.params()) {
     ParameterSpec source = p->spec;
     if (p->is_tied_copy()) source.name = p->spec.tied_to;
+    const bool vocab = source.name == "embedding.word_embeddings.weight" || source.name == "output_layer.weight";
+    if (vocab) source.global_shape = Shape{saved_rows, p->spec.global_shape[1]};  // Megatron's padding
     MS_ASSIGN_OR_RETURN(std::vector<float> full, ckpt.full_tensor(source));
+    // Re-padded for this run's tensor-parallel size: the rows are kept, padding added or cut.
+    if (vocab) full.resize(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
     set_parameter_from_full(*p, full.data(), ps.tp_rank, ps.sizes.tensor);
   }
   if (!c.training.finetune) {

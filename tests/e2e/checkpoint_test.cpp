@@ -28,6 +28,7 @@
 #include "run_command.h"
 #include "scratch_dir.h"
 #include "test_util.h"
+#include "datasets/indexed_dataset.h"
 #include "training/checkpointing.h"
 
 namespace mindspeed::testing {
@@ -343,6 +344,51 @@ TEST(Checkpoint, LoadsMegatronTorchCheckpoints) {
   const CommandResult refused = train(1, "", " --train-iters 6 --load " + megatron);
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.output.find("pass --no-load-optim (or --finetune)"), std::string::npos) << refused.output;
+}
+
+// A Megatron-LM checkpoint saved at TP2 holds the vocabulary padded for TP2 (100 -> 256 rows);
+// when its args record the real vocabulary size, a run at another tensor-parallel size loads
+// it with its own padding (128 rows at TP1), as the Hugging Face import of the same model.
+TEST(Checkpoint, MegatronCheckpointOfAnotherPaddingLoadsAtAnyTensorParallelSize) {
+  const std::string llama_tiny =
+      " --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention"
+      " --num-query-groups 2 --max-position-embeddings 32 --seq-length 16 --normalization RMSNorm"
+      " --norm-epsilon 1e-6 --swiglu --position-embedding-type rope --untie-embeddings-and-output-weights"
+      " --disable-bias-linear --micro-batch-size 2 --global-batch-size 4 --train-iters 1 --eval-iters 2"
+      " --lr 1e-3 --tokenizer-type NullTokenizer --vocab-size 99 --seed 7 --finetune --skip-train"
+      " --attention-dropout 0 --hidden-dropout 0 --split 50,50,0";
+  // Documents of token ids below 100 (the fixture's vocabulary).
+  ScratchDir scratch;
+  {
+    auto builder = IndexedDatasetBuilder::create(scratch.file("ids.bin"));
+    ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+    for (int d = 0; d < 40; ++d) {
+      std::vector<int32_t> tokens;
+      for (int t = 0; t < 20 + d % 7; ++t) tokens.push_back((d * 7 + t * 3) % 99);
+      ASSERT_TRUE((*builder)->add_item(std::span<const int32_t>(tokens)).ok());
+      (*builder)->end_document();
+    }
+    ASSERT_TRUE((*builder)->finalize(scratch.file("ids.idx")).ok());
+  }
+  const std::string model = llama_tiny + " --data-path " + scratch.file("ids");
+  auto eval_loss = [](const CommandResult& r) {
+    const std::regex re(R"(lm loss value: ([0-9.E+-]+))");
+    std::smatch m;
+    return std::regex_search(r.output, m, re) ? std::string(m[1]) : std::string("none");
+  };
+  const CommandResult hf = run_command(launch(1) + model + " --load " MS_SOURCE_DIR "/tests/golden/llama_tiny");
+  ASSERT_EQ(hf.exit_code, 0) << hf.output;
+  const std::string megatron = " --load " MS_SOURCE_DIR "/tests/tools/data/megatron_torch_llama";
+  const CommandResult tp1 = run_command(launch(1) + model + megatron);
+  ASSERT_EQ(tp1.exit_code, 0) << tp1.output;
+  EXPECT_EQ(eval_loss(tp1), eval_loss(hf)) << tp1.output;
+  // At TP2 both have 256 rows (the padding logits enter the softmax, as in Megatron, so the
+  // loss depends on the padded size).
+  const std::string tp2 = " --tensor-model-parallel-size 2";
+  const CommandResult hf2 = run_command(launch(2) + model + tp2 + " --load " MS_SOURCE_DIR "/tests/golden/llama_tiny");
+  const CommandResult mg2 = run_command(launch(2) + model + tp2 + megatron);
+  ASSERT_EQ(mg2.exit_code, 0) << mg2.output;
+  EXPECT_NEAR(std::stod(eval_loss(mg2)), std::stod(eval_loss(hf2)), 1e-5 * std::stod(eval_loss(hf2)));
 }
 
 TEST(Checkpoint, EmptyLoadDirectoryStartsFromRandomAsMegatron) {
