@@ -9,14 +9,25 @@ What it does, per case (each case in fresh processes, one per model-parallel ran
      command line of `--use-checkpoint-args --use-mp-args-from-checkpoint-args --load DIR
      --ckpt-format torch --no-load-optim --no-load-rng --transformer-impl local ...`, then
      Megatron's load_args_from_checkpoint (which reads our pickled argparse.Namespace),
-     validate_args and set_global_variables (no tokenizer);
-  3. initialises torch.distributed (gloo) and Megatron's parallel_state at the checkpoint's TP/PP;
+     validate_args and set_global_variables (no tokenizer); pipeline-layout fields that
+     load_args_from_checkpoint does not take (--num-virtual-stages-per-pipeline-rank,
+     --decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-pipeline-split)
+     are passed on the command line from the checkpoint's args, as a user resuming would;
+  3. initialises torch.distributed (gloo) and Megatron's parallel_state at the checkpoint's
+     TP/PP and the virtual pipeline size validate_args derived (initialize_megatron's call);
   4. builds Megatron's GPTModel from core_transformer_config_from_args with
-     get_gpt_layer_local_spec (no Transformer Engine, no apex);
-  5. calls megatron.training.checkpointing.load_checkpoint([model], None, None, strict=True);
-  6. compares every entry of the model's state_dict with (a) the tensor in this rank's
-     model_optim_rng.pt and (b), with --hf, the shard laid out here, independently of our C++,
-     from the Hugging Face source (LLaMA-style and GPT-2-style), and checks Megatron's own
+     get_gpt_layer_local_spec (no Transformer Engine, no apex) the way
+     megatron.training.training.get_model does: with a virtual pipeline (PP > 1 and
+     virtual_pipeline_model_parallel_size set), one model chunk per virtual stage, each built
+     after parallel_state.set_virtual_pipeline_model_parallel_rank(i), pre_process /
+     post_process from is_pipeline_first_stage() / is_pipeline_last_stage() under that rank;
+  5. calls megatron.training.checkpointing.load_checkpoint(chunks, None, None, strict=True)
+     (Megatron loads 'model', or 'model0', 'model1', ... into chunk 0, 1, ...);
+  6. compares every entry of each chunk's state_dict with (a) the tensor in this rank's
+     model_optim_rng.pt ('model' or 'model{i}') and (b), with --hf, the shard laid out here,
+     independently of our C++, from the Hugging Face source (LLaMA-style and GPT-2-style), the
+     chunk's global layers given by make_megatron_torch_fixture.layer_chunks and checked
+     against the layer_number Megatron gave each TransformerLayer; and checks Megatron's own
      vocabulary padding rule (_vocab_size_with_padding) reproduces the checkpoint's
      padded_vocab_size at the checkpoint's TP.
 It prints PASS/FAIL per case and exits non-zero if any case fails.
@@ -62,8 +73,11 @@ Run (Debian's interpreter; Megatron core_v0.12.1 checked out anywhere, e.g.
 
 Standard cases (--converter): LLaMA-style tests/golden/llama_tiny (RMSNorm, SwiGLU, GQA, RoPE,
 untied) and GPT-2-style tests/golden/gpt2_tiny (LayerNorm, GELU, biases, tied, learned absolute
-positions), each at TP1xPP1 and TP2xPP2 (4 gloo processes). --cases selects a subset, e.g.
---cases llama:1:1,gpt2:1:1. Not part of CTest (CI has no PyTorch).
+positions), each at TP1xPP1 and TP2xPP2 (4 gloo processes), and the 6-layer LLaMA
+tests/tools/data/llama6_hf at TP2xPP2 with a virtual pipeline of one layer per chunk
+(llama6:2:2:vpp1: --num-layers-per-virtual-pipeline-stage 1, 3 chunks per rank). --cases
+selects cases as model:tp:pp[:vppN], e.g. --cases llama:1:1,llama6:1:2:vpp1. Not part of CTest
+(CI has no PyTorch).
 """
 import argparse
 import collections
@@ -82,11 +96,13 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-CASES = {  # name: (golden directory, --model-type-hf)
+CASES = {  # name: (Hugging Face directory, --model-type-hf)
     "llama": ("tests/golden/llama_tiny", "llama2"),
     "gpt2": ("tests/golden/gpt2_tiny", "gpt2"),
+    "llama6": ("tests/tools/data/llama6_hf", "llama2"),  # 6 layers: enough for virtual pipelines
 }
-DEFAULT_CASES = "llama:1:1,gpt2:1:1,llama:2:2,gpt2:2:2"
+# model:tp:pp[:vppN], vppN: --num-layers-per-virtual-pipeline-stage N (interleaved pipeline).
+DEFAULT_CASES = "llama:1:1,gpt2:1:1,llama:2:2,gpt2:2:2,llama6:2:2:vpp1"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -288,8 +304,11 @@ def hf_full_megatron(hf_dir, padded_vocab):
     return full, L
 
 
-def expected_shard(full, num_layers, tp, pp, t, p, swiglu, tied):
-    """This rank's entries, sharded as Megatron's tensor-parallel layers hold them."""
+def expected_shard(full, layers, tp, pp, t, p, swiglu, tied, v=0, vp=1):
+    """Model chunk v of pipeline stage p at tensor rank t, sharded as Megatron's tensor-parallel
+    layers hold it. layers: the global layer of each local layer of the chunk (layer_chunks).
+    Chunk 0 of stage 0 holds the embedding, the last chunk of the last stage the final norm and
+    the output layer."""
     import torch
 
     def shard(name, w):
@@ -303,22 +322,22 @@ def expected_shard(full, num_layers, tp, pp, t, p, swiglu, tied):
             return w.chunk(tp, 1)[t]
         return w  # norms, row-parallel biases, position embeddings: replicated
 
-    per_stage = num_layers // pp
+    local = {g: i for i, g in enumerate(layers)}
+    first, last = (p, v) == (0, 0), (p, v) == (pp - 1, vp - 1)
     out = {}
     for name, w in full.items():
         if name.startswith("decoder.layers."):
             g = int(name.split(".")[2])
-            if g // per_stage != p:
-                continue
-            out[name.replace(f"decoder.layers.{g}.", f"decoder.layers.{g % per_stage}.", 1)] = shard(name, w)
+            if g in local:
+                out[name.replace(f"decoder.layers.{g}.", f"decoder.layers.{local[g]}.", 1)] = shard(name, w)
         elif name.startswith("embedding."):
-            if p == 0:
+            if first:
                 out[name] = shard(name, w)
         elif name == "output_layer.weight":
             # Tied at PP1: the output layer reuses the embedding and has no weight of its own.
-            if p == pp - 1 and not (tied and pp == 1):
+            if last and not (tied and pp == 1):
                 out[name] = shard(name, w)
-        elif p == pp - 1:
+        elif last:
             out[name] = shard(name, w)
     return out
 
@@ -368,6 +387,17 @@ def worker(rank, world, port, megatron_dir, ckpt_dir, hf_dir, result_dir, vocab_
             argv.append("--openai-gelu")
         if getattr(ck, "use_rope_scaling", False):
             argv += ["--use-rope-scaling", "--rope-scaling-factor", repr(ck.rope_scaling_factor)]
+        # Pipeline layout fields load_args_from_checkpoint does not take either (it takes the
+        # virtual size and num_layers_per_virtual_pipeline_stage): a user resuming passes them.
+        if (getattr(ck, "num_virtual_stages_per_pipeline_rank", None) is not None
+                and getattr(ck, "num_layers_per_virtual_pipeline_stage", None) is None):
+            argv += ["--num-virtual-stages-per-pipeline-rank", str(ck.num_virtual_stages_per_pipeline_rank)]
+        for field in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"):
+            if getattr(ck, field, None) is not None:
+                argv += ["--" + field.replace("_", "-"), str(getattr(ck, field))]
+        for field in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+            if getattr(ck, field, False):
+                argv.append("--" + field.replace("_", "-"))
         sys.argv = ["megatron"] + argv
         args = margs.parse_args()
         checkpointing.load_args_from_checkpoint(args)
@@ -386,50 +416,101 @@ def worker(rank, world, port, megatron_dir, ckpt_dir, hf_dir, result_dir, vocab_
             if vocab_rule:
                 args.padded_vocab_size = megatron_padded
 
+        # validate_args derived virtual_pipeline_model_parallel_size from the checkpoint's
+        # num_layers_per_virtual_pipeline_stage (or num_virtual_stages_per_pipeline_rank).
+        vpp = args.virtual_pipeline_model_parallel_size
+        if vpp != getattr(ck, "virtual_pipeline_model_parallel_size", None):
+            ok = False
+            msgs.append(f"FAIL rank {rank}: Megatron derives virtual_pipeline_model_parallel_size {vpp}, the "
+                        f"checkpoint records {getattr(ck, 'virtual_pipeline_model_parallel_size', None)}")
         torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
-        mpu.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
+        # initialize_megatron's call (_initialize_distributed), virtual size included.
+        mpu.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+                                      virtual_pipeline_model_parallel_size=vpp)
         config = margs.core_transformer_config_from_args(args)
         spec = get_gpt_layer_local_spec(normalization=args.normalization)
-        model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=args.padded_vocab_size,
-                         max_sequence_length=args.max_position_embeddings,
-                         pre_process=mpu.is_pipeline_first_stage(), post_process=mpu.is_pipeline_last_stage(),
-                         share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
-                         position_embedding_type=args.position_embedding_type,
-                         rotary_percent=args.rotary_percent, rotary_base=args.rotary_base,
-                         rope_scaling=args.use_rope_scaling)
-        before = {k: v.clone() for k, v in model.state_dict().items() if torch.is_tensor(v)}
 
-        iteration, _ = checkpointing.load_checkpoint([model], None, None, strict=True)
+        def model_provider(pre_process, post_process):  # pretrain_gpt.py's, local spec
+            return GPTModel(config=config, transformer_layer_spec=spec, vocab_size=args.padded_vocab_size,
+                            max_sequence_length=args.max_position_embeddings,
+                            pre_process=pre_process, post_process=post_process,
+                            share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
+                            position_embedding_type=args.position_embedding_type,
+                            rotary_percent=args.rotary_percent, rotary_base=args.rotary_base,
+                            rope_scaling=args.use_rope_scaling)
+
+        # megatron.training.training.get_model's build_model: one model chunk per virtual stage,
+        # pre/post_process decided after the virtual rank is set.
+        if mpu.get_pipeline_model_parallel_world_size() > 1 and vpp is not None:
+            models = []
+            for i in range(vpp):
+                mpu.set_virtual_pipeline_model_parallel_rank(i)
+                models.append(model_provider(pre_process=mpu.is_pipeline_first_stage(),
+                                             post_process=mpu.is_pipeline_last_stage()))
+        else:
+            models = [model_provider(pre_process=mpu.is_pipeline_first_stage(),
+                                     post_process=mpu.is_pipeline_last_stage())]
+        befores = [{k: v.clone() for k, v in m.state_dict().items() if torch.is_tensor(v)} for m in models]
+
+        iteration, _ = checkpointing.load_checkpoint(models, None, None, strict=True)
 
         t, p = mpu.get_tensor_model_parallel_rank(), mpu.get_pipeline_model_parallel_rank()
         name = f"mp_rank_{t:02d}" if pp == 1 else f"mp_rank_{t:02d}_{p:03d}"
-        on_disk = torch.load(os.path.join(it_dir, name, "model_optim_rng.pt"), map_location="cpu")["model"]
-        got = {k: v for k, v in model.state_dict().items() if torch.is_tensor(v)}
-        if set(got) != set(on_disk):
+        rank_sd = torch.load(os.path.join(it_dir, name, "model_optim_rng.pt"), map_location="cpu")
+        file_keys = sorted(k for k in rank_sd if k == "model" or (k.startswith("model") and k[5:].isdigit()))
+        want_keys = ["model"] if len(models) == 1 else [f"model{i}" for i in range(len(models))]
+        if sorted(file_keys) != sorted(want_keys):
             ok = False
-            msgs.append(f"FAIL {name}: keys differ: only model {sorted(set(got) - set(on_disk))}, "
-                        f"only file {sorted(set(on_disk) - set(got))}")
-        for k in sorted(set(got) & set(on_disk)):
-            if got[k].shape != on_disk[k].shape or not torch.equal(got[k], on_disk[k]):
-                ok = False
-                msgs.append(f"FAIL {name}: {k} loaded {tuple(got[k].shape)} != file {tuple(on_disk[k].shape)}")
-        changed = sum(1 for k in got if k in before and not torch.equal(before[k], got[k]))
-        msgs.append(f"{name}: load_checkpoint returned iteration {iteration}; {len(got)} tensors loaded, "
-                    f"{changed} differ from the random init; checkpoint_version {checkpointing.get_checkpoint_version()}")
+            msgs.append(f"FAIL {name}: rank file holds {file_keys}, Megatron's {len(models)} model chunk(s) "
+                        f"load {want_keys}")
         if hf_dir:
+            sys.path.insert(0, HERE)
+            from make_megatron_torch_fixture import layer_chunks
+
             full, L = hf_full_megatron(hf_dir, ck.padded_vocab_size)
-            want = expected_shard(full, L, tp, pp, t, p, args.swiglu, not args.untie_embeddings_and_output_weights)
-            if set(want) != set(got):
+            chunks = layer_chunks(L, pp, vpp if len(models) > 1 else None,
+                                  getattr(args, "decoder_first_pipeline_num_layers", None),
+                                  getattr(args, "decoder_last_pipeline_num_layers", None),
+                                  bool(getattr(args, "account_for_embedding_in_pipeline_split", False)),
+                                  bool(getattr(args, "account_for_loss_in_pipeline_split", False)))
+        for i, (model, key, before) in enumerate(zip(models, want_keys, befores)):
+            where = name if len(models) == 1 else f"{name} {key}"
+            on_disk = rank_sd.get(key, {})
+            got = {k: v for k, v in model.state_dict().items() if torch.is_tensor(v)}
+            if set(got) != set(on_disk):
                 ok = False
-                msgs.append(f"FAIL {name}: keys vs HF layout: only model {sorted(set(got) - set(want))}, "
-                            f"only HF {sorted(set(want) - set(got))}")
-            bad = [k for k in sorted(set(want) & set(got))
-                   if want[k].shape != got[k].shape or not torch.equal(want[k], got[k])]
-            if bad:
-                ok = False
-                msgs.append(f"FAIL {name}: differ from the HF source laid out as Megatron's shards: {bad}")
-            else:
-                msgs.append(f"{name}: {len(want)} tensors equal the HF source in Megatron's layout")
+                msgs.append(f"FAIL {where}: keys differ: only model {sorted(set(got) - set(on_disk))}, "
+                            f"only file {sorted(set(on_disk) - set(got))}")
+            for k in sorted(set(got) & set(on_disk)):
+                if got[k].shape != on_disk[k].shape or not torch.equal(got[k], on_disk[k]):
+                    ok = False
+                    msgs.append(f"FAIL {where}: {k} loaded {tuple(got[k].shape)} != file {tuple(on_disk[k].shape)}")
+            changed = sum(1 for k in got if k in before and not torch.equal(before[k], got[k]))
+            # Megatron's own global numbering of this chunk's layers (TransformerLayer.layer_number,
+            # 1-based, from its _get_layer_offset).
+            megatron_layers = [layer.layer_number - 1 for layer in model.decoder.layers]
+            msgs.append(f"{where}: load_checkpoint returned iteration {iteration}; {len(got)} tensors loaded, "
+                        f"{changed} differ from the random init; global layers {megatron_layers}; "
+                        f"checkpoint_version {checkpointing.get_checkpoint_version()}")
+            if hf_dir:
+                layers = chunks[(p, i)]
+                if layers != megatron_layers:
+                    ok = False
+                    msgs.append(f"FAIL {where}: Megatron builds global layers {megatron_layers}, "
+                                f"the expected layout (layer_chunks) has {layers}")
+                want = expected_shard(full, layers, tp, pp, t, p, args.swiglu,
+                                      not args.untie_embeddings_and_output_weights, v=i, vp=len(models))
+                if set(want) != set(got):
+                    ok = False
+                    msgs.append(f"FAIL {where}: keys vs HF layout: only model {sorted(set(got) - set(want))}, "
+                                f"only HF {sorted(set(want) - set(got))}")
+                bad = [k for k in sorted(set(want) & set(got))
+                       if want[k].shape != got[k].shape or not torch.equal(want[k], got[k])]
+                if bad:
+                    ok = False
+                    msgs.append(f"FAIL {where}: differ from the HF source laid out as Megatron's shards: {bad}")
+                else:
+                    msgs.append(f"{where}: {len(want)} tensors equal the HF source in Megatron's layout")
         if rank == 0:
             msgs.insert(0, f"shims: {', '.join(shims) or 'none'}")
         torch.distributed.barrier()
@@ -492,7 +573,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megatron", required=True, help="Megatron-LM core_v0.12.1 checkout (has megatron/)")
     parser.add_argument("--converter", help="convert_checkpoint binary: run the standard cases")
-    parser.add_argument("--cases", default=DEFAULT_CASES, help="with --converter: model:tp:pp,... "
+    parser.add_argument("--cases", default=DEFAULT_CASES, help="with --converter: model:tp:pp[:vppN],... "
                         f"(models {sorted(CASES)}; default {DEFAULT_CASES})")
     parser.add_argument("--ckpt", help="an existing mg-torch checkpoint directory instead")
     parser.add_argument("--hf", help="with --ckpt: the Hugging Face directory it was converted from")
@@ -514,21 +595,30 @@ def main():
     else:
         work = opts.work or tempfile.mkdtemp(prefix="mgload_")
         for case in opts.cases.split(","):
-            model, tp, pp = case.split(":")
+            model, tp, pp, *extra = case.split(":")
+            vpp_layers = None
+            if extra:
+                if len(extra) != 1 or not extra[0].startswith("vpp") or not extra[0][3:].isdigit():
+                    parser.error(f"case {case}: model:tp:pp or model:tp:pp:vppN")
+                vpp_layers = extra[0][3:]
             src, hf_type = CASES[model]
             src = os.path.join(REPO, src)
-            out = os.path.join(work, f"{model}_tp{tp}pp{pp}")
+            out = os.path.join(work, f"{model}_tp{tp}pp{pp}" + (f"vpp{vpp_layers}" if vpp_layers else ""))
             cmd = [opts.converter, "--load-model-type", "hf", "--save-model-type", "mg-torch", "--load-dir", src,
                    "--save-dir", out, "--target-tensor-parallel-size", tp, "--target-pipeline-parallel-size", pp,
                    "--model-type-hf", hf_type]
+            if vpp_layers:
+                cmd += ["--num-layers-per-virtual-pipeline-stage", vpp_layers]
+            label = f"{model} TP{tp}xPP{pp}" + (f" (virtual pipeline, {vpp_layers} layer(s) per chunk)"
+                                                 if vpp_layers else "")
             print("$", " ".join(cmd), flush=True)
             conv = subprocess.run(cmd, capture_output=True, text=True)
             if conv.returncode != 0:
                 print(conv.stdout + conv.stderr)
-                print(f"FAIL {model} TP{tp}xPP{pp}: converter exited {conv.returncode}")
+                print(f"FAIL {label}: converter exited {conv.returncode}")
                 results.append(False)
                 continue
-            results.append(run_case(f"{model} TP{tp}xPP{pp}", opts.megatron, out, src, opts.timeout,
+            results.append(run_case(label, opts.megatron, out, src, opts.timeout,
                                     opts.megatron_vocab_padding))
     print(f"{sum(results)}/{len(results)} cases passed")
     return 0 if all(results) else 1
