@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "cli/known_flags.h"
+#include "core/profiler.h"
 
 namespace mindspeed {
 namespace {
@@ -138,6 +139,8 @@ struct Choices {
   std::string noop_layers;
   std::string schedules_method;
   std::string ckpt_format = "safetensors";
+  std::string profile_level = "level0";
+  std::vector<std::string> profile_ranks = {"-1"};
   bool use_rope_scaling = false;
   std::string rope_scaling_type;
   std::string optimizer = "adam";
@@ -313,6 +316,22 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--exit-signal-handler", t.exit_signal_handler, "On SIGTERM: finish the iteration, save (with --save), exit 0");
   r.flag("--skip-train", t.skip_train,
          "No training: evaluate the model (from --load) on the validation and test data and exit");
+  // MindSpeed's profiling flags (core/profiler.h).
+  profiler::Options& prof = t.profile;
+  r.flag("--profile", prof.enabled, "Record a trace of the profiled steps (Chrome trace JSON, one file per rank)");
+  r.number("--profile-step-start", prof.step_start, "First profiled train step (0-based count of steps this run)",
+           between(0, 1ll << 40, false, "steps"));
+  r.number("--profile-step-end", prof.step_end, "First train step no longer profiled", between(1, 1ll << 40, false, "steps"));
+  r.value("--profile-level", ch.profile_level,
+          "level0: steps, micro-batches, layers, optimizer, communication; level1: + kernels; level2: + shapes, stacks")
+      ->check(CLI::IsMember({"level0", "level1", "level2"}));
+  r.flag("--profile-with-cpu", prof.with_cpu, "Also record host-side work (data loading, checkpoint saving, logging)");
+  r.flag("--profile-with-stack", prof.with_stack, "level2: native call stacks on events");
+  r.flag("--profile-with-memory", prof.with_memory,
+         "Counter tracks of the allocator's bytes per category (requires --profile-with-cpu)");
+  r.flag("--profile-record-shapes", prof.record_shapes, "level2: kernel argument shapes");
+  r.value("--profile-save-path", prof.save_path, "Directory for the traces (rank_NNNNN.trace.json)");
+  r.list("--profile-ranks", ch.profile_ranks, "Global ranks to profile; -1 = all");
   r.value("--ckpt-format", ch.ckpt_format,
           "Checkpoint format: safetensors (mindspeed-cpp's resharding format; Megatron's torch and torch_dist are "
           "not written yet)")
@@ -396,6 +415,20 @@ Status apply_choices(Configs& c, const Choices& ch) {
   if (ch.lr_wsd_decay_style == "cosine") c.optimizer.lr_wsd_decay_style = LrWsdDecayStyle::kCosine;
   if (ch.lr_wsd_decay_style == "minus_sqrt") c.optimizer.lr_wsd_decay_style = LrWsdDecayStyle::kMinusSqrt;
   c.training.deterministic_mode = c.training.deterministic_mode || ch.npu_deterministic;
+  profiler::Options& prof = c.training.profile;
+  prof.level = ch.profile_level == "level2"   ? profiler::Level::kLevel2
+               : ch.profile_level == "level1" ? profiler::Level::kLevel1
+                                              : profiler::Level::kLevel0;
+  prof.ranks.clear();
+  for (const std::string& text : ch.profile_ranks) {
+    char* end = nullptr;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || end == nullptr || *end != '\0' || value < -1 || value > (1 << 30)) {
+      return invalid_argument("--profile-ranks: '", text, "' is not a global rank (an integer >= 0, or -1 for all)");
+    }
+    prof.ranks.push_back(static_cast<int>(value));
+  }
+  MS_RETURN_IF_ERROR(profiler::validate(prof));
   return ok_status();
 }
 

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/profiler.h"
+
 namespace mindspeed {
 
 struct TrainingConfig {
@@ -37,7 +39,8 @@ struct TrainingConfig {
   bool no_save_rng = false;       ///< --no-save-rng (likewise)
   bool finetune = false;          ///< --finetune: load weights only, start at iteration 0
   int64_t ckpt_step = -1;         ///< --ckpt-step: load this iteration instead of the tracked one
-  bool exit_on_missing_checkpoint = false;  ///< --exit-on-missing-checkpoint
+  bool exit_on_missing_checkpoint = false;
+  profiler::Options profile;      ///< --profile and MindSpeed's --profile-* flags  ///< --exit-on-missing-checkpoint
   int64_t exit_interval = 0;      ///< --exit-interval: save (with --save) and exit at multiples
   double exit_duration_in_mins = 0.0;  ///< --exit-duration-in-mins: save and exit after this long
   bool exit_signal_handler = false;    ///< --exit-signal-handler: on SIGTERM finish the step, save, exit 0

@@ -5,8 +5,12 @@
 #include <cstdlib>
 #include <iomanip>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/check.h"
+#include "core/profiler.h"
 
 namespace mindspeed {
 
@@ -42,7 +46,25 @@ Allocator::~Allocator() {
   // them here would turn it into a use-after-free, so they are left to the OS.
 }
 
+namespace {
+// --profile-with-memory: one counter sample of the bytes in use per category.
+void profile_memory(const MemoryStats& stats) {
+  std::vector<std::pair<std::string, double>> series;
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    series.emplace_back(memory_category_name(static_cast<MemoryCategory>(c)), static_cast<double>(stats.current[c]));
+  }
+  series.emplace_back("cached", static_cast<double>(stats.cached));
+  profiler::counter("memory (bytes)", series);
+}
+}  // namespace
+
 void* Allocator::allocate(int64_t bytes, MemoryCategory category) {
+  void* ptr = take_block(bytes, category);
+  if (profiler::recording_memory()) profile_memory(stats());
+  return ptr;
+}
+
+void* Allocator::take_block(int64_t bytes, MemoryCategory category) {
   MS_CHECK(bytes >= 0, "negative allocation size ", bytes);
   MS_CHECK(category != MemoryCategory::kCount, "invalid memory category");
   const int64_t rounded = std::max<int64_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
@@ -80,16 +102,19 @@ void* Allocator::allocate(int64_t bytes, MemoryCategory category) {
 
 void Allocator::deallocate(void* ptr) {
   if (ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.find(ptr);
-  MS_CHECK(it != live_.end(), "deallocate of a pointer this allocator does not own");
-  const Block block = it->second;
-  live_.erase(it);
-  const int c = static_cast<int>(block.category);
-  stats_.current[c] -= block.bytes;
-  stats_.total_current -= block.bytes;
-  free_.emplace(block.bytes, ptr);
-  stats_.cached += block.bytes;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(ptr);
+    MS_CHECK(it != live_.end(), "deallocate of a pointer this allocator does not own");
+    const Block block = it->second;
+    live_.erase(it);
+    const int c = static_cast<int>(block.category);
+    stats_.current[c] -= block.bytes;
+    stats_.total_current -= block.bytes;
+    free_.emplace(block.bytes, ptr);
+    stats_.cached += block.bytes;
+  }
+  if (profiler::recording_memory()) profile_memory(stats());
 }
 
 MemoryStats Allocator::stats() const {

@@ -62,6 +62,7 @@ class Allocator {
   void release_cached();
 
  private:
+  void* take_block(int64_t bytes, MemoryCategory category);
   struct Block {
     int64_t bytes;
     MemoryCategory category;

@@ -21,6 +21,7 @@ Backend select_backend(const KernelOptions& options, int threads) {
   blas_set_num_threads(threads);
   Backend backend;
   backend.kernels = select_kernels(options);
+  if (options.profile_kernels) backend.kernels = profiled_kernels(backend.kernels);
   backend.context.num_threads = threads;
   return backend;
 }

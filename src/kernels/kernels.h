@@ -91,11 +91,16 @@ struct KernelOptions {
   bool fused_swiglu = false;
   bool fused_rotary = false;
   bool flash_attention = false;
+  /// --profile-level level1+: every kernel call recorded by the profiler (core/profiler.h).
+  bool profile_kernels = false;
 };
 
 /// Fills the table. On a machine that cannot run the cpu/ kernels every op falls back to
 /// its reference kernel, with a warning.
 KernelTable select_kernels(const KernelOptions& options);
+/// `inner` with every kernel wrapped to record a profiler event (name, FLOPs or bytes,
+/// shapes); one wrapped table per process.
+KernelTable profiled_kernels(const KernelTable& inner);
 /// All reference kernels (tests compare against these).
 inline KernelTable reference_kernels() { return select_kernels(KernelOptions{.fast = false}); }
 

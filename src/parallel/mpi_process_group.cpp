@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/profiler.h"
 
 namespace mindspeed {
 namespace {
@@ -64,21 +65,36 @@ class AsyncWork final : public Work {
   std::shared_ptr<Completion> c_;
 };
 
+// A non-blocking send or recv; with the profiler on, an asynchronous slice from issue to
+// completion (seen by wait() or is_completed()).
 class RequestWork final : public Work {
  public:
-  explicit RequestWork(MPI_Request request) : request_(request) {}
+  RequestWork(MPI_Request request, std::string profile_name, uint64_t profile_id)
+      : request_(request), profile_name_(std::move(profile_name)), profile_id_(profile_id) {}
   ~RequestWork() override {
     if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    completed();
   }
-  void wait() override { MPI_Wait(&request_, MPI_STATUS_IGNORE); }
+  void wait() override {
+    MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    completed();
+  }
   bool is_completed() override {
     int flag = 0;
     MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+    if (flag != 0) completed();
     return flag != 0;
   }
 
  private:
+  void completed() {
+    if (profile_id_ == 0) return;
+    profiler::async_end(profiler::category::kComm, profile_name_, "p2p", profile_id_);
+    profile_id_ = 0;
+  }
   MPI_Request request_;
+  std::string profile_name_;
+  uint64_t profile_id_;
 };
 
 class DoneWork final : public Work {
@@ -90,7 +106,7 @@ class DoneWork final : public Work {
 // A thread that runs queued jobs in order.
 class Worker {
  public:
-  explicit Worker(const std::string& group) {
+  explicit Worker(const std::string& group) : group_(group) {
     try {
       thread_ = std::thread([this] { run(); });
     } catch (const std::system_error& e) {  // e.g. the process or thread limit (ulimit -u)
@@ -124,6 +140,7 @@ class Worker {
 
  private:
   void run() {
+    profiler::set_thread_name("comm " + group_);
     for (;;) {
       std::function<void()> job;
       {
@@ -136,6 +153,7 @@ class Worker {
       job();
     }
   }
+  std::string group_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
@@ -162,7 +180,7 @@ class MpiProcessGroup final : public ProcessGroup {
     stats_.record(CollectiveKind::kAllReduce, 4 * n);
     if (size_ == 1) return done();
     const int count = checked_count(n, "all_reduce");
-    return async([=, this] {
+    return async(CollectiveKind::kAllReduce, 4 * n, [=, this] {
       mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, to_mpi(op), async_comm_), "Allreduce", name_);
     });
   }
@@ -173,7 +191,7 @@ class MpiProcessGroup final : public ProcessGroup {
       if (out != in) std::copy(in, in + n, out);
       return done();
     }
-    return async([=, this] {
+    return async(CollectiveKind::kAllGather, 4 * n * size_, [=, this] {
       const bool in_place = in == out + static_cast<int64_t>(rank_) * n;
       mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in, count, MPI_FLOAT, out, count, MPI_FLOAT, async_comm_),
                 "Allgather", name_);
@@ -186,7 +204,7 @@ class MpiProcessGroup final : public ProcessGroup {
       if (out != in) std::copy(in, in + n, out);
       return done();
     }
-    return async([=, this] {
+    return async(CollectiveKind::kReduceScatter, 4 * n * size_, [=, this] {
       mpi_check(MPI_Reduce_scatter_block(in, out, count, MPI_FLOAT, to_mpi(op), async_comm_), "Reduce_scatter",
                 name_);
     });
@@ -198,7 +216,7 @@ class MpiProcessGroup final : public ProcessGroup {
       if (out != in) std::memmove(out, in, static_cast<size_t>(bytes));
       return done();
     }
-    return async([=, this] {
+    return async(CollectiveKind::kAllGather, bytes * size_, [=, this] {
       const bool in_place = in == static_cast<char*>(out) + static_cast<int64_t>(rank_) * bytes;
       mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in, count, MPI_BYTE, out, count, MPI_BYTE, async_comm_),
                 "Allgather", name_);
@@ -208,7 +226,8 @@ class MpiProcessGroup final : public ProcessGroup {
     stats_.record(CollectiveKind::kBroadcast, bytes);
     if (size_ == 1) return done();
     const int count = checked_count(bytes, "broadcast");
-    return async([=, this] { mpi_check(MPI_Bcast(data, count, MPI_BYTE, root, async_comm_), "Bcast", name_); });
+    return async(CollectiveKind::kBroadcast, bytes,
+                 [=, this] { mpi_check(MPI_Bcast(data, count, MPI_BYTE, root, async_comm_), "Bcast", name_); });
   }
   std::unique_ptr<Work> all_to_all_async(float* out, const std::vector<int64_t>& recv_counts, const float* in,
                                          const std::vector<int64_t>& send_counts) override {
@@ -225,7 +244,7 @@ class MpiProcessGroup final : public ProcessGroup {
       roff += recv_counts[r];
     }
     stats_.record(CollectiveKind::kAllToAll, 4 * soff);
-    return async([=, this] {
+    return async(CollectiveKind::kAllToAll, 4 * soff, [=, this] {
       mpi_check(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, async_comm_),
                 "Alltoallv", name_);
     });
@@ -233,15 +252,17 @@ class MpiProcessGroup final : public ProcessGroup {
   // Point-to-point of n elements of `type` (`width` bytes each), counted in the stats.
   std::unique_ptr<Work> send(const void* data, int64_t n, MPI_Datatype type, int width, int dst, int tag) {
     stats_.record(CollectiveKind::kSend, width * n);
+    const auto [name, id] = profile_p2p(CollectiveKind::kSend, width * n, dst, tag);
     MPI_Request req;
     mpi_check(MPI_Isend(data, checked_count(n, "send"), type, dst, tag, comm_, &req), "Isend", name_);
-    return std::make_unique<RequestWork>(req);
+    return std::make_unique<RequestWork>(req, name, id);
   }
   std::unique_ptr<Work> recv(void* data, int64_t n, MPI_Datatype type, int width, int src, int tag) {
     stats_.record(CollectiveKind::kRecv, width * n);
+    const auto [name, id] = profile_p2p(CollectiveKind::kRecv, width * n, src, tag);
     MPI_Request req;
     mpi_check(MPI_Irecv(data, checked_count(n, "recv"), type, src, tag, comm_, &req), "Irecv", name_);
-    return std::make_unique<RequestWork>(req);
+    return std::make_unique<RequestWork>(req, name, id);
   }
   std::unique_ptr<Work> send_async(const float* data, int64_t n, int dst, int tag) override {
     return send(data, n, MPI_FLOAT, 4, dst, tag);
@@ -255,18 +276,55 @@ class MpiProcessGroup final : public ProcessGroup {
   std::unique_ptr<Work> recv_i64_async(int64_t* data, int64_t n, int src, int tag) override {
     return recv(data, n, MPI_INT64_T, 8, src, tag);
   }
-  void barrier() override { mpi_check(MPI_Barrier(comm_), "Barrier", name_); }
+  void barrier() override {
+    const double start = profiler::recording() ? profiler::now_us() : 0.0;
+    mpi_check(MPI_Barrier(comm_), "Barrier", name_);
+    if (start > 0.0) profiler::complete(profiler::category::kComm, "barrier", start, profiler::now_us(), event_args(0));
+  }
   double all_reduce_scalar(double value, ReduceOp op) override {
     if (size_ == 1) return value;
+    const double start = profiler::recording() ? profiler::now_us() : 0.0;
     double out = 0.0;
     mpi_check(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, to_mpi(op), comm_), "Allreduce", name_);
+    if (start > 0.0) {
+      profiler::complete(profiler::category::kComm, "all-reduce (scalar)", start, profiler::now_us(),
+                         event_args(8));
+    }
     return out;
   }
 
  private:
-  std::unique_ptr<Work> async(std::function<void()> job) {
+  // A collective on the group's communication thread: with the profiler on, a slice on that
+  // thread's track ("comm <group>"), so its overlap with the compute on "main" shows.
+  std::unique_ptr<Work> async(CollectiveKind kind, int64_t bytes, std::function<void()> job) {
     if (!worker_) worker_ = std::make_unique<Worker>(name_);
+    if (profiler::recording()) {
+      job = [job = std::move(job), kind, args = event_args(bytes)] {
+        const double start = profiler::now_us();
+        job();
+        profiler::complete(profiler::category::kComm, collective_name(kind), start, profiler::now_us(), args);
+      };
+    }
     return worker_->submit(std::move(job));
+  }
+  // The arguments of a communication event: payload bytes (as CommStats counts them), the
+  // group and its global ranks.
+  profiler::Args event_args(int64_t bytes) const {
+    std::string ranks;
+    for (int r : ranks_) {
+      if (!ranks.empty()) ranks += ',';
+      ranks += std::to_string(r);
+    }
+    return profiler::Args{}.add("bytes", bytes).add("group", name_).add("ranks", ranks);
+  }
+  std::pair<std::string, uint64_t> profile_p2p(CollectiveKind kind, int64_t bytes, int peer, int tag) const {
+    if (!profiler::recording()) return {std::string(), 0};
+    std::string name = std::string(collective_name(kind)) + (kind == CollectiveKind::kSend ? " to " : " from ") +
+                       std::to_string(ranks_[static_cast<size_t>(peer)]);
+    const uint64_t id = profiler::async_begin(
+        profiler::category::kComm, name, "p2p",
+        event_args(bytes).add("peer", static_cast<int64_t>(ranks_[static_cast<size_t>(peer)])).add("tag", static_cast<int64_t>(tag)));
+    return {std::move(name), id};
   }
   static std::unique_ptr<Work> done() { return std::make_unique<DoneWork>(); }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/profiler.h"
 #include "module/weight_grad_queue.h"
 
 namespace mindspeed {
@@ -42,6 +43,14 @@ class TraceRecorder {
   /// Without a trace it only runs the step (no clock reads on the schedule's path).
   template <typename Step>
   auto run(PipelineOpKind kind, int chunk, int64_t microbatch, Step&& step) {
+    // The profiler's slice of this step (one atomic load when it is off).
+    profiler::Scope scope(profiler::category::kSchedule, profiler::Level::kLevel0, [&] {
+      std::string name = kind == PipelineOpKind::kForward ? "forward" : kind == PipelineOpKind::kBackward ? "backward"
+                                                                                                       : "weight grad";
+      if (microbatch >= 0) name += " mb " + std::to_string(microbatch);
+      if (chunk > 0) name += " chunk " + std::to_string(chunk);
+      return name;
+    });
     if (trace_ == nullptr) return step();
     if (training_ && kind == PipelineOpKind::kForward) peak_ = std::max(peak_, ++alive_);
     if (kind == PipelineOpKind::kBackward) --alive_;

@@ -4,11 +4,16 @@
 #include <csignal>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include "config/validate.h"
 #include "core/check.h"
 #include "core/logging.h"
+#include "core/profiler.h"
+#include "core/str_cat.h"
 #include "core/timers.h"
 #include "datasets/blended_megatron_dataset_builder.h"
 #include "datasets/data_samplers.h"
@@ -180,6 +185,85 @@ Status load_megatron_weights(const Configs& c, const ParallelState& ps, const Pa
 
 }  // namespace
 
+// The profiled train steps [--profile-step-start, --profile-step-end) of this process
+// (MindSpeed counts train steps from 0 in each run). Ranks align their clocks at a world
+// barrier; the trace's metadata gets this rank's coordinates and the communication counters
+// (ProcessGroup::stats) of the window, per group and kind, which the trace's communication
+// events must add up to.
+class ProfileWindow {
+ public:
+  ProfileWindow(const profiler::Options& options, const ParallelState& ps, std::function<void()> drain)
+      : options_(options), ps_(ps), drain_(std::move(drain)) {
+    if (!options.enabled) return;
+    ps.world().barrier();  // every rank, profiled or not: the clocks' common point
+    profiler::set_sync_point();
+    profiler::add_metadata("coordinates", str_cat("{\"tp\":", ps.tp_rank, ",\"pp\":", ps.pp_rank, ",\"dp\":",
+                                                 ps.dp_rank, ",\"cp\":", ps.cp_rank, ",\"world_size\":",
+                                                 ps.world_size, "}"));
+  }
+  /// Before train step `step` (0-based in this run): the window ending after step - 1
+  /// closes (its trace is written), the one starting at `step` opens.
+  Status before_step(int64_t step) {
+    if (!options_.enabled || !profiler::selected()) return ok_status();
+    if (step == options_.step_end && open_) {
+      drain_();  // collectives still in flight belong to the window
+      add_counters();
+      open_ = false;
+      MS_RETURN_IF_ERROR(profiler::step_end(step - 1));
+    }
+    if (step == options_.step_start) {
+      start_ = counters();
+      open_ = true;
+      profiler::step_begin(step);
+    }
+    return ok_status();
+  }
+  /// Training stopped inside the window: write what was recorded.
+  Status finish() {
+    if (!open_) return ok_status();
+    drain_();
+    add_counters();
+    open_ = false;
+    return profiler::finish();
+  }
+
+ private:
+  using Counters = std::map<std::string, CommStats>;
+  Counters counters() const {
+    Counters out;
+    for (ProcessGroup* g : {&ps_.world(), &ps_.tp(), &ps_.pp(), &ps_.cp(), &ps_.dp(), &ps_.dp_cp(), &ps_.mp(),
+                            &ps_.embedding()}) {
+      if (g->size() < 2) continue;  // no communication
+      CommStats& sum = out[g->name()];
+      for (int k = 0; k < kNumCollectiveKinds; ++k) {
+        sum.calls[k] += g->stats().calls[k];
+        sum.bytes[k] += g->stats().bytes[k];
+      }
+    }
+    return out;
+  }
+  void add_counters() const {
+    std::string json = "{";
+    for (const auto& [name, now] : counters()) {
+      const CommStats& before = start_.count(name) ? start_.at(name) : CommStats{};
+      std::string kinds;
+      for (int k = 0; k < kNumCollectiveKinds; ++k) {
+        const int64_t calls = now.calls[k] - before.calls[k];
+        if (calls == 0) continue;
+        kinds += str_cat(kinds.empty() ? "" : ",", "\"", collective_name(static_cast<CollectiveKind>(k)),
+                         "\":{\"calls\":", calls, ",\"bytes\":", now.bytes[k] - before.bytes[k], "}");
+      }
+      json += str_cat(json.size() > 1 ? "," : "", "\"", name, "\":{", kinds, "}");
+    }
+    profiler::add_metadata("comm_counters", json + "}");
+  }
+  profiler::Options options_;
+  const ParallelState& ps_;
+  std::function<void()> drain_;
+  Counters start_;
+  bool open_ = false;
+};
+
 StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer_from_config(const DataConfig& data) {
   return build_tokenizer(tokenizer_options_of(data));
 }
@@ -194,7 +278,11 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   MS_CHECK(c.model.padded_vocab_size == padded_vocab(tokenizer->vocab_size(), c.model.make_vocab_size_divisible_by,
                                                      c.parallel.tensor_model_parallel_size),
            "pretrain() needs the configs validated with this tokenizer's vocabulary size");
-  const KernelOptions kopts = kernel_options(c.training);
+  // --profile: which ranks record which steps (core/profiler.h); kernels are wrapped only on
+  // a profiled rank at level1 or above.
+  profiler::configure(c.training.profile, world.rank);
+  KernelOptions kopts = kernel_options(c.training);
+  kopts.profile_kernels = profiler::selected() && c.training.profile.level != profiler::Level::kLevel0;
   const Backend backend = select_backend(
       kopts, c.training.num_threads > 0 ? c.training.num_threads : default_threads_per_rank(world.local_size));
   const KernelTable& kernels = backend.kernels;
@@ -366,6 +454,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   const double flops_per_iter = num_floating_point_operations(c.model, c.training.global_batch_size);
   const double tokens_per_iter = static_cast<double>(c.training.global_batch_size * c.model.seq_length);
 
+  ProfileWindow profile_window(c.training.profile, ps, [&] { ddp.finish_param_sync(); });
   Timer interval;
   double interval_loss = 0.0;
   int64_t interval_iters = 0;
@@ -385,6 +474,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     return ok_status();
   };
   auto save = [&](int64_t it) -> Status {
+    profiler::CpuScope save_slice("save checkpoint");
     ddp.finish_param_sync();  // the parameters must be final
     progress.iteration = it;
     Timer save_timer;
@@ -408,7 +498,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   // --skip-train: straight to the evaluation at the end (Megatron's evaluation-only run).
   const int64_t last_iteration = c.training.skip_train ? start.iteration : c.training.train_iters;
   for (int64_t it = start.iteration + 1; it <= last_iteration; ++it) {
+    MS_RETURN_IF_ERROR(profile_window.before_step(it - start.iteration - 1));
+    profiler::Scope iteration_slice(profiler::category::kStep, profiler::Level::kLevel0,
+                                    [it] { return "iteration " + std::to_string(it); });
+    std::optional<profiler::CpuScope> data_slice(std::in_place, "get batch");
     MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, num_micro, mbs)));
+    data_slice.reset();
     MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
                                               : failed_precondition("the training data ran out at iteration ", it)));
     ctx.training = true;
@@ -444,6 +539,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       l.grad_norm = last_grad_norm;
       l.tokens_per_second_per_rank = tokens_per_iter / seconds / world.size;
       if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
+      profiler::CpuScope log_slice("training log");
       if (log_last) log_line(format_iteration_line(l, timestamp_now()));
       // Memory per pipeline stage (stages hold different layers, embedding and head): the
       // last rank, and the first tensor/data-parallel rank of every other stage.
@@ -484,9 +580,11 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       if (!c.training.save.empty() && last_saved != it) MS_RETURN_IF_ERROR(save(it));
       MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/true));
       if (log_rank0) log_info("exiting program at iteration ", it, " (", exit_reason, ")");
-      return ok_status();
+      return profile_window.finish();
     }
   }
+  MS_RETURN_IF_ERROR(profile_window.before_step(last_iteration - start.iteration));  // ends a window at the last step
+  MS_RETURN_IF_ERROR(profile_window.finish());
   if (!c.training.save.empty() && !c.training.skip_train && last_saved != c.training.train_iters &&
       c.training.train_iters > start.iteration) {
     MS_RETURN_IF_ERROR(save(c.training.train_iters));

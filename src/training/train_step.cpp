@@ -2,6 +2,7 @@
 #include "training/train_step.h"
 
 #include "core/check.h"
+#include "core/profiler.h"
 #include "distributed/distributed_data_parallel.h"
 
 namespace mindspeed {
@@ -78,8 +79,14 @@ TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const Pipel
   const ForwardBackwardResult fb = run_schedule(std::move(model), layout, ctx, microbatches, false, ddp, options);
   result.loss_sum = fb.total.loss_sum;
   result.num_tokens = fb.total.num_tokens;
-  if (ddp) ddp->finish_grad_sync();
-  result.optimizer = optimizer.step(lr);
+  {
+    profiler::Scope profile(profiler::category::kOptimizer, "finish grad sync");
+    if (ddp) ddp->finish_grad_sync();
+  }
+  {
+    profiler::Scope profile(profiler::category::kOptimizer, "optimizer step");
+    result.optimizer = optimizer.step(lr);
+  }
   if (ddp) ddp->start_param_sync();
   return result;
 }

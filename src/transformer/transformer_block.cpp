@@ -1,6 +1,7 @@
 // TransformerBlock (transformer_block.h).
 #include "transformer/transformer_block.h"
 
+#include "core/profiler.h"
 #include "module/module_scope.h"
 
 namespace mindspeed {
@@ -22,6 +23,7 @@ TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfi
                                                          first_layer + static_cast<int64_t>(i), tp_size, tp_rank,
                                                          sequence_parallel, rope_cos, rope_sin));
     layer_params_.push_back(params_since(registry, first));
+    layer_names_.push_back("decoder.layers." + std::to_string(first_layer + static_cast<int64_t>(i)));
   }
   if (post_process) {
     const size_t first = registry.params().size();
@@ -34,6 +36,8 @@ TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfi
 Tensor TransformerBlock::forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor hidden, Saved& saved) const {
   saved.layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
+    profiler::Scope profile(profiler::category::kModule, profiler::Level::kLevel0,
+                            [&] { return layer_names_[l] + " forward"; });
     ModuleScope scope(ctx, layer_params_[l], ModuleScope::Pass::kForward);
     hidden = layers_[l]->forward(scope.ctx(), mb, std::move(hidden), saved.layers[l]);
   }
@@ -66,6 +70,8 @@ Tensor TransformerBlock::backward(const ForwardContext& ctx, const MicroBatch& m
     dresid = std::move(dout);
   }
   for (size_t l = layers_.size(); l-- > 0;) {
+    profiler::Scope profile(profiler::category::kModule, profiler::Level::kLevel0,
+                            [&] { return layer_names_[l] + " backward"; });
     {
       ModuleScope scope(ctx, layer_params_[l], ModuleScope::Pass::kBackward);
       layers_[l]->backward(scope.ctx(), mb, saved.layers[l], dresid.f32());

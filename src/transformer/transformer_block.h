@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config/model_config.h"
@@ -43,6 +44,7 @@ class TransformerBlock {
   int64_t hidden_;
   bool post_process_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  std::vector<std::string> layer_names_;  ///< "decoder.layers.N" (global N), for the profiler
   std::vector<std::vector<Parameter*>> layer_params_;
   std::unique_ptr<Norm> final_layernorm_;
   std::vector<Parameter*> final_norm_params_;

@@ -72,6 +72,8 @@ const std::map<std::string, Row> kExpected = {
     {"--original-max-position-embeddings", {false, false, false}},
     {"--ckpt-step", {true, false, true}},  // a missing iteration is refused at load
     {"--exit-interval", {false, false, false}},
+    {"--profile-step-start", {true, false, false}},
+    {"--profile-step-end", {false, false, false}},
     {"--exit-duration-in-mins", {false, false, true}},
     {"--lr", {false, false, true}},
     {"--min-lr", {true, false, false}},

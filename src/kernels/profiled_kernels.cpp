@@ -1,0 +1,119 @@
+// The kernel table wrapped for --profile-level level1/level2 (profiled_kernels in kernels.h):
+// every call becomes a "kernel" event named after the op, with its FLOPs (GEMMs and
+// attention) or the bytes it reads and writes (the others); with --profile-record-shapes its
+// dimension arguments too. Outside the profiled steps a wrapper is one atomic load and the
+// call. The wrapped table lives in one process-wide slot (one backend per process).
+#include <string>
+#include <tuple>
+
+#include "core/profiler.h"
+#include "kernels/kernels.h"
+
+namespace mindspeed {
+namespace {
+
+KernelTable g_inner;  // the table the wrappers call
+
+void append_dim(std::string& out, int64_t v) {
+  if (!out.empty()) out += ',';
+  out += std::to_string(v);
+}
+template <typename T>
+void append_dims(std::string& out, const T& arg) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    append_dim(out, arg);
+  } else if constexpr (std::is_same_v<T, AttentionDims>) {
+    for (int64_t v : {arg.B, arg.T, arg.NQ, arg.NKV, arg.D}) append_dim(out, v);
+  }
+}
+
+template <auto Member>
+struct Kernel;
+
+template <typename R, typename... A, R (*KernelTable::*Member)(A...)>
+struct Kernel<Member> {
+  using Cost = profiler::Args (*)(const std::tuple<A...>&);
+  static inline const char* name = "";
+  static inline Cost cost = nullptr;
+
+  static R call(A... a) {
+    if (!profiler::recording(profiler::Level::kLevel1)) return (g_inner.*Member)(a...);
+    profiler::Args args = cost(std::tuple<A...>(a...));
+    if (profiler::recording_shapes()) {
+      std::string dims;
+      (append_dims(dims, std::decay_t<A>(a)), ...);
+      args.add("dims", dims);
+    }
+    profiler::Scope scope(profiler::category::kKernel, name, profiler::Level::kLevel1, args);
+    return (g_inner.*Member)(a...);
+  }
+};
+
+template <auto Member>
+void wrap(KernelTable& t, const char* name, typename Kernel<Member>::Cost cost) {
+  if (t.*Member == nullptr) return;  // not in this table (flash attention without AVX2)
+  Kernel<Member>::name = name;
+  Kernel<Member>::cost = cost;
+  t.*Member = &Kernel<Member>::call;
+}
+
+profiler::Args flops(double f) { return profiler::Args{}.add("flops", f); }
+profiler::Args bytes(double b) { return profiler::Args{}.add("bytes", b); }
+// Causal attention: QK^T and PV over the lower triangle (half of 4 B NQ T^2 D).
+double attention_flops(const AttentionDims& d) {
+  return 2.0 * static_cast<double>(d.B * d.NQ) * static_cast<double>(d.T) * static_cast<double>(d.T * d.D);
+}
+
+}  // namespace
+
+KernelTable profiled_kernels(const KernelTable& inner) {
+  g_inner = inner;
+  KernelTable t = inner;
+  using std::get;
+  // clang-format off
+  wrap<&KernelTable::linear_forward>(t, "linear_forward", [](const auto& a) { return flops(2.0 * get<5>(a) * get<6>(a) * get<7>(a)); });
+  wrap<&KernelTable::linear_backward_input>(t, "linear_backward_input", [](const auto& a) { return flops(2.0 * get<4>(a) * get<5>(a) * get<6>(a)); });
+  wrap<&KernelTable::linear_backward_weight>(t, "linear_backward_weight", [](const auto& a) { return flops(2.0 * get<5>(a) * get<6>(a) * get<7>(a)); });
+  wrap<&KernelTable::core_attention_forward>(t, "core_attention_forward", [](const auto& a) { return flops(attention_flops(get<7>(a))); });
+  wrap<&KernelTable::core_attention_backward>(t, "core_attention_backward", [](const auto& a) { return flops(2.0 * attention_flops(get<9>(a))); });
+  wrap<&KernelTable::flash_attention_forward>(t, "flash_attention_forward", [](const auto& a) { return flops(attention_flops(get<7>(a))); });
+  wrap<&KernelTable::flash_attention_backward>(t, "flash_attention_backward", [](const auto& a) { return flops(2.0 * attention_flops(get<11>(a))); });
+  wrap<&KernelTable::embedding_forward>(t, "embedding_forward", [](const auto& a) { return bytes(8.0 * get<6>(a) * get<7>(a)); });
+  wrap<&KernelTable::embedding_backward>(t, "embedding_backward", [](const auto& a) { return bytes(12.0 * get<6>(a) * get<7>(a)); });
+  wrap<&KernelTable::layer_norm_forward>(t, "layer_norm_forward", [](const auto& a) { return bytes(8.0 * get<7>(a) * get<8>(a)); });
+  wrap<&KernelTable::layer_norm_backward>(t, "layer_norm_backward", [](const auto& a) { return bytes(16.0 * get<9>(a) * get<10>(a)); });
+  wrap<&KernelTable::rms_norm_forward>(t, "rms_norm_forward", [](const auto& a) { return bytes(8.0 * get<5>(a) * get<6>(a)); });
+  wrap<&KernelTable::rms_norm_backward>(t, "rms_norm_backward", [](const auto& a) { return bytes(16.0 * get<7>(a) * get<8>(a)); });
+  wrap<&KernelTable::gelu_forward>(t, "gelu_forward", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
+  wrap<&KernelTable::gelu_backward>(t, "gelu_backward", [](const auto& a) { return bytes(12.0 * get<4>(a)); });
+  wrap<&KernelTable::swiglu_forward>(t, "swiglu_forward", [](const auto& a) { return bytes(12.0 * get<3>(a) * get<4>(a)); });
+  wrap<&KernelTable::swiglu_backward>(t, "swiglu_backward", [](const auto& a) { return bytes(20.0 * get<4>(a) * get<5>(a)); });
+  wrap<&KernelTable::bias_dropout_add_forward>(t, "bias_dropout_add_forward", [](const auto& a) { return bytes(12.0 * get<5>(a) * get<6>(a)); });
+  wrap<&KernelTable::bias_dropout_add_backward>(t, "bias_dropout_add_backward", [](const auto& a) { return bytes(8.0 * get<4>(a) * get<5>(a)); });
+  wrap<&KernelTable::dropout_forward>(t, "dropout_forward", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
+  wrap<&KernelTable::dropout_backward>(t, "dropout_backward", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
+  wrap<&KernelTable::qkv_split_rope_forward>(t, "qkv_split_rope_forward", [](const auto& a) { return bytes(8.0 * get<8>(a) * get<9>(a) * (get<10>(a) + 2 * get<11>(a)) * get<12>(a)); });
+  wrap<&KernelTable::qkv_split_rope_backward>(t, "qkv_split_rope_backward", [](const auto& a) { return bytes(8.0 * get<8>(a) * get<9>(a) * (get<10>(a) + 2 * get<11>(a)) * get<12>(a)); });
+  wrap<&KernelTable::softmax_cross_entropy>(t, "softmax_cross_entropy", [](const auto& a) { return bytes(8.0 * get<5>(a) * get<6>(a)); });
+  wrap<&KernelTable::vocab_parallel_ce_row_max>(t, "vocab_parallel_ce_row_max", [](const auto& a) { return bytes(4.0 * get<3>(a) * get<4>(a)); });
+  wrap<&KernelTable::vocab_parallel_ce_sum_exp>(t, "vocab_parallel_ce_sum_exp", [](const auto& a) { return bytes(8.0 * get<5>(a) * get<6>(a)); });
+  wrap<&KernelTable::vocab_parallel_ce_finish>(t, "vocab_parallel_ce_finish", [](const auto& a) { return bytes(8.0 * get<6>(a) * get<7>(a)); });
+  wrap<&KernelTable::adamw_step>(t, "adamw_step", [](const auto& a) { return bytes(28.0 * get<5>(a)); });
+  wrap<&KernelTable::sum_of_squares>(t, "sum_of_squares", [](const auto& a) { return bytes(4.0 * get<2>(a)); });
+  wrap<&KernelTable::masked_sums>(t, "masked_sums", [](const auto& a) { return bytes(8.0 * get<4>(a)); });
+  wrap<&KernelTable::count_nonfinite>(t, "count_nonfinite", [](const auto& a) { return bytes(4.0 * get<2>(a)); });
+  wrap<&KernelTable::fill_zero>(t, "fill_zero", [](const auto& a) { return bytes(4.0 * get<2>(a)); });
+  wrap<&KernelTable::copy>(t, "copy", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
+  wrap<&KernelTable::add_inplace>(t, "add_inplace", [](const auto& a) { return bytes(12.0 * get<3>(a)); });
+  wrap<&KernelTable::scale_inplace>(t, "scale_inplace", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
+  wrap<&KernelTable::scale_copy>(t, "scale_copy", [](const auto& a) { return bytes(8.0 * get<4>(a)); });
+  wrap<&KernelTable::round_to_bf16>(t, "round_to_bf16", [](const auto& a) { return bytes(8.0 * get<2>(a)); });
+  wrap<&KernelTable::convert_to_bf16>(t, "convert_to_bf16", [](const auto& a) { return bytes(6.0 * get<3>(a)); });
+  wrap<&KernelTable::convert_to_fp32>(t, "convert_to_fp32", [](const auto& a) { return bytes(6.0 * get<3>(a)); });
+  wrap<&KernelTable::transpose_01_f32>(t, "transpose_01_f32", [](const auto& a) { return bytes(8.0 * get<3>(a) * get<4>(a) * get<5>(a)); });
+  wrap<&KernelTable::transpose_01_i32>(t, "transpose_01_i32", [](const auto& a) { return bytes(8.0 * get<3>(a) * get<4>(a) * get<5>(a)); });
+  // clang-format on
+  return t;
+}
+
+}  // namespace mindspeed
