@@ -43,6 +43,9 @@ KernelTable select_kernels(const KernelOptions& options) {
     t.flash_attention_forward = cpu::flash_attention_forward;
     t.flash_attention_backward = cpu::flash_attention_backward;
   }
+  t.kv_cache_attention_forward = fast ? cpu::kv_cache_attention_forward : ref::kv_cache_attention_forward;
+  t.kv_cache_attention_workspace_floats =
+      fast ? cpu::kv_cache_attention_workspace_floats : ref::kv_cache_attention_workspace_floats;
   t.softmax_cross_entropy = fast ? cpu::softmax_cross_entropy : ref::softmax_cross_entropy;
   t.adamw_step = fast ? cpu::adamw_step : ref::adamw_step;
   t.sum_of_squares = fast ? cpu::sum_of_squares : ref::sum_of_squares;

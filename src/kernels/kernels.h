@@ -58,6 +58,8 @@ struct KernelTable {
   /// Null when flash attention is not selected (the model then uses core attention).
   decltype(&cpu::flash_attention_forward) flash_attention_forward = nullptr;
   decltype(&cpu::flash_attention_backward) flash_attention_backward = nullptr;
+  decltype(&ref::kv_cache_attention_forward) kv_cache_attention_forward = nullptr;
+  decltype(&ref::kv_cache_attention_workspace_floats) kv_cache_attention_workspace_floats = nullptr;
   decltype(&ref::softmax_cross_entropy) softmax_cross_entropy = nullptr;
   decltype(&ref::adamw_step) adamw_step = nullptr;
   decltype(&ref::sum_of_squares) sum_of_squares = nullptr;

@@ -3,6 +3,7 @@
 
 #include "module/module_scope.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mindspeed {
@@ -53,8 +54,29 @@ DropoutSpec SelfAttention::dropout(const ForwardContext& ctx, const MicroBatch& 
   return spec;
 }
 
+void SelfAttention::attend_with_cache(const ForwardContext& ctx, const AttentionDims& d,
+                                      const StaticInferenceContext& inference, Saved& saved) const {
+  MS_CHECK(!ctx.training && !ctx.sequence_parallel, "the key/value cache is for inference without sequence parallelism");
+  MS_CHECK(inference.kv_heads() == d.NKV && inference.head_dim() == d.D && inference.batch_size() == d.B,
+           "key/value cache built for another model or batch");
+  const int64_t S = inference.max_sequence_length(), past = inference.sequence_len_offset();
+  MS_CHECK(past + d.T <= S, "key/value cache full");
+  float* k_cache = inference.key_cache(layer_index_);
+  float* v_cache = inference.value_cache(layer_index_);
+  // Append the new keys and values: rows [past, past + T) of each (sample, group).
+  for (int64_t bg = 0; bg < d.B * d.NKV; ++bg) {
+    ctx.k().copy(ctx.kc(), k_cache + (bg * S + past) * d.D, saved.k.f32() + bg * d.T * d.D, d.T * d.D);
+    ctx.k().copy(ctx.kc(), v_cache + (bg * S + past) * d.D, saved.v.f32() + bg * d.T * d.D, d.T * d.D);
+  }
+  const int64_t Tk = past + d.T;
+  Tensor ws(*ctx.alloc, Shape{std::max<int64_t>(1, ctx.k().kv_cache_attention_workspace_floats(ctx.kc(), d.T, Tk))},
+            DType::kFloat32, MemoryCategory::kWorkspace);
+  ctx.k().kv_cache_attention_forward(ctx.kc(), saved.context.f32(), saved.q.f32(), k_cache, v_cache, d.B, d.NQ, d.NKV,
+                                     d.T, Tk, S, d.D, d.scale, ws.f32());
+}
+
 void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x,
-                            float* out, Saved& saved) const {
+                            float* out, Saved& saved, const StaticInferenceContext* inference) const {
   Allocator& a = *ctx.alloc;
   const AttentionDims d = dims(mb);
   const int64_t N = d.T * d.B;
@@ -72,7 +94,9 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
   }
   saved.context = Tensor(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kActivations);
   const DropoutSpec drop = dropout(ctx, mb);
-  if (use_flash(ctx)) {
+  if (inference != nullptr) {
+    attend_with_cache(ctx, d, *inference, saved);
+  } else if (use_flash(ctx)) {
     saved.lse = Tensor(a, Shape{d.B, d.NQ, d.T}, DType::kFloat32, MemoryCategory::kActivations);
     Tensor ws(a, Shape{ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, false)},
               DType::kFloat32, MemoryCategory::kWorkspace);

@@ -3,11 +3,16 @@
 // layout) -> split + rotary embedding -> core attention (unfused DotProductAttention, or
 // flash attention with --use-flash-attn at optimization level 2) -> linear_proj (row
 // parallel). Heads and query groups are split over tensor parallelism.
+// Inference (Megatron's inference_context argument): with a StaticInferenceContext the new
+// tokens' keys and values (after rotary embedding, at their absolute positions) are appended
+// to the layer's key/value cache and the queries attend over every cached position
+// (kv_cache_attention_forward); the same weights and projection kernels as training.
 #pragma once
 
 #include <string>
 
 #include "config/model_config.h"
+#include "inference/static_inference_context.h"
 #include "core/tensor.h"
 #include "tensor_parallel/layers.h"
 #include "module/forward_context.h"
@@ -28,9 +33,11 @@ class SelfAttention {
                 int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel,
                 const float* rope_cos, const float* rope_sin);
   /// out = linear_proj(attention(linear_qkv(x))), reduced over tp, without proj bias; x and
-  /// out are [N, h], or [N/tp, h] with sequence parallelism.
+  /// out are [N, h], or [N/tp, h] with sequence parallelism. With `inference` (no sequence
+  /// parallelism, no training) the mb.T new positions start at its sequence_len_offset() and
+  /// mb.position_ids hold their absolute positions; only saved.context is meaningful then.
   void forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x, float* out,
-               Saved& saved) const;
+               Saved& saved, const StaticInferenceContext* inference = nullptr) const;
   /// dx [N, h] = gradient for the input x given dout [N, h]; weight gradients +=.
   void backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,
                 const float* x, const float* dout, float* dx) const;
@@ -38,6 +45,9 @@ class SelfAttention {
 
  private:
   AttentionDims dims(const MicroBatch& mb) const;
+  /// The attention of the new positions over the key/value cache: saved.context [N, NQ*D].
+  void attend_with_cache(const ForwardContext& ctx, const AttentionDims& d,
+                         const StaticInferenceContext& inference, Saved& saved) const;
   DropoutSpec dropout(const ForwardContext& ctx, const MicroBatch& mb) const;
   bool use_flash(const ForwardContext& ctx) const { return ctx.k().flash_attention_forward != nullptr; }
 

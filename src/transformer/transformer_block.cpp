@@ -33,13 +33,15 @@ TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfi
   }
 }
 
-Tensor TransformerBlock::forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor hidden, Saved& saved) const {
+Tensor TransformerBlock::forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor hidden, Saved& saved,
+                                 const StaticInferenceContext* inference) const {
   saved.layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     profiler::Scope profile(profiler::category::kModule, profiler::Level::kLevel0,
                             [&] { return layer_names_[l] + " forward"; });
     ModuleScope scope(ctx, layer_params_[l], ModuleScope::Pass::kForward);
-    hidden = layers_[l]->forward(scope.ctx(), mb, std::move(hidden), saved.layers[l]);
+    hidden = layers_[l]->forward(scope.ctx(), mb, std::move(hidden), saved.layers[l], inference);
+    if (inference != nullptr) saved.layers[l] = {};  // no backward in generation
   }
   if (!post_process_) return hidden;
   const int64_t n = ctx.local_rows(mb.B * mb.T);

@@ -33,8 +33,10 @@ class TransformerBlock {
                    int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos, const float* rope_sin);
 
   /// hidden [n, h] -> the last layer's output [n, h], or with post_process the final
-  /// layernorm's output [n, h].
-  Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor hidden, Saved& saved) const;
+  /// layernorm's output [n, h]. With `inference` (generation) the attention runs over its
+  /// key/value cache and each layer's saved state is dropped as soon as the layer is done.
+  Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor hidden, Saved& saved,
+                 const StaticInferenceContext* inference = nullptr) const;
   /// dout [n, h]: the gradient of forward's output; returns that of its input [n, h].
   Tensor backward(const ForwardContext& ctx, const MicroBatch& mb, Tensor dout, Saved& saved) const;
 

@@ -59,7 +59,7 @@ void TransformerLayer::Saved::expand(const ForwardContext& ctx) {
 }
 
 Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input_tensor,
-                                 Saved& saved) const {
+                                 Saved& saved, const StaticInferenceContext* inference) const {
   if (is_noop()) return input_tensor;
   Allocator& a = *ctx.alloc;
   const int64_t N = mb.T * mb.B, n = ctx.local_rows(N);
@@ -71,7 +71,7 @@ Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb
   round(saved.input_layernorm.out);
   Tensor branch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   self_attention_->forward(ctx, mb, saved.input_layernorm.out.f32(), branch.f32(),
-                          saved.self_attention);
+                          saved.self_attention, inference);
   saved.mid = Tensor(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
   Parameter* proj_bias = self_attention_->proj_bias();
   ctx.k().bias_dropout_add_forward(ctx.kc(), saved.mid.f32(), branch.f32(), proj_bias ? ctx.w(*proj_bias) : nullptr,

@@ -45,8 +45,10 @@ class TransformerLayer {
                    int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos,
                    const float* rope_sin);
   bool is_noop() const { return self_attention_ == nullptr; }
-  /// Takes the input [n, h] and returns the output [n, h].
-  Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved) const;
+  /// Takes the input [n, h] and returns the output [n, h]. With `inference` the attention
+  /// runs over the key/value cache (SelfAttention::forward).
+  Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved,
+                 const StaticInferenceContext* inference = nullptr) const;
   /// dresid [N, h]: in, the gradient of the layer's output; out, that of its input.
   void backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved, float* dresid) const;
 

@@ -5,6 +5,9 @@
 //    against key blocks of kBlockK columns, S = Q K^T and P V as BLAS GEMMs on the blocks,
 //    online softmax in between; saves only lse = max + log(sum) per row. Backward recomputes
 //    P from lse block by block (five GEMMs per block pair) and uses D = rowsum(dO * O).
+//  * kv_cache_attention_forward: inference, Tq new queries against a key/value cache of Tk
+//    positions; per (batch, head) S = Q K^T and P V as GEMMs on the cache rows, masked
+//    softmax in between.
 // Work is split over (batch, head[, query block]) tasks; each task calls single-threaded
 // BLAS (OpenBLAS runs one thread inside an OpenMP region). Backward tasks own one key/value
 // group, so the GQA gradients of dk/dv need no atomics and the result does not depend on
@@ -320,6 +323,35 @@ void flash_attention_backward(const KernelContext& kc, float* dq, float* dk, flo
         }
       }
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+int64_t kv_cache_attention_workspace_floats(const KernelContext& kc, int64_t Tq, int64_t Tk) {
+  return Tq * Tk * kc.num_threads;
+}
+
+void kv_cache_attention_forward(const KernelContext& kc, float* out, const float* q, const float* k_cache,
+                                const float* v_cache, int64_t B, int64_t NQ, int64_t NKV, int64_t Tq, int64_t Tk,
+                                int64_t S, int64_t D, float scale, float* workspace) {
+  const int64_t G = NQ / NKV, ldo = B * NQ * D, past = Tk - Tq;
+#pragma omp parallel for num_threads(kc.num_threads) schedule(dynamic, 1)
+  for (int64_t task = 0; task < B * NQ; ++task) {
+    const int64_t b = task / NQ, h = task % NQ;
+    const float* qh = q + task * Tq * D;
+    const float* kh = k_cache + (b * NKV + h / G) * S * D;
+    const float* vh = v_cache + (b * NKV + h / G) * S * D;
+    float* P = workspace + omp_get_thread_num() * Tq * Tk;
+    gemm(false, true, Tq, Tk, D, scale, qh, D, kh, D, 0.0f, P, Tk);
+    for (int64_t t = 0; t < Tq; ++t) {
+      float* row = P + t * Tk;
+      const int64_t n = past + t + 1;  // keys this query sees
+      const float m = max_of(row, n);
+      const float s = exp_sub_sum(row, n, m);
+      scale_inplace(row, n, 1.0f / s);
+      std::fill(row + n, row + Tk, 0.0f);
+    }
+    gemm(false, false, Tq, D, Tk, 1.0f, P, Tk, vh, D, 0.0f, out + b * NQ * D + h * D, ldo);
   }
 }
 

@@ -1,7 +1,8 @@
 // Reference core attention (Megatron's unfused DotProductAttention): scores, causal (and
 // document) mask, softmax in double, dropout on the probabilities, weighted sum of values.
 // The saved probabilities [B, NQ, T, T] are those before dropout; the dropout mask is
-// regenerated from its Philox stream in backward.
+// regenerated from its Philox stream in backward. The key/value-cache attention of inference
+// (queries = the last Tq of Tk positions) follows the same arithmetic without dropout.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -127,5 +128,42 @@ int64_t attention_workspace_floats(const KernelContext& kc, const AttentionDims&
                                    bool backward) {
   return 0;  // the reference kernels allocate what they need
 }
+
+void kv_cache_attention_forward(const KernelContext& kc, float* out, const float* q, const float* k_cache,
+                                const float* v_cache, int64_t B, int64_t NQ, int64_t NKV, int64_t Tq, int64_t Tk,
+                                int64_t S, int64_t D, float scale, float* /*workspace*/) {
+  const int64_t G = NQ / NKV, out_row = B * NQ * D, past = Tk - Tq;
+  std::vector<double> scores(Tk);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < NQ; ++h) {
+      const float* qh = q + (b * NQ + h) * Tq * D;
+      const float* kh = k_cache + (b * NKV + h / G) * S * D;
+      const float* vh = v_cache + (b * NKV + h / G) * S * D;
+      for (int64_t t = 0; t < Tq; ++t) {
+        const int64_t last = past + t;  // the query's own position
+        double maxv = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j <= last; ++j) {
+          double s = 0.0;
+          for (int64_t x = 0; x < D; ++x) s += static_cast<double>(qh[t * D + x]) * kh[j * D + x];
+          scores[j] = s * scale;
+          maxv = std::max(maxv, scores[j]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j <= last; ++j) {
+          scores[j] = std::exp(scores[j] - maxv);
+          sum += scores[j];
+        }
+        float* o = out + t * out_row + (b * NQ + h) * D;
+        for (int64_t x = 0; x < D; ++x) {
+          double acc = 0.0;
+          for (int64_t j = 0; j <= last; ++j) acc += scores[j] / sum * vh[j * D + x];
+          o[x] = static_cast<float>(acc);
+        }
+      }
+    }
+  }
+}
+
+int64_t kv_cache_attention_workspace_floats(const KernelContext& kc, int64_t Tq, int64_t Tk) { return 0; }
 
 }  // namespace mindspeed::ref

@@ -32,7 +32,8 @@ GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps, Parameter
   if (options_.post_process) output_layer_ = std::make_unique<OutputLayerLoss>(registry, config, tp_size, tp_rank);
 }
 
-Tensor GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved) const {
+Tensor GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved,
+                             const StaticInferenceContext* inference) const {
   MS_CHECK(ctx.sequence_parallel == options_.sequence_parallel,
            "forward context and model disagree on sequence parallelism");
   Tensor hidden;
@@ -44,7 +45,7 @@ Tensor GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Te
   } else {
     hidden = std::move(input);
   }
-  return decoder_->forward(ctx, mb, std::move(hidden), saved.decoder);
+  return decoder_->forward(ctx, mb, std::move(hidden), saved.decoder, inference);
 }
 
 LossSums GPTModel::forward_into(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, float loss_scale,
@@ -127,6 +128,24 @@ void GPTModel::compute_logits(const ForwardContext& ctx, const MicroBatch& mb, f
   eval.training = false;
   Tensor hidden = run_decoder(eval, mb, Tensor{}, saved);
   output_layer_->compute_logits(eval, mb, hidden.f32(), logits);
+}
+
+void GPTModel::forward_inference(const ForwardContext& ctx, const MicroBatch& mb, const StaticInferenceContext& inference,
+                                 bool last_only, float* logits) const {
+  MS_CHECK(options_.pre_process && options_.post_process, "generation needs the whole model on one stage");
+  Saved saved;
+  ForwardContext eval = ctx;
+  eval.training = false;
+  Tensor hidden = run_decoder(eval, mb, Tensor{}, saved, &inference);
+  if (!last_only) {
+    output_layer_->compute_logits(eval, mb, hidden.f32(), logits);
+    return;
+  }
+  // Rows are [s, b, h]: the last position's B rows are the last block.
+  MicroBatch last;
+  last.B = mb.B;
+  last.T = 1;
+  output_layer_->compute_logits(eval, last, hidden.f32() + (mb.T - 1) * mb.B * config_.hidden_size, logits);
 }
 
 }  // namespace mindspeed

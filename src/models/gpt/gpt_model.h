@@ -14,6 +14,7 @@
 
 #include "config/model_config.h"
 #include "core/tensor.h"
+#include "inference/static_inference_context.h"
 #include "models/common/language_model_embedding.h"
 #include "models/common/output_layer_loss.h"
 #include "models/common/rotary_pos_embedding.h"
@@ -70,9 +71,17 @@ class GPTModel final : public ModelChunk {
   /// Logits [B*T, Vp/tp] in sample-major order (whole model; tests and evaluation tools).
   void compute_logits(const ForwardContext& ctx, const MicroBatch& mb, float* logits) const;
 
+  /// Generation (whole model): runs mb's tokens [B, T] as the positions mb.position_ids
+  /// (starting at inference.sequence_len_offset()) with the key/value cache, which gains
+  /// their keys and values (the caller advances the offset). Writes logits [B*T, Vp/tp]
+  /// (sample-major) or, with last_only, those of the last position [B, Vp/tp].
+  void forward_inference(const ForwardContext& ctx, const MicroBatch& mb, const StaticInferenceContext& inference,
+                         bool last_only, float* logits) const;
+
  private:
   /// Runs the stage up to the decoder's output (the final layernorm's on the last stage).
-  Tensor run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved) const;
+  Tensor run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved,
+                     const StaticInferenceContext* inference = nullptr) const;
   LossSums forward_into(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, float loss_scale,
                         Saved& saved, Tensor* output) const;
   Tensor backward_from(const ForwardContext& ctx, const MicroBatch& mb, Tensor output_grad, Saved& saved) const;

@@ -1,0 +1,74 @@
+// GPTInferenceWrapper (gpt_inference_wrapper.h).
+#include "models/gpt/gpt_inference_wrapper.h"
+
+#include <algorithm>
+
+#include "tensor_parallel/mappings.h"
+
+namespace mindspeed {
+
+GPTInferenceWrapper::GPTInferenceWrapper(const GPTModel& model, const ForwardContext& ctx, bool use_kv_cache,
+                                         int64_t max_batch_size)
+    : model_(model), ctx_(ctx) {
+  ctx_.training = false;
+  MS_CHECK(!ctx_.sequence_parallel && !model.options().sequence_parallel,
+           "generation runs without sequence parallelism");
+  MS_CHECK(model.pre_process() && model.post_process(), "generation needs the whole model on one stage");
+  if (use_kv_cache) {
+    const ModelConfig& c = model.config();
+    cache_ = std::make_unique<StaticInferenceContext>(*ctx_.alloc, max_batch_size, c.max_position_embeddings,
+                                                      c.num_layers, c.query_groups() / ctx_.ps->sizes.tensor,
+                                                      c.kv_channels);
+  }
+}
+
+Status GPTInferenceWrapper::prep_for_new_sequences(int64_t batch) {
+  if (cache_ != nullptr) return cache_->reset(batch);
+  return ok_status();
+}
+
+Status GPTInferenceWrapper::run_one_forward_step(const int32_t* tokens, int64_t B, int64_t T, int64_t first_position,
+                                                 bool last_only, std::vector<float>* logits) {
+  const ModelConfig& c = model_.config();
+  const int64_t Vp = c.padded_vocab_size, V_local = Vp / ctx_.ps->sizes.tensor;
+  if (cache_ != nullptr) {
+    MS_RETURN_IF_ERROR(cache_->check_step(B, T));
+    if (first_position != cache_->sequence_len_offset()) {
+      return invalid_argument("a step at position ", first_position, " after ", cache_->sequence_len_offset(),
+                              " cached positions: steps must continue the cached sequence");
+    }
+  } else if (first_position != 0) {
+    return invalid_argument("without the key/value cache every step runs the whole sequence from position 0");
+  }
+  if (first_position + T > c.max_position_embeddings) {
+    return invalid_argument("positions up to ", first_position + T, " exceed --max-position-embeddings ",
+                            c.max_position_embeddings);
+  }
+  MicroBatch mb;
+  mb.B = B;
+  mb.T = T;
+  mb.tokens.assign(tokens, tokens + B * T);
+  for (int32_t id : mb.tokens) {
+    if (id < 0 || id >= Vp) return invalid_argument("token ", id, " is outside the model's vocabulary [0, ", Vp, ")");
+  }
+  mb.position_ids.resize(static_cast<size_t>(B * T));
+  for (int64_t i = 0; i < B * T; ++i) mb.position_ids[i] = static_cast<int32_t>(first_position + i % T);
+  const int64_t rows = last_only ? B : B * T;
+  local_.resize(static_cast<size_t>(B * T * V_local));
+  if (cache_ != nullptr) {
+    model_.forward_inference(ctx_, mb, *cache_, last_only, local_.data());
+    cache_->increment_sequence_len_offset(T);
+  } else {
+    model_.compute_logits(ctx_, mb, local_.data());
+    if (last_only) {  // sample-major [B, T, V]: keep each sample's last row
+      for (int64_t b = 0; b < B; ++b) {
+        std::copy_n(local_.begin() + ((b * T) + T - 1) * V_local, V_local, local_.begin() + b * V_local);
+      }
+    }
+  }
+  logits->resize(static_cast<size_t>(rows * Vp));
+  GatherFromTensorModelParallelRegion::forward(ctx_, logits->data(), local_.data(), rows, Vp);
+  return ok_status();
+}
+
+}  // namespace mindspeed
