@@ -81,13 +81,13 @@ TEST(GenerateText, FromACheckpointPretrainGptSaved) {
   const Result train = run(std::string(MS_PRETRAIN_GPT) +
                            " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32"
                            " --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 4 --lr 3e-3"
-                           " --train-iters 3 --mock-data --tokenizer-type NullTokenizer --vocab-size 500"
+                           " --train-iters 3 --mock-data --tokenizer-type NullTokenizer --vocab-size 4096"
                            " --position-embedding-type rope --normalization RMSNorm --swiglu"
                            " --untie-embeddings-and-output-weights --disable-bias-linear"
                            " --save " + dir.file("ckpt") + " --save-interval 3 --eval-iters 0");
   ASSERT_EQ(train.exit_code, 0) << train.output;
   const std::string cmd = kGenerate + " --load " + dir.file("ckpt") +
-                          " --tokenizer-type NullTokenizer --vocab-size 500 --prompt '1 2 3' --out-seq-length 8";
+                          " --tokenizer-type NullTokenizer --vocab-size 4096 --prompt '1 2 3' --out-seq-length 8";
   const Result one = run(cmd);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_NE(generations(one.output), "") << one.output;
@@ -124,7 +124,7 @@ TEST(GenerateText, BadInputIsRefusedNamingTheFlag) {
   expect_refused(" --load " + kGpt2Fixture + " --tokenizer-type NullTokenizer --vocab-size 5000 --prompt '1'",
                  "use the tokenizer the model was trained with");
   std::string long_prompt;
-  for (int i = 0; i < 40; ++i) long_prompt += "1 ";
+  for (int i = 0; i < 40; ++i) long_prompt += i == 0 ? "1" : " 1";
   expect_refused(load + " --prompt '" + long_prompt + "'", "--max-position-embeddings");
   expect_refused(load + " --prompt '1' --no-such-flag", "no-such-flag");
 }
