@@ -363,6 +363,31 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--reset-position-ids", d.reset_position_ids, "Positions restart after each end-of-document token");
   r.flag("--reset-attention-mask", d.reset_attention_mask, "No attention across end-of-document tokens");
   r.flag("--eod-mask-loss", d.eod_mask_loss, "No loss on end-of-document tokens");
+
+  LoggingConfig& lg = c.logging;
+  r.value("--tensorboard-dir", lg.tensorboard_dir,
+          "Write TensorBoard event files (Megatron's scalars, from the last rank) to this directory");
+  r.number("--tensorboard-log-interval", lg.tensorboard_log_interval, "Iterations between TensorBoard scalars",
+           at_least(1, "iterations"));
+  r.number("--tensorboard-queue-size", lg.tensorboard_queue_size,
+           "TensorBoard events buffered before they are written (also written every 120 s and at the end)",
+           at_least(1, "events"));
+  r.flag("--log-timers-to-tensorboard", lg.log_timers_to_tensorboard,
+         "Write 'iteration-time' and 'throughput' to TensorBoard at every log line");
+  r.flag("--log-memory-to-tensorboard", lg.log_memory_to_tensorboard,
+         "Write the allocator's bytes ('mem-reserved-bytes', 'mem-allocated-bytes', ...) to TensorBoard");
+  r.flag("--log-validation-ppl-to-tensorboard", lg.log_validation_ppl_to_tensorboard,
+         "Write the validation perplexity to TensorBoard");
+  r.flag("--log-world-size-to-tensorboard", lg.log_world_size_to_tensorboard, "Write the world size to TensorBoard");
+  r.clear_flag("--no-log-loss-scale-to-tensorboard", lg.log_loss_scale_to_tensorboard,
+               "Do not write the loss scale to TensorBoard");
+  r.clear_flag("--no-log-learnig-rate-to-tensorboard", lg.log_learning_rate_to_tensorboard,
+               "Do not write the learning rate to TensorBoard (Megatron <= core_r0.8 spelling)");
+  r.flag("--log-batch-size-to-tensorboard", lg.log_batch_size_to_tensorboard,
+         "Accepted (Megatron <= core_r0.8): 'batch-size' is always written, as in core_v0.12");
+  r.value("--metrics-file", lg.metrics_file,
+          "mindspeed-cpp: JSON lines, one object per logged iteration and per evaluation, the numbers of the log "
+          "lines (default <tensorboard-dir>/metrics.jsonl with --tensorboard-dir; tools/plot_metrics.sh draws it)");
 }
 
 // MindSpeed's --noop-layers "i,j,...": integers, each in [0, --num-layers), no repeats.

@@ -1,9 +1,10 @@
 // Configs: every validated setting of a run, split by concern (model, parallel, optimizer,
-// training, data). Built once from the command line (cli/arguments.h), validated
+// training, data, logging). Built once from the command line (cli/arguments.h), validated
 // (validate.h), then passed by const reference.
 #pragma once
 
 #include "config/data_config.h"
+#include "config/logging_config.h"
 #include "config/model_config.h"
 #include "config/optimizer_config.h"
 #include "config/parallel_config.h"
@@ -17,6 +18,7 @@ struct Configs {
   OptimizerConfig optimizer;
   TrainingConfig training;
   DataConfig data;
+  LoggingConfig logging;
 };
 
 }  // namespace mindspeed

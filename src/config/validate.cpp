@@ -297,6 +297,24 @@ Status validate_data(const DataConfig& d) {
   return ok_status();
 }
 
+// --tensorboard-dir and --metrics-file are created by the last rank at the start; a name
+// that is already a file (or a directory, for the metrics file) is refused here, before
+// anything is built.
+Status validate_logging(const LoggingConfig& l) {
+  std::error_code ec;
+  if (!l.tensorboard_dir.empty() && std::filesystem::exists(l.tensorboard_dir, ec) &&
+      !std::filesystem::is_directory(l.tensorboard_dir, ec)) {
+    return invalid_argument("--tensorboard-dir ", l.tensorboard_dir, " is a file; give a directory (it is created "
+                            "when missing)");
+  }
+  const std::string metrics = l.metrics_path();
+  if (!metrics.empty() && std::filesystem::is_directory(metrics, ec)) {
+    return invalid_argument(l.metrics_file.empty() ? "<tensorboard-dir>/metrics.jsonl " : "--metrics-file ", metrics,
+                            " is a directory; give a file name (lines are appended)");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status validate_configs(Configs& c, int world_size, std::optional<int64_t> tokenizer_vocab_size) {
@@ -314,6 +332,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   }
   MS_RETURN_IF_ERROR(validate_optimizer(c.optimizer, c.training.train_iters));
   MS_RETURN_IF_ERROR(validate_data(c.data));
+  MS_RETURN_IF_ERROR(validate_logging(c.logging));
   if (tokenizer_vocab_size.has_value()) {
     c.model.vocab_size = *tokenizer_vocab_size;
     c.model.padded_vocab_size = padded_vocab(*tokenizer_vocab_size, c.model.make_vocab_size_divisible_by,

@@ -119,7 +119,9 @@ void Allocator::deallocate(void* ptr) {
 
 MemoryStats Allocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  MemoryStats stats = stats_;
+  stats.live_blocks = static_cast<int64_t>(live_.size());
+  return stats;
 }
 
 void Allocator::reset_peaks() {

@@ -33,6 +33,7 @@ struct MemoryStats {
   int64_t total_peak = 0;     ///< max of total_current (not the sum of the peaks)
   int64_t cached = 0;         ///< bytes held in the cache, free for reuse
   int64_t system_allocations = 0;  ///< calls that went to the system allocator
+  int64_t live_blocks = 0;    ///< blocks handed out and not yet returned
 
   int64_t current_of(MemoryCategory c) const { return current[static_cast<int>(c)]; }
   int64_t peak_of(MemoryCategory c) const { return peak[static_cast<int>(c)]; }

@@ -32,6 +32,7 @@
 #include "parallel/agreement.h"
 #include "training/train_step.h"
 #include "training/training_log.h"
+#include "training/training_metrics.h"
 
 namespace mindspeed {
 namespace {
@@ -493,6 +494,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     interval.restart();  // saving time is not training time
     return ok_status();
   };
+  // TensorBoard and the metrics file, written by the rank that prints the iteration line.
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<TrainingMetrics> metrics,
+                      agreed(ps.world(), TrainingMetrics::open(c.logging, log_last)));
   const Timer run_timer;
   int64_t last_saved = -1;
   // --skip-train: straight to the evaluation at the end (Megatron's evaluation-only run).
@@ -522,6 +526,15 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     interval_loss += tokens > 0.0 ? loss_sum / tokens : 0.0;
     ++interval_iters;
     last_grad_norm = r.optimizer.grad_norm;
+    metrics->training_iteration({.iteration = it,
+                                 .consumed_train_samples = progress.consumed_train_samples + c.training.global_batch_size,
+                                 .learning_rate = scheduler.lr(it),
+                                 .batch_size = c.training.global_batch_size,
+                                 .lm_loss = tokens > 0.0 ? loss_sum / tokens : 0.0,
+                                 .loss_scale = 1.0,  // no fp16 loss scaler
+                                 .grad_norm = last_grad_norm,
+                                 .world_size = world.size,
+                                 .allocator = &alloc});
     if (c.training.check_for_nan_in_loss_and_grad && (!std::isfinite(loss_sum) || !std::isfinite(last_grad_norm))) {
       return diagnose_non_finite(registry, ps, backend, alloc, it, r.loss_sum);
     }
@@ -539,8 +552,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       l.grad_norm = last_grad_norm;
       l.tokens_per_second_per_rank = tokens_per_iter / seconds / world.size;
       if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
+      // Time left at this run's pace so far (evaluations and saves included).
+      l.time_left_seconds = run_timer.seconds() / static_cast<double>(it - start.iteration) *
+                            static_cast<double>(c.training.train_iters - it);
       profiler::CpuScope log_slice("training log");
       if (log_last) log_line(format_iteration_line(l, timestamp_now()));
+      metrics->log_line(l);
       // Memory per pipeline stage (stages hold different layers, embedding and head): the
       // last rank, and the first tensor/data-parallel rank of every other stage.
       if (log_last || (ps.sizes.pipeline > 1 && !ps.is_pipeline_last_stage() && ps.tp_rank == 0 && ps.dp_rank == 0 &&
@@ -559,6 +576,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro, ps));
       progress.consumed_valid_samples += c.training.eval_iters * c.training.global_batch_size;
       if (log_last) log_line(format_validation_lines("iteration " + std::to_string(it), vl));
+      metrics->evaluation("validation", it, progress.consumed_train_samples, vl, /*to_tensorboard=*/true);
       interval.restart();  // evaluation time is not training time
     }
     if (!c.training.save.empty() && c.training.save_interval > 0 && it % c.training.save_interval == 0) {
@@ -594,10 +612,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   if (valid_loader) {
     MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro, ps));
     if (log_last) log_line(format_validation_lines("the end of training for val data", vl));
+    metrics->evaluation("validation", last_iteration, progress.consumed_train_samples, vl, !c.training.skip_train);
   }
   if (test_loader) {
     MS_ASSIGN_OR_RETURN(double tl, evaluate(model, ctx, *test_loader, c, num_micro, ps));
     if (log_last) log_line(format_validation_lines("the end of training for test data", tl));
+    metrics->evaluation("test", last_iteration, progress.consumed_train_samples, tl, !c.training.skip_train);
   }
   return ok_status();
 }

@@ -6,6 +6,8 @@
 #include <ctime>
 #include <string>
 
+#include "core/logging.h"
+
 namespace mindspeed {
 namespace {
 // printf into a std::string.
@@ -33,6 +35,7 @@ std::string format_iteration_line(const IterationLog& l, const std::string& time
   s += fmt(" number of nan iterations: %3lld |", static_cast<long long>(l.nan_iterations));
   s += fmt(" tokens per second per GPU: %.1f |", l.tokens_per_second_per_rank);
   if (l.mfu >= 0.0) s += fmt(" MFU: %.1f%% |", 100.0 * l.mfu);
+  if (l.time_left_seconds >= 0.0) s += " time left: " + format_duration(l.time_left_seconds) + " |";
   return s;
 }
 

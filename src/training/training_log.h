@@ -1,6 +1,7 @@
 // Megatron's log lines (megatron/training/training.py training_log and
 // evaluate_and_print_results), so existing log parsers keep working, plus mindspeed-cpp's
-// extra fields appended at the end of the iteration line (tokens per second and MFU) and a
+// extra fields appended at the end of the iteration line (tokens per second, MFU and the time
+// left to --train-iters) and a
 // memory line in the style of Megatron's report_memory.
 #pragma once
 
@@ -26,6 +27,7 @@ struct IterationLog {
   int64_t nan_iterations = 0;
   double tokens_per_second_per_rank = 0.0;
   double mfu = -1.0;                 ///< fraction of --peak-tflops; < 0 = not shown
+  double time_left_seconds = -1.0;   ///< estimated time to --train-iters; < 0 = not shown
 };
 
 /// " [date time] iteration        N/       T | consumed samples: ... | ... |"

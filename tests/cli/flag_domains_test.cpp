@@ -98,6 +98,8 @@ const std::map<std::string, Row> kExpected = {
     {"--peak-tflops", {true, false, true}},
     {"--num-threads", {false, false, false}},
     {"--vocab-size", {false, false, false}},
+    {"--tensorboard-log-interval", {false, false, true}},
+    {"--tensorboard-queue-size", {false, false, true}},
 };
 
 TEST(FlagDomains, EveryNumericFlagHasARowAndADomain) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <regex>
+
+#include "core/logging.h"
 
 namespace mindspeed {
 namespace {
@@ -36,6 +39,27 @@ TEST(TrainingLog, IterationLineMatchesMegatronFormat) {
   EXPECT_NE(line.find("| grad norm: 5.123 |"), std::string::npos) << line;
   EXPECT_NE(line.find("| number of skipped iterations:   0 |"), std::string::npos) << line;
   EXPECT_NE(line.find("| MFU: 65.0% |"), std::string::npos) << line;
+  EXPECT_EQ(line.find("time left"), std::string::npos) << "not shown unless set";
+}
+
+// The time left to --train-iters is appended after Megatron's fields (and after MFU), so
+// parsers of Megatron's fields keep working.
+TEST(TrainingLog, TimeLeftIsTheLastField) {
+  IterationLog l;
+  l.iteration = 10;
+  l.train_iters = 100;
+  l.mfu = 0.5;
+  l.time_left_seconds = 3725.4;
+  const std::string line = format_iteration_line(l, "2026-12-02 10:00:00");
+  const size_t mfu = line.find("| MFU: 50.0% |");
+  ASSERT_NE(mfu, std::string::npos) << line;
+  EXPECT_EQ(line.substr(mfu), "| MFU: 50.0% | time left: 1:02:05 |") << line;
+  l.time_left_seconds = 0.0;
+  EXPECT_NE(format_iteration_line(l, "x").find("| time left: 0:00:00 |"), std::string::npos);
+  EXPECT_EQ(format_duration(27 * 3600.0), "27:00:00");
+  EXPECT_EQ(format_duration(59.6), "0:01:00");
+  EXPECT_EQ(format_duration(-1.0), "?");
+  EXPECT_EQ(format_duration(std::nan("")), "?");
 }
 
 TEST(TrainingLog, ValidationLinesMatchMegatronFormat) {
