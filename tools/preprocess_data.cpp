@@ -26,6 +26,10 @@
 //    temporary. --input must be one file (Megatron globs it when N > 1).
 //  - --workers defaults to the number of cores (required in Megatron) and must be 1..1024.
 //  - --split-sentences is refused: it needs NLTK's punkt models, which we do not have.
+//  - Progress shows the share of the input done and the time left as well (Megatron: docs/s
+//    and MB/s); on a terminal it is one line redrawn in place (carriage return) five times
+//    a second, otherwise a plain line every --log-interval documents.
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -98,6 +102,16 @@ class LineReader {
   }
   ~LineReader() { gzclose(file_); }
 
+  /// Bytes of the file consumed so far (compressed for gzip) and the bytes they decompressed
+  /// to: together with the file's size, an estimate of how much of the input is read.
+  struct Position {
+    double file_bytes = 0.0;
+    double text_bytes = 0.0;
+  };
+  Position position() const {
+    return {static_cast<double>(gzoffset(file_)), static_cast<double>(text_bytes_read_)};
+  }
+
   /// Appends one line (without its '\n' and a trailing '\r') to *out; false at the end.
   StatusOr<bool> next_line(std::string* out, size_t* raw_bytes) {
     while (true) {
@@ -125,6 +139,7 @@ class LineReader {
                          "); is the gzip stream truncated or corrupt?");
       }
       buffer_.resize(old + static_cast<size_t>(got));
+      text_bytes_read_ += static_cast<size_t>(got);
       if (got == 0) {
         int code = 0;
         const char* message = gzerror(file_, &code);
@@ -153,6 +168,7 @@ class LineReader {
   std::string buffer_;
   size_t pos_ = 0;
   bool eof_ = false;
+  size_t text_bytes_read_ = 0;
 };
 
 // ---------------------------------------------------------------- batches
@@ -168,6 +184,7 @@ struct Batch {
   uint64_t index = 0;
   int64_t first_line = 1;   // 1-based line number of the first line
   size_t raw_bytes = 0;     // input bytes, newlines included
+  LineReader::Position read_position;  // the reader's position after this batch
   std::string data;         // the lines back to back
   std::vector<size_t> ends; // end offset of each line in data
   // Filled by a worker:
@@ -319,6 +336,7 @@ class Pipeline {
         batch->ends.push_back(batch->data.size());
       }
       line_no += static_cast<int64_t>(batch->ends.size());
+      batch->read_position = reader_->position();
       std::lock_guard<std::mutex> lock(mutex_);
       if (!batch->ends.empty()) {
         work_.push_back(std::move(batch));
@@ -393,6 +411,71 @@ class OutputFiles {
  private:
   std::vector<std::string> paths_;
   bool keep_ = false;
+};
+
+// Progress on stderr: documents, docs/s, MB/s, and when the input's size is known (a regular
+// file) the share done and the time left. On a terminal one line is redrawn in place
+// (carriage return, erase to the end of the line) at most five times a second and ended
+// with a newline; otherwise a plain line every --log-interval documents.
+class Progress {
+ public:
+  Progress(const std::string& input, int64_t log_interval) : log_interval_(log_interval) {
+    terminal_ = isatty(STDERR_FILENO) == 1;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(input, ec)) {
+      const auto size = std::filesystem::file_size(input, ec);
+      if (!ec && size > 0) input_bytes_ = static_cast<double>(size);
+    }
+  }
+
+  /// After each document: `text_bytes` of the input done, `at` the reader's position.
+  void document_done(int64_t documents, double text_bytes, const LineReader::Position& at) {
+    const double seconds = elapsed();
+    if (terminal_) {
+      if (documents > 1 && seconds - last_draw_ < 0.2) return;
+      last_draw_ = seconds;
+      draw(documents, text_bytes, at, seconds);
+    } else if (documents % log_interval_ == 0) {
+      std::fprintf(stderr, "%s\n", describe(documents, text_bytes, at, seconds).c_str());
+    }
+  }
+  /// At the end: the terminal line's final state and its newline.
+  void finish(int64_t documents, double text_bytes, const LineReader::Position& at) {
+    if (!terminal_ || documents == 0) return;
+    draw(documents, text_bytes, at, elapsed());
+    std::fputc('\n', stderr);
+  }
+
+ private:
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void draw(int64_t documents, double text_bytes, const LineReader::Position& at, double seconds) {
+    std::fprintf(stderr, "\r%s\033[K", describe(documents, text_bytes, at, seconds).c_str());
+    std::fflush(stderr);
+  }
+  // "Processed N documents (D docs/s, M MB/s)." (Megatron's line) [" P% of the input, time left H:MM:SS."]
+  std::string describe(int64_t documents, double text_bytes, const LineReader::Position& at, double seconds) const {
+    seconds = std::max(seconds, 1e-9);
+    char line[256];
+    int n = std::snprintf(line, sizeof(line), "Processed %lld documents (%.2f docs/s, %.2f MB/s).",
+                          static_cast<long long>(documents), static_cast<double>(documents) / seconds,
+                          text_bytes / seconds / 1024 / 1024);
+    if (input_bytes_ > 0.0 && at.text_bytes > 0.0) {
+      // The file bytes behind the text done, at the compression ratio read so far.
+      const double done = std::min(1.0, text_bytes / at.text_bytes * at.file_bytes / input_bytes_);
+      const double left = done > 0.0 ? seconds * (1.0 - done) / done : -1.0;
+      std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " %.1f%% of the input, time left %s.",
+                    100.0 * done, format_duration(left).c_str());
+    }
+    return line;
+  }
+
+  int64_t log_interval_;
+  bool terminal_ = false;
+  double input_bytes_ = 0.0;  // 0 = unknown (a pipe)
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double last_draw_ = 0.0;
 };
 
 struct KeyStats {
@@ -486,6 +569,8 @@ Status run(const Args& args) {
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
+  Progress progress(args.input, args.log_interval);
+  LineReader::Position read_position;
   while (std::unique_ptr<Batch> batch = pipeline.next()) {
     std::vector<size_t> token_pos(num_keys, 0), length_pos(num_keys, 0), doc_pos(num_keys, 0);
     for (size_t i = 0; i < batch->ends.size(); ++i) {
@@ -516,17 +601,14 @@ Status run(const Args& args) {
         stats[k].tokens += num_tokens;
       }
       ++documents;
-      if (documents % args.log_interval == 0) {
-        const double seconds = elapsed();
-        const double done_bytes = static_cast<double>(bytes + batch->raw_bytes *
-                                                                  (i + 1) / batch->ends.size());
-        std::fprintf(stderr, "Processed %lld documents (%.2f docs/s, %.2f MB/s).\n",
-                     static_cast<long long>(documents), documents / seconds,
-                     done_bytes / seconds / 1024 / 1024);
-      }
+      progress.document_done(
+          documents, static_cast<double>(bytes + batch->raw_bytes * (i + 1) / batch->ends.size()),
+          batch->read_position);
     }
     bytes += batch->raw_bytes;
+    read_position = batch->read_position;
   }
+  progress.finish(documents, static_cast<double>(bytes), read_position);
   MS_RETURN_IF_ERROR(pipeline.reader_status());
   pipeline.stop();
 
@@ -625,7 +707,8 @@ int main(int argc, char** argv) {
   runtime->add_option("--partitions", args.partitions,
                       "Number of file partitions (Megatron's document order)");
   runtime->add_option("--log-interval", args.log_interval,
-                      "Interval (in documents) between progress updates");
+                      "Documents between progress lines (on a terminal one line is redrawn "
+                      "5 times a second instead)");
   runtime->add_flag("--keep-sequential-samples", args.keep_sequential_samples,
                     "Keep the input order when using --partitions > 1");
   runtime->add_flag("--skip-bad-lines", args.skip_bad_lines,

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <regex>
+
 #include "tools/tools_test_util.h"
 
 namespace mindspeed {
@@ -268,6 +270,40 @@ TEST(PreprocessData, ProgressLines) {
   EXPECT_NE(r.output.find("Processed 30 documents ("), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" docs/s, "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" MB/s)."), std::string::npos) << r.output;
+  // Not a terminal: plain lines, with the share of the input and the time left.
+  const std::regex line(
+      R"(\nProcessed 30 documents \([0-9.]+ docs/s, [0-9.]+ MB/s\)\. ([0-9.]+)% of the input, time left \d+:\d\d:\d\d\.\n)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, line)) << r.output;
+  EXPECT_NEAR(std::stod(m[1]), 100.0 * 30 / 37, 10.0) << "30 of 37 similar documents";
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("\033[K"), std::string::npos) << r.output;
+  // From a pipe the size is unknown: no share, no time left.
+  std::string command = "cat " + testing::shell_quote(kData + "small.jsonl") + " | " +
+                        testing::shell_quote(std::string(MS_TOOLS_DIR) + "/preprocess_data");
+  for (const std::string& a : gpt2_args("/dev/stdin", dir.file("p"))) {
+    command += ' ';
+    command += testing::shell_quote(a);
+  }
+  const auto piped = testing::run_shell(command + " --log-interval 10 2>&1");
+  EXPECT_NE(piped.output.find("Processed 30 documents ("), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find("time left"), std::string::npos) << piped.output;
+}
+
+// On a terminal (a pseudo-terminal here, output post-processing off so that every '\r' is
+// the tool's): one line redrawn in place with a carriage return and erase-to-end-of-line,
+// ended by a newline with the final counts.
+TEST(PreprocessData, ProgressOnATerminalIsOneRedrawnLine) {
+  ScratchDir dir("pp");
+  std::vector<std::string> args = {std::string(MS_TOOLS_DIR) + "/preprocess_data"};
+  for (const std::string& a : gpt2_args(kData + "small.jsonl", dir.file("t"))) args.push_back(a);
+  const auto r = testing::run_on_terminal(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\rProcessed 1 documents ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\rProcessed 37 documents ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" MB/s). 100.0% of the input, time left 0:00:00.\033[K\n"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Processed ", r.output.find("Processed 37 documents (") + 1), std::string::npos)
+      << "nothing after the final redraw: " << r.output;
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // Helpers for the tool tests: running a tool, scratch directories, file comparison.
 #pragma once
 
+#include <pty.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -56,5 +59,51 @@ inline RunResult run_tool(const std::string& tool, const std::vector<std::string
   return result;
 }
 
+/// Runs a shell command line as given (redirections included), capturing stdout.
+inline RunResult run_shell(const std::string& command) {
+  RunResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+/// Runs argv[0] with its arguments on a new pseudo-terminal (stdin, stdout and stderr) whose
+/// output post-processing is off (no '\n' -> "\r\n"), capturing what it writes.
+inline RunResult run_on_terminal(const std::vector<std::string>& argv) {
+  RunResult result;
+  termios settings{};
+  cfmakeraw(&settings);
+  int master = -1;
+  const pid_t pid = forkpty(&master, nullptr, &settings, nullptr);
+  if (pid < 0) return result;
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  char buffer[4096];
+  while (true) {
+    const ssize_t n = ::read(master, buffer, sizeof(buffer));
+    if (n > 0) {
+      result.output.append(buffer, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO once the child has closed the terminal
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
 
 }  // namespace mindspeed::testing
