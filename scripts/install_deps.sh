@@ -5,7 +5,8 @@ set -euo pipefail
 PACKAGES=(build-essential cmake ninja-build pkg-config
           libopenblas-openmp-dev libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libsentencepiece-dev zlib1g-dev)
+          libsentencepiece-dev zlib1g-dev
+          gnuplot-nox)  # tools/plot_metrics.sh (the loss picture of a run)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
