@@ -174,6 +174,7 @@ TEST(Metrics, TensorboardAndMetricsFileEqualTheLogLines) {
     EXPECT_EQ(hms(j["time_left_seconds"].get<double>()), log.at("time left"));
   }
   EXPECT_EQ(logged.back().at("time left"), "0:00:00");
+  EXPECT_EQ(iterations.back()["time_left_seconds"].get<double>(), 0.0);
   const auto validation = validation_lines(r.output);
   ASSERT_EQ(validation.size(), 3u) << r.output;
   ASSERT_EQ(evaluations.size(), 3u);
@@ -193,6 +194,14 @@ TEST(Metrics, TensorboardAndMetricsFileEqualTheLogLines) {
   ASSERT_EQ(file.error, "") << files[0];
   ASSERT_FALSE(file.events.empty());
   EXPECT_EQ(file.events[0].file_version, "brain.Event:2");
+  // The time left is the run's pace so far times the iterations left: the pace from the
+  // event file's creation (just before the training loop) to the metrics line's wall time.
+  for (size_t i = 0; i < 6; ++i) {
+    const double done = static_cast<double>(i + 1), left = 6.0 - done;
+    const double elapsed = iterations[i]["wall_time"].get<double>() - file.events[0].wall_time;
+    EXPECT_NEAR(iterations[i]["time_left_seconds"].get<double>(), elapsed / done * left, 0.1 * left / done + 0.1)
+        << "iteration " << i + 1;
+  }
   for (size_t i = 1; i < file.events.size(); ++i) {
     EXPECT_EQ(file.events[i].values.size(), 1u);
     EXPECT_GE(file.events[i].wall_time, file.events[0].wall_time - 1.0);
