@@ -49,7 +49,7 @@ for ((round = 0; round < REPEATS; round++)); do
     if [ -z "${BEST[$name]:-}" ] || awk -v a="$mean" -v b="${BEST[$name]}" 'BEGIN { exit !(a < b) }'; then
       BEST[$name]=$mean
     fi
-    TRACE[$name]=$(cat "$OUT"/profile/*.json 2>/dev/null | wc -c)
+    TRACE[$name]=$( (cat "$OUT"/profile/*.json 2>/dev/null || true) | wc -c)
   done
 done
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; $(date -u +%F)"
