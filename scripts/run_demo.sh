@@ -39,6 +39,7 @@ mpirun --oversubscribe --bind-to none -np "$NP" -x OMP_WAIT_POLICY=PASSIVE \
   --tensorboard-dir "$RUN" --log-validation-ppl-to-tensorboard --save "$RUN/checkpoint" "$@"
 tools/plot_metrics.sh "$RUN/metrics.jsonl" "$RUN/loss.png" "mindspeed-cpp demo: TP2 x PP2 interleaved, 4 ranks"
 echo "metrics drawn in $RUN/loss.png (TensorBoard: tensorboard --logdir $RUN)"
-# The checkpoint, saved at TP2 x PP2, loads on one rank; greedy continuation of two prompts.
+# The checkpoint, saved at TP2 x PP2, loads on one rank: two prompts continued by sampling
+# (top-k 40, temperature 0.8; the same --seed gives the same text).
 "$BUILD/tools/generate_text" --load "$RUN/checkpoint" "${GPT2_TOKENIZER[@]}" --out-seq-length 24 \
-  --prompt "In the beginning" --prompt "And the LORD said unto Moses"
+  --top-k 40 --temperature 0.8 --seed 1234 --prompt "In the beginning" --prompt "And the LORD said unto Moses"
