@@ -37,9 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kBin = MS_PRETRAIN_GPT;
-const std::string kMpirun = std::string(MS_MPIRUN) +
-                            " --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1"
-                            " -x OMP_WAIT_POLICY=PASSIVE";
+const std::string kMpirun = mpirun_prefix(MS_MPIRUN);
 const std::string kTiny =
     " --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32"
     " --micro-batch-size 2 --global-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine"

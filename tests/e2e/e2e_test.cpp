@@ -23,9 +23,7 @@ Result run(const std::string& command) { return mindspeed::testing::run_command(
 const std::string kBin = MS_PRETRAIN_GPT;
 // pretrain_gpt with PretrainHooks that fail a rank on request (pretrain_gpt_with_faults.cpp).
 const std::string kFaultyBin = MS_PRETRAIN_GPT_WITH_FAULTS;
-const std::string kMpirun = std::string(MS_MPIRUN) +
-                            " --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1"
-                            " -x OMP_WAIT_POLICY=PASSIVE";
+const std::string kMpirun = mindspeed::testing::mpirun_prefix(MS_MPIRUN);
 const std::string kTiny =
     " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64"
     " --micro-batch-size 4 --global-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine"

@@ -18,9 +18,7 @@ using Result = mindspeed::testing::CommandResult;
 Result run(const std::string& command) { return mindspeed::testing::run_command(command); }
 
 const std::string kGenerate = MS_GENERATE_TEXT;
-const std::string kMpirun = std::string(MS_MPIRUN) +
-                            " --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1"
-                            " -x OMP_WAIT_POLICY=PASSIVE";
+const std::string kMpirun = mindspeed::testing::mpirun_prefix(MS_MPIRUN);
 const std::string kGpt2Fixture = std::string(MS_SOURCE_DIR) + "/tests/golden/gpt2_tiny";
 // The fixtures have 100 tokens: NullTokenizer ids 0..98, EOD 99.
 const std::string kNull = " --tokenizer-type NullTokenizer --vocab-size 99";

@@ -34,9 +34,7 @@ using Json = nlohmann::json;
 using Series = std::vector<std::pair<int64_t, float>>;
 
 const std::string kBin = MS_PRETRAIN_GPT;
-const std::string kMpirun = std::string(MS_MPIRUN) +
-                            " --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1"
-                            " -x OMP_WAIT_POLICY=PASSIVE";
+const std::string kMpirun = mindspeed::testing::mpirun_prefix(MS_MPIRUN);
 const std::string kTiny =
     " --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32"
     " --micro-batch-size 4 --global-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine"

@@ -16,6 +16,13 @@ struct CommandResult {
   double seconds = 0.0;
 };
 
+/// `mpirun` (the path a test target defines as MS_MPIRUN) with the flags every test launch
+/// uses: oversubscribed cores, root allowed, one OpenMP thread per rank that sleeps when idle.
+inline std::string mpirun_prefix(const char* mpirun) {
+  return std::string(mpirun) +
+         " --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE";
+}
+
 inline CommandResult run_command(const std::string& command) {
   CommandResult r;
   const auto start = std::chrono::steady_clock::now();

@@ -46,13 +46,10 @@ TEST_P(HfSliceLoad, EveryTensorParallelShardEqualsItsSliceOfTheWholeLoad) {
   const MpiWorld& world = mpi_world();
   if (world.size != 2 && world.size != 4) GTEST_SKIP();
   const std::string dir = std::string(MS_SOURCE_DIR) + "/tests/golden/" + GetParam();
-  // LLaMA-style fixtures have 2 query groups: tensor parallel 2 (x data parallel 2 on 4 ranks).
-  const int tp = GetParam() == "gpt2_tiny" ? world.size : 2;
-  ParallelConfig pc;
-  pc.tensor_model_parallel_size = tp;
-  auto ps = initialize_model_parallel(pc, world);
-  ASSERT_TRUE(ps.ok()) << ps.status().to_string();
-  const auto sharded = load(dir, **ps);
+  const FixtureLayout layout = fixture_layout(GetParam(), world);
+  const int tp = layout.tp;
+  const std::unique_ptr<ParallelState>& ps = layout.ps;
+  const auto sharded = load(dir, *ps);
   const auto single_ps = ParallelState::single_process();
   // The whole model at this tensor-parallel size's padded vocabulary, loaded by one process.
   auto info = read_hf_config(dir);
@@ -70,16 +67,16 @@ TEST_P(HfSliceLoad, EveryTensorParallelShardEqualsItsSliceOfTheWholeLoad) {
     const Parameter* full = whole.registry().find(p->spec.name);
     ASSERT_NE(full, nullptr) << p->spec.name;
     std::vector<float> expected(static_cast<size_t>(p->local_shape.numel()));
-    slice_for_rank(expected.data(), full->data.f32(), p->spec, (*ps)->tp_rank, tp);
+    slice_for_rank(expected.data(), full->data.f32(), p->spec, ps->tp_rank, tp);
     const std::vector<float> got(p->data.f32(), p->data.f32() + p->local_shape.numel());
     EXPECT_TRUE(got == expected) << GetParam() << ": " << p->spec.name << " on tensor-parallel rank "
-                                 << (*ps)->tp_rank << " of " << tp;
+                                 << ps->tp_rank << " of " << tp;
     mismatched += got == expected ? 0 : 1;
     compared += p->is_tensor_parallel() ? 1 : 0;
   }
   EXPECT_GE(compared, 5) << "too few tensor-parallel parameters compared";
   // Rank 0 prints the log: it reports the other ranks' mismatches too.
-  EXPECT_EQ((*ps)->world().all_reduce_scalar(mismatched, ReduceOp::kSum), 0.0)
+  EXPECT_EQ(ps->world().all_reduce_scalar(mismatched, ReduceOp::kSum), 0.0)
       << GetParam() << ": shards differ on some rank";
 }
 

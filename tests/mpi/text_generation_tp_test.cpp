@@ -63,13 +63,9 @@ TEST_P(TextGenerationTp, TokensAndLogitsEqualTheSingleProcess) {
   const MpiWorld& world = mpi_world();
   if (world.size != 2 && world.size != 4) GTEST_SKIP();
   const std::string dir = std::string(MS_SOURCE_DIR) + "/tests/golden/" + GetParam();
-  // LLaMA-style fixtures have 2 query groups: tensor parallel 2 (x data parallel 2 on 4 ranks).
-  const int tp = GetParam() == "gpt2_tiny" ? world.size : 2;
-  ParallelConfig pc;
-  pc.tensor_model_parallel_size = tp;
-  auto ps = initialize_model_parallel(pc, world);
-  ASSERT_TRUE(ps.ok()) << ps.status().to_string();
-  Generator sharded(dir, **ps);
+  const FixtureLayout layout = fixture_layout(GetParam(), world);
+  const std::unique_ptr<ParallelState>& ps = layout.ps;
+  Generator sharded(dir, *ps);
   const auto single_ps = ParallelState::single_process();
   Generator whole(dir, *single_ps);
   const int64_t V = whole.config.vocab_size;

@@ -40,25 +40,6 @@ inline std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-/// Runs MS_TOOLS_DIR/<tool> with the arguments, capturing its output and exit code.
-inline RunResult run_tool(const std::string& tool, const std::vector<std::string>& args) {
-  std::string command = shell_quote(std::string(MS_TOOLS_DIR) + "/" + tool);
-  for (const auto& arg : args) {
-    command += ' ';
-    command += shell_quote(arg);
-  }
-  command += " 2>&1";
-  RunResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
 /// Runs a shell command line as given (redirections included), capturing stdout.
 inline RunResult run_shell(const std::string& command) {
   RunResult result;
@@ -70,6 +51,16 @@ inline RunResult run_shell(const std::string& command) {
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+/// Runs MS_TOOLS_DIR/<tool> with the arguments, capturing its output and exit code.
+inline RunResult run_tool(const std::string& tool, const std::vector<std::string>& args) {
+  std::string command = shell_quote(std::string(MS_TOOLS_DIR) + "/" + tool);
+  for (const auto& arg : args) {
+    command += ' ';
+    command += shell_quote(arg);
+  }
+  return run_shell(command + " 2>&1");
 }
 
 /// Runs argv[0] with its arguments on a new pseudo-terminal (stdin, stdout and stderr) whose
