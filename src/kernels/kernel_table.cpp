@@ -46,6 +46,7 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.kv_cache_attention_forward = fast ? cpu::kv_cache_attention_forward : ref::kv_cache_attention_forward;
   t.kv_cache_attention_workspace_floats =
       fast ? cpu::kv_cache_attention_workspace_floats : ref::kv_cache_attention_workspace_floats;
+  t.ring_attention_update = fast ? cpu::ring_attention_update : ref::ring_attention_update;
   t.softmax_cross_entropy = fast ? cpu::softmax_cross_entropy : ref::softmax_cross_entropy;
   t.adamw_step = fast ? cpu::adamw_step : ref::adamw_step;
   t.sum_of_squares = fast ? cpu::sum_of_squares : ref::sum_of_squares;

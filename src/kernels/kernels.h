@@ -60,6 +60,7 @@ struct KernelTable {
   decltype(&cpu::flash_attention_backward) flash_attention_backward = nullptr;
   decltype(&ref::kv_cache_attention_forward) kv_cache_attention_forward = nullptr;
   decltype(&ref::kv_cache_attention_workspace_floats) kv_cache_attention_workspace_floats = nullptr;
+  decltype(&ref::ring_attention_update) ring_attention_update = nullptr;
   decltype(&ref::softmax_cross_entropy) softmax_cross_entropy = nullptr;
   decltype(&ref::adamw_step) adamw_step = nullptr;
   decltype(&ref::sum_of_squares) sum_of_squares = nullptr;

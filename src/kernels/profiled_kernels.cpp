@@ -80,6 +80,8 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::flash_attention_backward>(t, "flash_attention_backward", [](const auto& a) { return flops(2.0 * attention_flops(get<11>(a))); });
   // Generation: Tq new queries against Tk cached keys (QK^T and PV).
   wrap<&KernelTable::kv_cache_attention_forward>(t, "kv_cache_attention_forward", [](const auto& a) { return flops(4.0 * get<5>(a) * get<6>(a) * get<8>(a) * get<9>(a) * get<11>(a)); });
+  // Ring update: reads two outputs and two lse, writes one of each (T*B*NQ rows of D + 1).
+  wrap<&KernelTable::ring_attention_update>(t, "ring_attention_update", [](const auto& a) { return bytes(12.0 * get<7>(a) * get<8>(a) * get<9>(a) * (get<10>(a) + 1)); });
   wrap<&KernelTable::embedding_forward>(t, "embedding_forward", [](const auto& a) { return bytes(8.0 * get<6>(a) * get<7>(a)); });
   wrap<&KernelTable::embedding_backward>(t, "embedding_backward", [](const auto& a) { return bytes(12.0 * get<6>(a) * get<7>(a)); });
   wrap<&KernelTable::layer_norm_forward>(t, "layer_norm_forward", [](const auto& a) { return bytes(8.0 * get<7>(a) * get<8>(a)); });
