@@ -2,12 +2,13 @@
 // kernel against the reference on odd shapes; the attention over all keys rebuilt from the
 // partial attentions of 2 and 4 key blocks (causal, so some blocks see no key for some
 // rows, and non-causal) equals full attention; the merge order does not matter; and the
-// kernel equals MindSpeed's (softmax_max, softmax_sum) formula.
+// kernel equals MindSpeed's (softmax_max, softmax_sum) formula; its lse is flash attention's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -213,7 +214,31 @@ INSTANTIATE_TEST_SUITE_P(
                                          SplitCase{1, 21, 3, 3, 16, 2, false},
                                          SplitCase{1, 21, 2, 1, 17, 4, false},
                                          SplitCase{3, 10, 2, 2, 8, 4, true}),
-                       ::testing::Bool()));
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<RingUpdateSplit::ParamType>& info) {
+      const SplitCase& s = std::get<0>(info.param);
+      std::ostringstream name;  // e.g. B2T13NQ4NKV2D9_4blocks_causal_fast
+      name << 'B' << s.B << 'T' << s.T << "NQ" << s.NQ << "NKV" << s.NKV << 'D' << s.D << '_' << s.blocks
+           << "blocks_" << (s.causal ? "causal_" : "full_") << (std::get<1>(info.param) ? "fast" : "ref");
+      return name.str();
+    });
+
+// The statistic the update takes is the one flash attention saves: the lse of this test's
+// plain attention over all keys equals flash_attention_forward's (causal, GQA, odd T).
+TEST(RingUpdateLse, IsFlashAttentionLse) {
+  if (!cpu::cpu_kernels_supported()) GTEST_SKIP() << "no AVX2+FMA";
+  const int64_t B = 2, T = 70, NQ = 4, NKV = 2, D = 16;
+  const AttentionDims dims{B, T, NQ, NKV, D, 1.0f / std::sqrt(static_cast<float>(D)), 0, NQ};
+  const auto q = random_vector(B * NQ * T * D, 31), k = random_vector(B * NKV * T * D, 32);
+  const auto v = random_vector(B * NKV * T * D, 33);
+  std::vector<float> out(T * B * NQ * D), lse(B * NQ * T);
+  std::vector<float> ws(cpu::attention_workspace_floats(kKc, dims, AttentionKernel::kFlash, false));
+  cpu::flash_attention_forward(kKc, out.data(), lse.data(), q.data(), k.data(), v.data(), AttentionMask{}, dims,
+                               DropoutSpec{}, ws.data());
+  const Partial full = block_attention(q, k, v, B, T, NQ, NKV, D, 0, T, true);
+  EXPECT_TRUE(all_close(out, full.out, 1e-4, 1e-5));
+  EXPECT_TRUE(lse_close(lse, full.lse, 1e-5));
+}
 
 // ---- MindSpeed's (softmax_max, softmax_sum) form ------------------------------------------
 // forward_update of MindSpeed's docs/ops/npu_ring_attention_update.md, one row, in double.
