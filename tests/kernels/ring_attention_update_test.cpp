@@ -30,9 +30,10 @@ struct Partial {
 
 // Plain attention of every query over keys [j0, j1) (causal: only j <= t), in double. A row
 // that sees no key gets out = 0 and lse = -inf, as the update kernel expects.
-Partial block_attention(const std::vector<float>& q /*[B,NQ,T,D]*/, const std::vector<float>& k /*[B,NKV,T,D]*/,
-                        const std::vector<float>& v /*[B,NKV,T,D]*/, int64_t B, int64_t T, int64_t NQ,
-                        int64_t NKV, int64_t D, int64_t j0, int64_t j1, bool causal) {
+Partial block_attention(const std::vector<float>& q /*[B,NQ,T,D]*/,
+                        const std::vector<float>& k /*[B,NKV,T,D]*/,
+                        const std::vector<float>& v /*[B,NKV,T,D]*/, int64_t B, int64_t T,
+                        int64_t NQ, int64_t NKV, int64_t D, int64_t j0, int64_t j1, bool causal) {
   const int64_t G = NQ / NKV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   Partial p{std::vector<float>(T * B * NQ * D, 0.0f), std::vector<float>(B * NQ * T, kNegInf)};
@@ -68,10 +69,12 @@ Partial block_attention(const std::vector<float>& q /*[B,NQ,T,D]*/, const std::v
 }
 
 // lse values may be -inf: equal there, close elsewhere.
-::testing::AssertionResult lse_close(const std::vector<float>& a, const std::vector<float>& b, double tol) {
+::testing::AssertionResult lse_close(const std::vector<float>& a, const std::vector<float>& b,
+                                     double tol) {
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isinf(b[i]) || std::isinf(a[i])) {
-      if (a[i] != b[i]) return ::testing::AssertionFailure() << "lse " << i << ": " << a[i] << " vs " << b[i];
+      if (a[i] != b[i])
+        return ::testing::AssertionFailure() << "lse " << i << ": " << a[i] << " vs " << b[i];
     } else if (!(std::fabs(a[i] - b[i]) <= tol * (1.0 + std::fabs(b[i])))) {
       return ::testing::AssertionFailure() << "lse " << i << ": " << a[i] << " vs " << b[i];
     }
@@ -103,21 +106,26 @@ TEST_P(RingUpdateParity, FastEqualsReference) {
   const auto po = random_vector(n, 1), co = random_vector(n, 2);
   const auto pl = random_lse(ns, 3, 5, 0), cl = random_lse(ns, 4, 7, 3);
   std::vector<float> o1(n), o2(n), l1(ns), l2(ns);
-  ref::ring_attention_update(kKc, o1.data(), l1.data(), po.data(), pl.data(), co.data(), cl.data(), T, B, NQ, D);
-  cpu::ring_attention_update(kKc, o2.data(), l2.data(), po.data(), pl.data(), co.data(), cl.data(), T, B, NQ, D);
+  ref::ring_attention_update(kKc, o1.data(), l1.data(), po.data(), pl.data(), co.data(), cl.data(),
+                             T, B, NQ, D);
+  cpu::ring_attention_update(kKc, o2.data(), l2.data(), po.data(), pl.data(), co.data(), cl.data(),
+                             T, B, NQ, D);
   EXPECT_TRUE(all_close(o2, o1, 1e-6, 1e-7));
   EXPECT_TRUE(lse_close(l2, l1, 1e-7));
   EXPECT_TRUE(all_finite(o1));
   // In place, as the ring accumulates (out = prev_out, lse = prev_lse).
   std::vector<float> o3 = po, l3 = pl;
-  cpu::ring_attention_update(kKc, o3.data(), l3.data(), o3.data(), l3.data(), co.data(), cl.data(), T, B, NQ, D);
+  cpu::ring_attention_update(kKc, o3.data(), l3.data(), o3.data(), l3.data(), co.data(), cl.data(),
+                             T, B, NQ, D);
   EXPECT_EQ(o3, o2);
   EXPECT_EQ(l3, l2);
 }
 
 INSTANTIATE_TEST_SUITE_P(OddShapes, RingUpdateParity,
-                         ::testing::Values(std::make_tuple(1, 1, 1, 1), std::make_tuple(7, 3, 5, 13),
-                                           std::make_tuple(5, 1, 4, 9), std::make_tuple(33, 2, 3, 64),
+                         ::testing::Values(std::make_tuple(1, 1, 1, 1),
+                                           std::make_tuple(7, 3, 5, 13),
+                                           std::make_tuple(5, 1, 4, 9),
+                                           std::make_tuple(33, 2, 3, 64),
                                            std::make_tuple(17, 2, 2, 130)));
 
 // ---- (2) merged key blocks == full attention ----------------------------------------------
@@ -130,7 +138,8 @@ class RingUpdateSplit : public ::testing::TestWithParam<std::tuple<SplitCase, bo
  protected:
   const SplitCase& c() const { return std::get<0>(GetParam()); }
   KernelTable table() const {
-    return std::get<1>(GetParam()) ? select_kernels(KernelOptions{.fast = true}) : reference_kernels();
+    return std::get<1>(GetParam()) ? select_kernels(KernelOptions{.fast = true})
+                                   : reference_kernels();
   }
   void SetUp() override {
     const SplitCase& s = c();
@@ -139,7 +148,8 @@ class RingUpdateSplit : public ::testing::TestWithParam<std::tuple<SplitCase, bo
     v_ = random_vector(s.B * s.NKV * s.T * s.D, 13);
     full_ = attention(0, s.T);
     // Uneven boundaries (the last block is shorter): block i = [bounds[i], bounds[i+1]).
-    for (int64_t i = 0; i <= s.blocks; ++i) bounds_.push_back(i == s.blocks ? s.T : i * ((s.T + s.blocks - 1) / s.blocks));
+    for (int64_t i = 0; i <= s.blocks; ++i)
+      bounds_.push_back(i == s.blocks ? s.T : i * ((s.T + s.blocks - 1) / s.blocks));
     for (int64_t i = 0; i < s.blocks; ++i) parts_.push_back(attention(bounds_[i], bounds_[i + 1]));
   }
   Partial attention(int64_t j0, int64_t j1) const {
@@ -196,32 +206,34 @@ TEST_P(RingUpdateSplit, MergeOrderDoesNotMatter) {
     const SplitCase& s = c();
     const KernelTable t = table();
     Partial a = parts_[0], b = parts_[2];
-    t.ring_attention_update(kKc, a.out.data(), a.lse.data(), a.out.data(), a.lse.data(), parts_[1].out.data(),
-                            parts_[1].lse.data(), s.T, s.B, s.NQ, s.D);
-    t.ring_attention_update(kKc, b.out.data(), b.lse.data(), b.out.data(), b.lse.data(), parts_[3].out.data(),
-                            parts_[3].lse.data(), s.T, s.B, s.NQ, s.D);
+    t.ring_attention_update(kKc, a.out.data(), a.lse.data(), a.out.data(), a.lse.data(),
+                            parts_[1].out.data(), parts_[1].lse.data(), s.T, s.B, s.NQ, s.D);
+    t.ring_attention_update(kKc, b.out.data(), b.lse.data(), b.out.data(), b.lse.data(),
+                            parts_[3].out.data(), parts_[3].lse.data(), s.T, s.B, s.NQ, s.D);
     Partial m = a;
-    t.ring_attention_update(kKc, m.out.data(), m.lse.data(), a.out.data(), a.lse.data(), b.out.data(),
-                            b.lse.data(), s.T, s.B, s.NQ, s.D);
+    t.ring_attention_update(kKc, m.out.data(), m.lse.data(), a.out.data(), a.lse.data(),
+                            b.out.data(), b.lse.data(), s.T, s.B, s.NQ, s.D);
     EXPECT_TRUE(all_close(m.out, first.out, 1e-6, 1e-6));
     EXPECT_TRUE(lse_close(m.lse, first.lse, 1e-6));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Blocks, RingUpdateSplit,
-    ::testing::Combine(::testing::Values(SplitCase{2, 13, 4, 2, 9, 2, true}, SplitCase{2, 13, 4, 2, 9, 4, true},
-                                         SplitCase{1, 21, 3, 3, 16, 2, false},
-                                         SplitCase{1, 21, 2, 1, 17, 4, false},
-                                         SplitCase{3, 10, 2, 2, 8, 4, true}),
-                       ::testing::Bool()),
-    [](const ::testing::TestParamInfo<RingUpdateSplit::ParamType>& info) {
-      const SplitCase& s = std::get<0>(info.param);
-      std::ostringstream name;  // e.g. B2T13NQ4NKV2D9_4blocks_causal_fast
-      name << 'B' << s.B << 'T' << s.T << "NQ" << s.NQ << "NKV" << s.NKV << 'D' << s.D << '_' << s.blocks
-           << "blocks_" << (s.causal ? "causal_" : "full_") << (std::get<1>(info.param) ? "fast" : "ref");
-      return name.str();
-    });
+INSTANTIATE_TEST_SUITE_P(Blocks, RingUpdateSplit,
+                         ::testing::Combine(::testing::Values(SplitCase{2, 13, 4, 2, 9, 2, true},
+                                                              SplitCase{2, 13, 4, 2, 9, 4, true},
+                                                              SplitCase{1, 21, 3, 3, 16, 2, false},
+                                                              SplitCase{1, 21, 2, 1, 17, 4, false},
+                                                              SplitCase{3, 10, 2, 2, 8, 4, true}),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<RingUpdateSplit::ParamType>& info) {
+                           const SplitCase& s = std::get<0>(info.param);
+                           std::ostringstream name;  // e.g. B2T13NQ4NKV2D9_4blocks_causal_fast
+                           name << 'B' << s.B << 'T' << s.T << "NQ" << s.NQ << "NKV" << s.NKV << 'D'
+                                << s.D << '_' << s.blocks << "blocks_"
+                                << (s.causal ? "causal_" : "full_")
+                                << (std::get<1>(info.param) ? "fast" : "ref");
+                           return name.str();
+                         });
 
 // The statistic the update takes is the one flash attention saves: the lse of this test's
 // plain attention over all keys equals flash_attention_forward's (causal, GQA, odd T).
@@ -233,8 +245,8 @@ TEST(RingUpdateLse, IsFlashAttentionLse) {
   const auto v = random_vector(B * NKV * T * D, 33);
   std::vector<float> out(T * B * NQ * D), lse(B * NQ * T);
   std::vector<float> ws(cpu::attention_workspace_floats(kKc, dims, AttentionKernel::kFlash, false));
-  cpu::flash_attention_forward(kKc, out.data(), lse.data(), q.data(), k.data(), v.data(), AttentionMask{}, dims,
-                               DropoutSpec{}, ws.data());
+  cpu::flash_attention_forward(kKc, out.data(), lse.data(), q.data(), k.data(), v.data(),
+                               AttentionMask{}, dims, DropoutSpec{}, ws.data());
   const Partial full = block_attention(q, k, v, B, T, NQ, NKV, D, 0, T, true);
   EXPECT_TRUE(all_close(out, full.out, 1e-4, 1e-5));
   EXPECT_TRUE(lse_close(lse, full.lse, 1e-5));
@@ -255,14 +267,16 @@ TEST(RingUpdateMindSpeed, EqualsMaxSumFormula) {
     cl[i] = static_cast<float>(cm[i] + std::log(static_cast<double>(cs[i])));
   }
   for (const KernelTable& t : {reference_kernels(), select_kernels(KernelOptions{.fast = true})}) {
-    t.ring_attention_update(kKc, out.data(), lse.data(), po.data(), pl.data(), co.data(), cl.data(), T, B, NQ, D);
+    t.ring_attention_update(kKc, out.data(), lse.data(), po.data(), pl.data(), co.data(), cl.data(),
+                            T, B, NQ, D);
     std::vector<float> want(n), want_lse(ns);
     for (int64_t tt = 0; tt < T; ++tt) {
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t h = 0; h < NQ; ++h) {
           const int64_t st = (b * NQ + h) * T + tt, row = ((tt * B + b) * NQ + h) * D;
           const double m = std::max<double>(pm[st], cm[st]);
-          const double sp = ps[st] * std::exp(pm[st] - m), sc = cs[st] * std::exp(cm[st] - m), sum = sp + sc;
+          const double sp = ps[st] * std::exp(pm[st] - m), sc = cs[st] * std::exp(cm[st] - m),
+                       sum = sp + sc;
           for (int64_t x = 0; x < D; ++x)
             want[row + x] = static_cast<float>(po[row + x] * (sp / sum) + co[row + x] * (sc / sum));
           want_lse[st] = static_cast<float>(m + std::log(sum));  // MindSpeed returns (m, sum)

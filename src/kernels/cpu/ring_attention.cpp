@@ -22,8 +22,8 @@ void weighted_sum(float* o, const float* p, float wp, const float* c, float wc, 
 }  // namespace
 
 void ring_attention_update(const KernelContext& kc, float* out, float* lse, const float* prev_out,
-                           const float* prev_lse, const float* cur_out, const float* cur_lse, int64_t T,
-                           int64_t B, int64_t NQ, int64_t D) {
+                           const float* prev_lse, const float* cur_out, const float* cur_lse,
+                           int64_t T, int64_t B, int64_t NQ, int64_t D) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 #pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t n = 0; n < T * B; ++n) {  // row n = t * B + b of [T, B, NQ*D]

@@ -10,8 +10,8 @@
 namespace mindspeed::ref {
 
 void ring_attention_update(const KernelContext& kc, float* out, float* lse, const float* prev_out,
-                           const float* prev_lse, const float* cur_out, const float* cur_lse, int64_t T,
-                           int64_t B, int64_t NQ, int64_t D) {
+                           const float* prev_lse, const float* cur_out, const float* cur_lse,
+                           int64_t T, int64_t B, int64_t NQ, int64_t D) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t b = 0; b < B; ++b) {
