@@ -282,6 +282,11 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   // --profile: which ranks record which steps (core/profiler.h); kernels are wrapped only on
   // a profiled rank at level1 or above.
   profiler::configure(c.training.profile, world.rank);
+  if (log_rank0 && c.training.profile.enabled && c.training.profile.level != profiler::Level::kLevel2 &&
+      (c.training.profile.with_stack || c.training.profile.record_shapes)) {
+    log_warning("--profile-with-stack and --profile-record-shapes add to level2 traces; at this --profile-level "
+                "they record nothing");
+  }
   KernelOptions kopts = kernel_options(c.training);
   kopts.profile_kernels = profiler::selected() && c.training.profile.level != profiler::Level::kLevel0;
   const Backend backend = select_backend(

@@ -228,9 +228,13 @@ TEST(Profile, Level2PipelineTraceWithShapesAndStacks) {
 TEST(Profile, Level0AndOffAndRefusals) {
   ScratchDir scratch;
   const std::string dir = scratch.file("profile");
-  CommandResult r = run_np(1, " --profile --profile-step-start 2 --profile-step-end 3 --profile-save-path " + dir);
+  CommandResult r = run_np(1, " --profile --profile-step-start 2 --profile-step-end 3 --profile-with-stack"
+                              " --profile-save-path " + dir);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Stacks belong to level2: said, not silently dropped.
+  EXPECT_NE(r.output.find("at this --profile-level they record nothing"), std::string::npos) << r.output;
   const TraceSummary s = summarize(read_json(dir + "/rank_00000.trace.json"), 0);
+  EXPECT_EQ(s.events_with_stack, 0);
   EXPECT_EQ(s.iterations, (std::vector<std::string>{"iteration 3"}));
   EXPECT_EQ(s.count_by_category.count("kernel"), 0u);
   // 4 micro-batches (global batch 8 of micro-batches of 2) x 2 layers x forward and backward.
