@@ -25,14 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_model.h"
 #include "config/configs.h"
-#include "core/rng.h"
 #include "core/timers.h"
-#include "distributed/param_and_grad_buffer.h"
-#include "models/gpt/gpt_model.h"
-#include "optimizer/optimizer.h"
 #include "training/checkpointing.h"
-#include "training/train_step.h"
 
 using namespace mindspeed;
 namespace fs = std::filesystem;
@@ -157,38 +153,11 @@ int main(int argc, char** argv) {
   Configs configs;
   configs.model = m;  // parallel / training defaults: no distributed optimizer, fp32
 
-  auto ps = ParallelState::single_process();
-  const Backend backend = select_backend(KernelOptions{.fast = true, .flash_attention = true});
-  Allocator alloc;
-  ParameterRegistry registry;
-  GPTModel model(m, *ps, registry);
-  ParamAndGradBuffer buffer(model.registry(), alloc, BufferOptions{});
-  initialize_parameters(model.registry(), 1234, 0, 1);
-  OptimizerConfig oc;
-  oc.lr = 1e-4f;
-  Optimizer optimizer(oc, buffer, *ps, alloc, backend, false);
-  ForwardContext ctx;
-  ctx.backend = &backend;
-  ctx.alloc = &alloc;
-  ctx.ps = ps.get();
-  MicroBatch mb;
-  mb.B = 1;
-  mb.T = seq;
-  for (int64_t i = 0; i < mb.T; ++i) {
-    const RngStream rng{1, static_cast<uint64_t>(i)};
-    mb.tokens.push_back(static_cast<int32_t>(rng.block(0)[0] % vocab));
-    mb.labels.push_back(static_cast<int32_t>(rng.block(0)[1] % vocab));
-    mb.loss_mask.push_back(1.0f);
-    mb.position_ids.push_back(static_cast<int32_t>(i));
-  }
-  const std::vector<MicroBatch> batch{mb};
+  bench::BenchModel bm(m, /*flash_attention=*/true, /*micro_batch=*/1);
   int64_t iteration = 0;
-  auto step = [&] {
-    ctx.iteration = ++iteration;
-    train_step(model, buffer, optimizer, nullptr, ctx, batch, 1e-4);
-  };
-  const CheckpointTarget target{model.registry(), buffer, optimizer, *ps};
-  const int64_t params = model.registry().num_local_elements();
+  auto step = [&] { bm.step(++iteration); };
+  const CheckpointTarget target{bm.model.registry(), bm.buffer, *bm.optimizer, *bm.ps};
+  const int64_t params = bm.model.registry().num_local_elements();
   std::fprintf(stderr, "model: %lld layers, hidden %lld, vocab %lld (padded %lld), %.1f M parameters; dir %s\n",
                static_cast<long long>(layers), static_cast<long long>(hidden), static_cast<long long>(vocab),
                static_cast<long long>(m.padded_vocab_size), params / 1e6, dir.c_str());
@@ -271,7 +240,7 @@ int main(int argc, char** argv) {
   std::vector<double> inflight_s;
   double async_start_s = 0.0, async_final_wait_s = 0.0;
   {
-    CheckpointSaver saver(*ps, /*async=*/true);
+    CheckpointSaver saver(*bm.ps, /*async=*/true);
     CheckpointState st;
     st.iteration = kAsyncIter;
     ::sync();
