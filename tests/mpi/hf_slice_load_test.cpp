@@ -20,26 +20,6 @@
 namespace mindspeed::testing {
 namespace {
 
-struct Loaded {
-  std::unique_ptr<ParameterRegistry> registry = std::make_unique<ParameterRegistry>();
-  std::unique_ptr<GPTModel> model;
-  Allocator alloc;
-  std::unique_ptr<ParamAndGradBuffer> buffer;
-};
-
-// The fixture's model at this parallel state (vocabulary padded for its tensor-parallel size).
-std::unique_ptr<Loaded> load(const std::string& dir, const ParallelState& ps) {
-  auto info = read_hf_config(dir);
-  MS_CHECK_OK(info.status());
-  ModelConfig config = info->config;
-  config.padded_vocab_size = padded_vocab(config.vocab_size, 128, ps.sizes.tensor);
-  auto out = std::make_unique<Loaded>();
-  out->model = std::make_unique<GPTModel>(config, ps, *out->registry);
-  out->buffer = std::make_unique<ParamAndGradBuffer>(out->model->registry(), out->alloc, BufferOptions{});
-  MS_CHECK_OK(load_hf_checkpoint(dir, *out->model, ps));
-  return out;
-}
-
 class HfSliceLoad : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfSliceLoad, EveryTensorParallelShardEqualsItsSliceOfTheWholeLoad) {
@@ -49,22 +29,14 @@ TEST_P(HfSliceLoad, EveryTensorParallelShardEqualsItsSliceOfTheWholeLoad) {
   const FixtureLayout layout = fixture_layout(GetParam(), world);
   const int tp = layout.tp;
   const std::unique_ptr<ParallelState>& ps = layout.ps;
-  const auto sharded = load(dir, *ps);
-  const auto single_ps = ParallelState::single_process();
+  const auto sharded = load_fixture_model(dir, *ps, tp);
   // The whole model at this tensor-parallel size's padded vocabulary, loaded by one process.
-  auto info = read_hf_config(dir);
-  ASSERT_TRUE(info.ok());
-  ModelConfig config = info->config;
-  config.padded_vocab_size = padded_vocab(config.vocab_size, 128, tp);
-  ParameterRegistry whole_registry;
-  GPTModel whole(config, *single_ps, whole_registry);
-  Allocator alloc;
-  ParamAndGradBuffer whole_buffer(whole.registry(), alloc, BufferOptions{});
-  ASSERT_TRUE(load_hf_checkpoint(dir, whole, *single_ps).ok());
+  const auto single_ps = ParallelState::single_process();
+  const auto whole = load_fixture_model(dir, *single_ps, tp);
 
   int compared = 0, mismatched = 0;
   for (const auto& p : sharded->model->registry().params()) {
-    const Parameter* full = whole.registry().find(p->spec.name);
+    const Parameter* full = whole->model->registry().find(p->spec.name);
     ASSERT_NE(full, nullptr) << p->spec.name;
     std::vector<float> expected(static_cast<size_t>(p->local_shape.numel()));
     slice_for_rank(expected.data(), full->data.f32(), p->spec, ps->tp_rank, tp);

@@ -4,7 +4,11 @@
 #include <memory>
 #include <string>
 
+#include "core/allocator.h"
 #include "core/check.h"
+#include "distributed/param_and_grad_buffer.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/hf_checkpoint.h"
 #include "parallel/initialize.h"
 
 namespace mindspeed::testing {
@@ -26,6 +30,28 @@ inline FixtureLayout fixture_layout(const std::string& fixture, const MpiWorld& 
   auto ps = initialize_model_parallel(pc, world);
   MS_CHECK_OK(ps.status());
   out.ps = std::move(*ps);
+  return out;
+}
+
+/// A golden fixture's model (a Hugging Face directory) loaded at `ps`, its vocabulary padded
+/// as at tensor-parallel size `padding_tp`.
+struct FixtureModel {
+  ModelConfig config;
+  std::unique_ptr<ParameterRegistry> registry = std::make_unique<ParameterRegistry>();
+  Allocator alloc;
+  std::unique_ptr<GPTModel> model;
+  std::unique_ptr<ParamAndGradBuffer> buffer;
+};
+inline std::unique_ptr<FixtureModel> load_fixture_model(const std::string& dir, const ParallelState& ps,
+                                                        int padding_tp) {
+  auto info = read_hf_config(dir);
+  MS_CHECK_OK(info.status());
+  auto out = std::make_unique<FixtureModel>();
+  out->config = info->config;
+  out->config.padded_vocab_size = padded_vocab(out->config.vocab_size, 128, padding_tp);
+  out->model = std::make_unique<GPTModel>(out->config, ps, *out->registry);
+  out->buffer = std::make_unique<ParamAndGradBuffer>(out->model->registry(), out->alloc, BufferOptions{});
+  MS_CHECK_OK(load_hf_checkpoint(dir, *out->model, ps));
   return out;
 }
 }  // namespace mindspeed::testing

@@ -22,28 +22,19 @@ namespace mindspeed::testing {
 namespace {
 
 struct Generator {
-  std::unique_ptr<ParameterRegistry> registry = std::make_unique<ParameterRegistry>();
-  std::unique_ptr<GPTModel> model;
-  Allocator alloc;
+  std::unique_ptr<FixtureModel> loaded;
   Backend backend = select_backend(KernelOptions{}, 1);
-  std::unique_ptr<ParamAndGradBuffer> buffer;
   std::unique_ptr<GPTInferenceWrapper> wrapper;
-  ModelConfig config;
+  const ModelConfig& config;
 
-  Generator(const std::string& dir, const ParallelState& ps) {
-    auto info = read_hf_config(dir);
-    MS_CHECK_OK(info.status());
-    config = info->config;
-    config.padded_vocab_size = padded_vocab(config.vocab_size, 128, ps.sizes.tensor);
-    model = std::make_unique<GPTModel>(config, ps, *registry);
-    buffer = std::make_unique<ParamAndGradBuffer>(model->registry(), alloc, BufferOptions{});
-    MS_CHECK_OK(load_hf_checkpoint(dir, *model, ps));
+  Generator(const std::string& dir, const ParallelState& ps)
+      : loaded(load_fixture_model(dir, ps, ps.sizes.tensor)), config(loaded->config) {
     ForwardContext ctx;
     ctx.backend = &backend;
-    ctx.alloc = &alloc;
+    ctx.alloc = &loaded->alloc;
     ctx.ps = &ps;
     ctx.training = false;
-    wrapper = std::make_unique<GPTInferenceWrapper>(*model, ctx, true);
+    wrapper = std::make_unique<GPTInferenceWrapper>(*loaded->model, ctx, true);
   }
   GenerationResult generate(const SamplingParams& s) {
     GenerationOptions g;
