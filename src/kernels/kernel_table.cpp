@@ -10,8 +10,9 @@ KernelTable select_kernels(const KernelOptions& options) {
   const bool wants_fast = options.fast || options.fused_rms_norm || options.fused_swiglu ||
                           options.fused_rotary || options.flash_attention;
   if (wants_fast && !cpu_ok) {
-    log_warning("this CPU lacks the AVX2+FMA instructions the fast kernels were built for; "
-                "using the reference kernels");
+    log_warning(
+        "this CPU lacks the AVX2+FMA instructions the fast kernels were built for; "
+        "using the reference kernels");
   }
   const bool fast = options.fast && cpu_ok;
   KernelTable t;
@@ -39,20 +40,25 @@ KernelTable select_kernels(const KernelOptions& options) {
       fused_rope ? cpu::qkv_split_rope_backward : ref::qkv_split_rope_backward;
   t.core_attention_forward = fast ? cpu::core_attention_forward : ref::core_attention_forward;
   t.core_attention_backward = fast ? cpu::core_attention_backward : ref::core_attention_backward;
-  if (options.flash_attention && cpu_ok) {
-    t.flash_attention_forward = cpu::flash_attention_forward;
-    t.flash_attention_backward = cpu::flash_attention_backward;
+  if (options.flash_attention) {  // the reference flash kernels at level 0 or without AVX2
+    t.flash_attention_forward = fast ? cpu::flash_attention_forward : ref::flash_attention_forward;
+    t.flash_attention_backward =
+        fast ? cpu::flash_attention_backward : ref::flash_attention_backward;
   }
-  t.kv_cache_attention_forward = fast ? cpu::kv_cache_attention_forward : ref::kv_cache_attention_forward;
+  t.kv_cache_attention_forward =
+      fast ? cpu::kv_cache_attention_forward : ref::kv_cache_attention_forward;
   t.kv_cache_attention_workspace_floats =
       fast ? cpu::kv_cache_attention_workspace_floats : ref::kv_cache_attention_workspace_floats;
   t.ring_attention_update = fast ? cpu::ring_attention_update : ref::ring_attention_update;
   t.softmax_cross_entropy = fast ? cpu::softmax_cross_entropy : ref::softmax_cross_entropy;
   t.adamw_step = fast ? cpu::adamw_step : ref::adamw_step;
   t.sum_of_squares = fast ? cpu::sum_of_squares : ref::sum_of_squares;
-  t.attention_workspace_floats = fast ? cpu::attention_workspace_floats : ref::attention_workspace_floats;
-  t.vocab_parallel_ce_row_max = fast ? cpu::vocab_parallel_ce_row_max : ref::vocab_parallel_ce_row_max;
-  t.vocab_parallel_ce_sum_exp = fast ? cpu::vocab_parallel_ce_sum_exp : ref::vocab_parallel_ce_sum_exp;
+  t.attention_workspace_floats =
+      fast ? cpu::attention_workspace_floats : ref::attention_workspace_floats;
+  t.vocab_parallel_ce_row_max =
+      fast ? cpu::vocab_parallel_ce_row_max : ref::vocab_parallel_ce_row_max;
+  t.vocab_parallel_ce_sum_exp =
+      fast ? cpu::vocab_parallel_ce_sum_exp : ref::vocab_parallel_ce_sum_exp;
   t.vocab_parallel_ce_finish = fast ? cpu::vocab_parallel_ce_finish : ref::vocab_parallel_ce_finish;
   t.masked_sums = fast ? cpu::masked_sums : ref::masked_sums;
   t.count_nonfinite = fast ? cpu::count_nonfinite : ref::count_nonfinite;

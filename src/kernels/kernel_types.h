@@ -36,8 +36,10 @@ enum class GeluApproximation { kErf, kTanh };
 ///  * row kernels on Megatron's [s, b, C] activations (sbh_batch > 0): row n = t*B + b is
 ///    position t_offset + t of global sample first_sample + b, so element (n, c) uses
 ///    index_offset + ((first_sample + b) * seq_total + t_offset + t) * C + c;
-///  * attention probabilities [b, head, t, j]: index_offset +
-///    (((first_sample + b) * heads_total + head) * T + t) * T + j.
+///  * attention probabilities [b, head, t, j] (attention_dropout_index below): index_offset +
+///    (((first_sample + b) * heads_total + head) * S + qp) * S + kp, with qp, kp the
+///    positions of query row t and key row j in the sample (AttentionMask) and
+///    S = AttentionDims::sequence(); for self-attention qp = t, kp = j and S = T.
 struct DropoutSpec {
   float p = 0.0f;
   RngStream rng;
@@ -56,20 +58,65 @@ struct DropoutSpec {
   }
 };
 
-/// Self-attention problem on this rank. q: [B, NQ, T, D]; k, v: [B, NKV, T, D];
-/// out: [T, B, NQ*D] (Megatron's [s, b, h] layout, ready for linear_proj).
+/// Sentinel for AttentionMask::pre_tokens / next_tokens: no limit on that side.
+inline constexpr int64_t kAllTokens = int64_t{1} << 40;
+
+/// Attention problem on this rank: T query rows against Tk key/value rows per (sample,
+/// group). q: [B, NQ, T, D]; k, v: [B, NKV, Tk, D]; out: [T, B, NQ*D] (Megatron's [s, b, h]
+/// layout, ready for linear_proj); lse: [B, NQ, T]; core attention's probs: [B, NQ, T, Tk].
+/// Tk = 0 is self-attention (Tk = T). Context parallelism computes one block of queries
+/// against one block of keys: the rows' positions in the sample come from AttentionMask.
 struct AttentionDims {
   int64_t B = 0, T = 0, NQ = 0, NKV = 0, D = 0;
-  float scale = 0.0f;         ///< softmax scale, 1/sqrt(D) by default
-  int64_t head_offset = 0;    ///< global index of local query head 0 (tensor parallel)
+  float scale = 0.0f;           ///< softmax scale, 1/sqrt(D) by default
+  int64_t head_offset = 0;      ///< global index of local query head 0 (tensor parallel)
   int64_t num_heads_total = 0;  ///< query heads of the whole model (dropout indexing)
+  int64_t Tk = 0;               ///< key/value rows per (sample, group); 0 = T (self-attention)
+  int64_t seq_total = 0;        ///< positions in a whole sample (dropout indexing); 0 = T
+  int64_t keys() const { return Tk > 0 ? Tk : T; }
+  int64_t sequence() const { return seq_total > 0 ? seq_total : T; }
 };
 
-/// Which keys a query may see. Always causal; with `doc_start` (EOD reset) a query at
-/// position t of sample b also needs key j >= doc_start[b*T + t] (no attention across a
-/// document boundary, the TND/varlen rule of flash attention).
+/// Which keys a query may see. Query row t is at position qp = q_pos[t] (or q_offset + t) of
+/// its sample, key row j at kp = k_pos[j] (or k_offset + j). Key j is visible to query t of
+/// sample b iff
+///   qp - pre_tokens <= kp <= qp + next_tokens  (the band; the defaults are causal), and
+///   doc_start == null or kp >= doc_start[b*T + t]  (EOD reset: no attention across a
+///   document boundary, the TND/varlen rule of flash attention).
+/// Positions need not be monotone (context parallelism's load balancing concatenates two
+/// runs, e.g. 0..3 then 12..15). A query row that sees no key has out = 0, lse = -inf and
+/// zero gradient. The defaults are causal self-attention.
 struct AttentionMask {
-  const int32_t* doc_start = nullptr;  ///< [B, T] or null
+  const int32_t* doc_start = nullptr;  ///< [B, T]: first key position query row t sees, or null
+  const int32_t* q_pos = nullptr;      ///< [T]: position of query row t; null = q_offset + t
+  const int32_t* k_pos = nullptr;      ///< [Tk]: position of key row j; null = k_offset + j
+  int64_t q_offset = 0, k_offset = 0;
+  int64_t pre_tokens = kAllTokens;  ///< key visible only if kp >= qp - pre_tokens
+  int64_t next_tokens = 0;          ///< and kp <= qp + next_tokens (0 = causal, kAllTokens = none)
+
+  int64_t q_position(int64_t t) const { return q_pos ? q_pos[t] : q_offset + t; }
+  int64_t k_position(int64_t j) const { return k_pos ? k_pos[j] : k_offset + j; }
+  /// Lowest visible key position of query row t (position qp) of sample b; T = query rows.
+  int64_t first_key(int64_t b, int64_t t, int64_t T, int64_t qp) const {
+    const int64_t lo = qp - pre_tokens;
+    return doc_start && doc_start[b * T + t] > lo ? doc_start[b * T + t] : lo;
+  }
+  /// Highest visible key position of a query at position qp.
+  int64_t last_key(int64_t qp) const { return qp + next_tokens; }
+  bool visible(int64_t b, int64_t t, int64_t T, int64_t qp, int64_t kp) const {
+    return kp >= first_key(b, t, T, qp) && kp <= last_key(qp);
+  }
 };
+
+/// Global Philox index (index_offset included) of attention probability (b, h, t, j) for a
+/// query at position qp and a key at position kp (DropoutSpec's attention rule).
+inline uint64_t attention_dropout_index(const DropoutSpec& dropout, const AttentionDims& d,
+                                        int64_t b, int64_t h, int64_t qp, int64_t kp) {
+  const int64_t S = d.sequence();
+  return dropout.index_offset +
+         static_cast<uint64_t>(
+             (((dropout.first_sample + b) * d.num_heads_total + d.head_offset + h) * S + qp) * S +
+             kp);
+}
 
 }  // namespace mindspeed

@@ -18,19 +18,6 @@ namespace ref {
 
 namespace cpu {
 #include "kernels/kernel_signatures.inc"
-/// Blocked online-softmax attention (FlashAttention-2 algorithm, Dao 2023): never
-/// materialises T x T; saves only the log-sum-exp per query row. Fast path only; its
-/// specification is ref::core_attention_*.
-void flash_attention_forward(const KernelContext& kc, float* out /*[T,B,NQ*D] =*/, float* lse /*[B,NQ,T] =*/,
-                             const float* q, const float* k, const float* v,
-                             const AttentionMask& mask, const AttentionDims& dims,
-                             const DropoutSpec& dropout, float* workspace);
-void flash_attention_backward(const KernelContext& kc, float* dq /*[B,NQ,T,D] =*/, float* dk /*[B,NKV,T,D] =*/,
-                              float* dv /*[B,NKV,T,D] =*/, const float* dout /*[T,B,NQ*D]*/,
-                              const float* out /*[T,B,NQ*D]*/, const float* lse /*[B,NQ,T]*/,
-                              const float* q, const float* k, const float* v,
-                              const AttentionMask& mask, const AttentionDims& dims,
-                              const DropoutSpec& dropout, float* workspace);
 /// True when this machine can run the cpu/ kernels (built for AVX2+FMA on x86-64).
 bool cpu_kernels_supported();
 }  // namespace cpu
@@ -56,8 +43,8 @@ struct KernelTable {
   decltype(&ref::core_attention_forward) core_attention_forward = nullptr;
   decltype(&ref::core_attention_backward) core_attention_backward = nullptr;
   /// Null when flash attention is not selected (the model then uses core attention).
-  decltype(&cpu::flash_attention_forward) flash_attention_forward = nullptr;
-  decltype(&cpu::flash_attention_backward) flash_attention_backward = nullptr;
+  decltype(&ref::flash_attention_forward) flash_attention_forward = nullptr;
+  decltype(&ref::flash_attention_backward) flash_attention_backward = nullptr;
   decltype(&ref::kv_cache_attention_forward) kv_cache_attention_forward = nullptr;
   decltype(&ref::kv_cache_attention_workspace_floats) kv_cache_attention_workspace_floats = nullptr;
   decltype(&ref::ring_attention_update) ring_attention_update = nullptr;
@@ -97,6 +84,10 @@ struct KernelOptions {
   /// --profile-level level1+: every kernel call recorded by the profiler (core/profiler.h).
   bool profile_kernels = false;
 };
+
+/// Number of (query row, key row) pairs `mask` lets see each other, summed over the dims.B
+/// samples (one head): the score elements attention computes, for FLOP counts.
+double attention_visible_pairs(const AttentionMask& mask, const AttentionDims& dims);
 
 /// Fills the table. On a machine that cannot run the cpu/ kernels every op falls back to
 /// its reference kernel, with a warning.

@@ -23,7 +23,7 @@ void append_dims(std::string& out, const T& arg) {
   if constexpr (std::is_same_v<T, int64_t>) {
     append_dim(out, arg);
   } else if constexpr (std::is_same_v<T, AttentionDims>) {
-    for (int64_t v : {arg.B, arg.T, arg.NQ, arg.NKV, arg.D}) append_dim(out, v);
+    for (int64_t v : {arg.B, arg.T, arg.NQ, arg.NKV, arg.D, arg.keys()}) append_dim(out, v);
   }
 }
 
@@ -59,9 +59,14 @@ void wrap(KernelTable& t, const char* name, typename Kernel<Member>::Cost cost) 
 
 profiler::Args flops(double f) { return profiler::Args{}.add("flops", f); }
 profiler::Args bytes(double b) { return profiler::Args{}.add("bytes", b); }
-// Causal attention: QK^T and PV over the lower triangle (half of 4 B NQ T^2 D).
-double attention_flops(const AttentionDims& d) {
-  return 2.0 * static_cast<double>(d.B * d.NQ) * static_cast<double>(d.T) * static_cast<double>(d.T * d.D);
+// Attention: QK^T and PV over the visible (query, key) pairs, 2 FLOPs per multiply-add.
+double attention_flops(const AttentionMask& mask, const AttentionDims& d) {
+  return 4.0 * static_cast<double>(d.NQ * d.D) * attention_visible_pairs(mask, d);
+}
+// Core attention's backward has no mask: half of the T x Tk pairs (causal).
+double causal_attention_flops(const AttentionDims& d) {
+  return 2.0 * static_cast<double>(d.B * d.NQ) * static_cast<double>(d.T) *
+         static_cast<double>(d.keys() * d.D);
 }
 
 }  // namespace
@@ -74,10 +79,10 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::linear_forward>(t, "linear_forward", [](const auto& a) { return flops(2.0 * get<5>(a) * get<6>(a) * get<7>(a)); });
   wrap<&KernelTable::linear_backward_input>(t, "linear_backward_input", [](const auto& a) { return flops(2.0 * get<4>(a) * get<5>(a) * get<6>(a)); });
   wrap<&KernelTable::linear_backward_weight>(t, "linear_backward_weight", [](const auto& a) { return flops(2.0 * get<5>(a) * get<6>(a) * get<7>(a)); });
-  wrap<&KernelTable::core_attention_forward>(t, "core_attention_forward", [](const auto& a) { return flops(attention_flops(get<7>(a))); });
-  wrap<&KernelTable::core_attention_backward>(t, "core_attention_backward", [](const auto& a) { return flops(2.0 * attention_flops(get<9>(a))); });
-  wrap<&KernelTable::flash_attention_forward>(t, "flash_attention_forward", [](const auto& a) { return flops(attention_flops(get<7>(a))); });
-  wrap<&KernelTable::flash_attention_backward>(t, "flash_attention_backward", [](const auto& a) { return flops(2.0 * attention_flops(get<11>(a))); });
+  wrap<&KernelTable::core_attention_forward>(t, "core_attention_forward", [](const auto& a) { return flops(attention_flops(get<6>(a), get<7>(a))); });
+  wrap<&KernelTable::core_attention_backward>(t, "core_attention_backward", [](const auto& a) { return flops(2.0 * causal_attention_flops(get<9>(a))); });
+  wrap<&KernelTable::flash_attention_forward>(t, "flash_attention_forward", [](const auto& a) { return flops(attention_flops(get<6>(a), get<7>(a))); });
+  wrap<&KernelTable::flash_attention_backward>(t, "flash_attention_backward", [](const auto& a) { return flops(2.0 * attention_flops(get<10>(a), get<11>(a))); });
   // Generation: Tq new queries against Tk cached keys (QK^T and PV).
   wrap<&KernelTable::kv_cache_attention_forward>(t, "kv_cache_attention_forward", [](const auto& a) { return flops(4.0 * get<5>(a) * get<6>(a) * get<8>(a) * get<9>(a) * get<11>(a)); });
   // Ring update: reads two outputs and two lse, writes one of each (T*B*NQ rows of D + 1).
