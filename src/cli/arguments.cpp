@@ -138,6 +138,12 @@ struct Choices {
   std::string lr_wsd_decay_style = "exponential";
   std::string noop_layers;
   std::string schedules_method;
+  std::string context_parallel_algo = "megatron_cp_algo";
+  int sparse_mode = -1;            ///< --sparse-mode; -1 = not given (causal)
+  int64_t pre_tockens = 65536;     ///< --pre-tockens (MindSpeed's spelling)
+  int64_t next_tockens = 0;        ///< --next-tockens
+  std::string window_size;         ///< --window-size "L" or "L,0"
+  std::string attention_mask_type = "causal";
   std::string ckpt_format = "safetensors";
   std::string profile_level = "level0";
   std::vector<std::string> profile_ranks = {"-1"};
@@ -194,6 +200,13 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
          "Separate output layer instead of the tied word embeddings");
   r.clear_flag("--disable-bias-linear", m.add_bias_linear, "No biases in linear layers");
   r.flag("--add-qkv-bias", m.add_qkv_bias, "Bias in the QKV projection even with --disable-bias-linear");
+  r.number("--sparse-mode", ch.sparse_mode,
+           "MindSpeed flash-attention mask: 0 = band of --pre-tockens/--next-tockens, 2 = causal", between(0, 8));
+  r.number("--pre-tockens", ch.pre_tockens, "With --sparse-mode 0: keys a query sees before it",
+           between(1, 1ll << 40, false, "positions"));
+  r.number("--next-tockens", ch.next_tockens, "With --sparse-mode 0: keys a query sees after it (0 for a causal model)",
+           between(0, 1ll << 40, false, "positions"));
+  r.value("--window-size", ch.window_size, "Sliding-window attention: L (or L,0): keys a query sees before it");
   r.number("--attention-dropout", m.attention_dropout, "Dropout on attention probabilities",
            between(0, 1, /*hi_open=*/true, "probability"));
   r.number("--hidden-dropout", m.hidden_dropout, "Dropout on the residual branches and embeddings",
@@ -207,6 +220,21 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--pipeline-model-parallel-size", p.pipeline_model_parallel_size, "Pipeline-parallel size",
            between(1, 1 << 20, false, "ranks"));
   r.number("--context-parallel-size", p.context_parallel_size, "Context-parallel size", between(1, 1 << 20, false, "ranks"));
+  ContextParallelConfig& cp = p.cp;
+  r.value("--context-parallel-algo", ch.context_parallel_algo,
+          "MindSpeed context parallelism: ulysses_cp_algo, megatron_cp_algo (ring) or hybrid_cp_algo")
+      ->check(CLI::IsMember({"ulysses_cp_algo", "megatron_cp_algo", "hybrid_cp_algo"}));
+  r.value("--attention-mask-type", ch.attention_mask_type,
+          "causal (load-balanced ring chunks) or general (contiguous chunks)")
+      ->check(CLI::IsMember({"causal", "general"}));
+  r.number("--ulysses-degree-in-cp", cp.ulysses_degree, "hybrid_cp_algo: Ulysses ranks inside each ring step",
+           between(1, 1 << 20, false, "ranks"));
+  r.number("--cp-window-size", cp.window_size, "Double ring: ranks of each inner ring (1 = one ring)",
+           between(1, 1 << 20, false, "ranks"));
+  r.flag("--use-cp-send-recv-overlap", cp.send_recv_overlap,
+         "Ring context parallelism: overlap the key/value transfers with each block's attention");
+  r.flag("--use-ulysses-allgather-kv", cp.ulysses_allgather_kv,
+         "Ulysses: all-gather keys and values along the sequence instead of the all-to-all");
   r.number("--expert-model-parallel-size", p.expert_model_parallel_size, "Expert-parallel size",
            between(1, 1 << 20, false, "ranks"));
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
@@ -286,6 +314,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--use-fused-rmsnorm", t.use_fused_rmsnorm, "Fused RMSNorm kernel");
   r.flag("--use-fused-swiglu", t.use_fused_swiglu, "Fused SwiGLU kernel");
   r.flag("--use-fused-rotary-pos-emb", t.use_fused_rotary_pos_emb, "Fused rotary embedding kernel");
+  r.flag("--use-fused-ring-attention-update", t.use_fused_ring_attention_update,
+         "Fused ring-attention update kernel (the merge of partial attentions in ring context parallelism)");
   r.flag("--bf16", t.bf16, "bf16 mixed precision");
   r.flag("--deterministic-mode", t.deterministic_mode, "Bitwise-reproducible runs");
   r.flag("--npu-deterministic", ch.npu_deterministic, "MindSpeed spelling of --deterministic-mode");
@@ -418,9 +448,54 @@ Status parse_noop_layers(const std::string& text, int64_t num_layers, std::vecto
   return ok_status();
 }
 
+// --window-size "L", "L,0" or "(L, 0)" (Megatron's (left, right) window).
+Status parse_window_size(const std::string& text, int64_t* left) {
+  std::string t;
+  for (char ch : text)
+    if (ch != '(' && ch != ')' && ch != ' ') t += ch;
+  const size_t comma = t.find(',');
+  const std::string l = t.substr(0, comma), r = comma == std::string::npos ? "0" : t.substr(comma + 1);
+  if (!check_integer<int64_t>(l).empty() || !check_integer<int64_t>(r).empty() || std::strtoll(l.c_str(), nullptr, 10) < 1) {
+    return invalid_argument("--window-size \"", text, "\": expected the keys a query sees before it, L or L,0 (L >= 1)");
+  }
+  if (std::strtoll(r.c_str(), nullptr, 10) != 0) {
+    return invalid_argument("--window-size \"", text, "\": a right window would let tokens see later tokens; the GPT "
+                            "model is causal (use L,0)");
+  }
+  *left = std::strtoll(l.c_str(), nullptr, 10);
+  return ok_status();
+}
+
+// The attention mask flags: MindSpeed's --sparse-mode with --pre-tockens/--next-tockens and
+// Megatron's --window-size, into ModelConfig::attention_window.
+Status apply_attention_mask_flags(ModelConfig& m, const Choices& ch) {
+  if (!ch.window_size.empty()) MS_RETURN_IF_ERROR(parse_window_size(ch.window_size, &m.attention_window));
+  if (ch.sparse_mode == -1 || ch.sparse_mode == 2) return ok_status();  // causal (MindSpeed's default for GPT)
+  if (ch.sparse_mode != 0) {
+    return invalid_argument("--sparse-mode ", ch.sparse_mode, ": the model's flash attention takes 0 (a band of "
+                            "--pre-tockens/--next-tockens) or 2 (causal), as MindSpeed allows with --use-flash-attn");
+  }
+  if (ch.next_tockens != 0) {
+    return invalid_argument("--next-tockens ", ch.next_tockens, " would let a token see later tokens; the GPT model is "
+                            "causal (use 0)");
+  }
+  if (!ch.window_size.empty() && m.attention_window != ch.pre_tockens) {
+    return invalid_argument("--window-size ", ch.window_size, " and --sparse-mode 0 --pre-tockens ", ch.pre_tockens,
+                            " give two different windows; give one");
+  }
+  m.attention_window = ch.pre_tockens;
+  return ok_status();
+}
+
 Status apply_choices(Configs& c, const Choices& ch) {
+  MS_RETURN_IF_ERROR(apply_attention_mask_flags(c.model, ch));
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
   c.parallel.dualpipev = ch.schedules_method == "dualpipev";
+  ContextParallelConfig& cp = c.parallel.cp;
+  cp.algo = ch.context_parallel_algo == "ulysses_cp_algo"  ? CpAlgo::kUlysses
+            : ch.context_parallel_algo == "hybrid_cp_algo" ? CpAlgo::kHybrid
+                                                           : CpAlgo::kRing;
+  cp.general_mask = ch.attention_mask_type == "general";
   if (ch.use_rope_scaling || ch.rope_scaling_type == "llama3") c.model.rope_scaling = RopeScaling::kLlama3;
   c.model.normalization = ch.normalization == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
   if (ch.position_embedding_type == "rope" || ch.use_rotary_position_embeddings) {

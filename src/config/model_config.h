@@ -45,6 +45,10 @@ struct ModelConfig {
   bool untie_embeddings_and_output_weights = false;  ///< --untie-embeddings-and-output-weights
   bool add_bias_linear = true;       ///< false with --disable-bias-linear
   bool add_qkv_bias = false;         ///< --add-qkv-bias (QKV bias even with --disable-bias-linear)
+  /// Sliding-window attention: a query sees keys at most this many positions before it
+  /// (Megatron's --window-size L, MindSpeed's --sparse-mode 0 --pre-tockens L, Mistral's
+  /// sliding_window - 1); 0 = every earlier position (plain causal).
+  int64_t attention_window = 0;
   float attention_dropout = 0.1f;    ///< --attention-dropout
   float hidden_dropout = 0.1f;       ///< --hidden-dropout
   float init_method_std = 0.02f;     ///< --init-method-std

@@ -7,10 +7,29 @@
 
 namespace mindspeed {
 
+/// --context-parallel-algo (MindSpeed): how attention sees the whole sequence.
+enum class CpAlgo {
+  kUlysses,  ///< ulysses_cp_algo: all-to-all sequence <-> heads around core attention
+  kRing,     ///< megatron_cp_algo: key/value blocks passed around a ring
+  kHybrid,   ///< hybrid_cp_algo: Ulysses inside groups of --ulysses-degree-in-cp, ring across
+};
+
+/// Context parallelism (MindSpeed §2.1-2.4, §8.5): what attention needs to know besides the
+/// group sizes. Carried by ForwardContext.
+struct ContextParallelConfig {
+  CpAlgo algo = CpAlgo::kRing;      ///< --context-parallel-algo (MindSpeed's default megatron_cp_algo)
+  int ulysses_degree = 1;           ///< --ulysses-degree-in-cp (hybrid); the CP size for Ulysses, 1 for ring
+  bool general_mask = false;        ///< --attention-mask-type general: contiguous chunks, no load balancing
+  bool send_recv_overlap = false;   ///< --use-cp-send-recv-overlap: ring transfers overlap the block's attention
+  int window_size = 1;              ///< --cp-window-size (double ring: inner rings of this many ranks)
+  bool ulysses_allgather_kv = false;  ///< --use-ulysses-allgather-kv: keys/values all-gathered, not all-to-all
+};
+
 struct ParallelConfig {
   int tensor_model_parallel_size = 1;    ///< --tensor-model-parallel-size
   int pipeline_model_parallel_size = 1;  ///< --pipeline-model-parallel-size
   int context_parallel_size = 1;         ///< --context-parallel-size
+  ContextParallelConfig cp;              ///< the --context-parallel-algo family
   int expert_model_parallel_size = 1;    ///< --expert-model-parallel-size
   bool sequence_parallel = false;        ///< --sequence-parallel (turned off when tp == 1, as Megatron)
   bool use_distributed_optimizer = false;  ///< --use-distributed-optimizer

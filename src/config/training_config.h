@@ -21,6 +21,7 @@ struct TrainingConfig {
   bool use_fused_rmsnorm = false;     ///< --use-fused-rmsnorm
   bool use_fused_swiglu = false;      ///< --use-fused-swiglu
   bool use_fused_rotary_pos_emb = false;  ///< --use-fused-rotary-pos-emb
+  bool use_fused_ring_attention_update = false;  ///< --use-fused-ring-attention-update
   bool bf16 = false;              ///< --bf16
   bool deterministic_mode = false;  ///< --deterministic-mode / --npu-deterministic
   /// Stop with a diagnosis when the loss or a gradient is not finite (Megatron's default;

@@ -177,6 +177,62 @@ Status validate_model(ModelConfig& m, const ParallelConfig& p) {
   return ok_status();
 }
 
+// MindSpeed's context-parallel rules (§2.1-2.4, §8.5). The Ulysses degree is the CP size for
+// ulysses_cp_algo and 1 for the ring, so attention reads one number.
+Status validate_context_parallel(ParallelConfig& p, const ModelConfig& m) {
+  ContextParallelConfig& cp = p.cp;
+  const int64_t C = p.context_parallel_size, tp = p.tensor_model_parallel_size, s = m.seq_length;
+  if (C == 1) {
+    cp.ulysses_degree = 1;
+    cp.window_size = 1;
+    return ok_status();
+  }
+  if (cp.algo != CpAlgo::kHybrid && cp.ulysses_degree != 1) {
+    return invalid_argument("--ulysses-degree-in-cp is for --context-parallel-algo hybrid_cp_algo");
+  }
+  if (cp.algo == CpAlgo::kUlysses && cp.window_size != 1) {
+    return invalid_argument("--cp-window-size (double ring) is for megatron_cp_algo or hybrid_cp_algo, not ulysses_cp_algo");
+  }
+  if (cp.ulysses_allgather_kv && cp.algo == CpAlgo::kRing) {
+    return invalid_argument("--use-ulysses-allgather-kv is for ulysses_cp_algo or hybrid_cp_algo");
+  }
+  if (cp.algo == CpAlgo::kUlysses) cp.ulysses_degree = static_cast<int>(C);
+  if (cp.algo == CpAlgo::kRing) cp.ulysses_degree = 1;
+  const int64_t u = cp.ulysses_degree;
+  if (cp.algo == CpAlgo::kHybrid && (C % u != 0 || C / u < 2 || u < 2)) {
+    return invalid_argument("hybrid_cp_algo needs --context-parallel-size (", C, ") = --ulysses-degree-in-cp (", u,
+                            ", at least 2) x a ring degree of at least 2");
+  }
+  const int64_t ring = C / u;
+  if (m.num_attention_heads % (tp * u) != 0) {
+    return invalid_argument("--num-attention-heads (", m.num_attention_heads,
+                            ") must be divisible by --tensor-model-parallel-size x the Ulysses degree (", tp, " x ", u,
+                            ") with --context-parallel-algo ",
+                            cp.algo == CpAlgo::kUlysses ? "ulysses_cp_algo" : "hybrid_cp_algo");
+  }
+  if (ring > 1) {
+    const int64_t chunks = cp.general_mask ? C : 2 * C;
+    if (s % chunks != 0) {
+      return invalid_argument("--seq-length (", s, ") must be divisible by ", cp.general_mask ? "" : "2 x ",
+                              "--context-parallel-size (", chunks, ") for ring attention",
+                              cp.general_mask ? " with --attention-mask-type general" : " (load-balanced chunks)");
+    }
+    const int64_t w = cp.window_size;
+    if (w > 1 && (w >= ring || ring % w != 0)) {
+      return invalid_argument("--cp-window-size (", w, ") must divide and be smaller than the ring degree (", ring,
+                              ")");
+    }
+  } else if (cp.ulysses_allgather_kv && s % C != 0) {
+    return invalid_argument("--use-ulysses-allgather-kv needs --seq-length (", s, ") divisible by --context-parallel-size (",
+                            C, "); without it Ulysses splits unaligned sequences unevenly");
+  }
+  if (p.sequence_parallel && tp > 1 && s % (C * tp) != 0) {
+    return invalid_argument("--sequence-parallel with context parallelism needs --seq-length (", s,
+                            ") divisible by --context-parallel-size x --tensor-model-parallel-size (", C * tp, ")");
+  }
+  return ok_status();
+}
+
 Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size) {
   // Sizes >= 1: validate_parallel_sizes, run first.
   // The layer split and schedule rules: PipelineLayout::build in validate_configs, once the
@@ -185,10 +241,7 @@ Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size
     return invalid_argument("--schedules-method dualpipev needs --untie-embeddings-and-output-weights (rank 0 holds "
                             "both the embedding and the output layer; MindSpeed refuses tied embeddings)");
   }
-  if (p.context_parallel_size > 1) {
-    return unimplemented("--context-parallel-size ", p.context_parallel_size,
-                         ": context parallelism is not implemented yet in mindspeed-cpp (use 1)");
-  }
+  MS_RETURN_IF_ERROR(validate_context_parallel(p, m));
   if (p.expert_model_parallel_size > 1) {
     return unimplemented("--expert-model-parallel-size ", p.expert_model_parallel_size,
                          ": expert parallelism (MoE) is not implemented yet in mindspeed-cpp (use 1)");

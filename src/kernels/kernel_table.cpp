@@ -8,7 +8,8 @@ namespace mindspeed {
 KernelTable select_kernels(const KernelOptions& options) {
   const bool cpu_ok = cpu::cpu_kernels_supported();
   const bool wants_fast = options.fast || options.fused_rms_norm || options.fused_swiglu ||
-                          options.fused_rotary || options.flash_attention;
+                          options.fused_rotary || options.flash_attention ||
+                          options.fused_ring_attention_update;
   if (wants_fast && !cpu_ok) {
     log_warning(
         "this CPU lacks the AVX2+FMA instructions the fast kernels were built for; "
@@ -49,7 +50,8 @@ KernelTable select_kernels(const KernelOptions& options) {
       fast ? cpu::kv_cache_attention_forward : ref::kv_cache_attention_forward;
   t.kv_cache_attention_workspace_floats =
       fast ? cpu::kv_cache_attention_workspace_floats : ref::kv_cache_attention_workspace_floats;
-  t.ring_attention_update = fast ? cpu::ring_attention_update : ref::ring_attention_update;
+  const bool fused_ring_update = (fast || options.fused_ring_attention_update) && cpu_ok;
+  t.ring_attention_update = fused_ring_update ? cpu::ring_attention_update : ref::ring_attention_update;
   t.softmax_cross_entropy = fast ? cpu::softmax_cross_entropy : ref::softmax_cross_entropy;
   t.adamw_step = fast ? cpu::adamw_step : ref::adamw_step;
   t.sum_of_squares = fast ? cpu::sum_of_squares : ref::sum_of_squares;

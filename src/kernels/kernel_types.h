@@ -34,8 +34,9 @@ enum class GeluApproximation { kErf, kTanh };
 /// the whole one (any TP/SP/DP layout, and recompute, reproduce it bit for bit):
 ///  * flat kernels: element i uses index_offset + i;
 ///  * row kernels on Megatron's [s, b, C] activations (sbh_batch > 0): row n = t*B + b is
-///    position t_offset + t of global sample first_sample + b, so element (n, c) uses
-///    index_offset + ((first_sample + b) * seq_total + t_offset + t) * C + c;
+///    local position t_offset + t of global sample first_sample + b, at sample position
+///    p = seq_index[t_offset + t] (or t_offset + t), so element (n, c) uses
+///    index_offset + ((first_sample + b) * seq_total + p) * C + c;
 ///  * attention probabilities [b, head, t, j] (attention_dropout_index below): index_offset +
 ///    (((first_sample + b) * heads_total + head) * S + qp) * S + kp, with qp, kp the
 ///    positions of query row t and key row j in the sample (AttentionMask) and
@@ -47,14 +48,17 @@ struct DropoutSpec {
   int64_t sbh_batch = 0;     ///< B of the [s, b, C] layout; 0 = flat indexing
   int64_t first_sample = 0;  ///< global index of sample b = 0
   int64_t seq_total = 0;     ///< positions in a whole sample
-  int64_t t_offset = 0;      ///< position of row block t = 0 (sequence parallel shard)
+  int64_t t_offset = 0;      ///< local position of row block t = 0 (sequence parallel shard)
+  /// [local positions] position in the sample of each local position (context parallelism
+  /// holds a subset of the sample's positions); null = the local position itself.
+  const int32_t* seq_index = nullptr;
   bool active() const { return p > 0.0f; }
   /// Global index of element (n, c) of an [N, C] row kernel.
   uint64_t row_index(int64_t n, int64_t c, int64_t C) const {
     if (sbh_batch == 0) return index_offset + static_cast<uint64_t>(n * C + c);
-    const int64_t t = n / sbh_batch, b = n % sbh_batch;
-    return index_offset +
-           static_cast<uint64_t>(((first_sample + b) * seq_total + t_offset + t) * C + c);
+    const int64_t t = t_offset + n / sbh_batch, b = n % sbh_batch;
+    const int64_t position = seq_index != nullptr ? seq_index[t] : t;
+    return index_offset + static_cast<uint64_t>(((first_sample + b) * seq_total + position) * C + c);
   }
 };
 

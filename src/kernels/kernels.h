@@ -73,13 +73,15 @@ struct KernelTable {
 };
 
 /// What selects each kernel. `fast` is --optimization-level >= 1; the per-op flags are
-/// MindSpeed's (--use-fused-rmsnorm, --use-fused-swiglu, --use-fused-rotary-pos-emb) and pick
+/// MindSpeed's (--use-fused-rmsnorm, --use-fused-swiglu, --use-fused-rotary-pos-emb,
+/// --use-fused-ring-attention-update) and pick
 /// the fused op even at level 0; flash attention is a level-2 feature (--use-flash-attn).
 struct KernelOptions {
   bool fast = true;
   bool fused_rms_norm = false;
   bool fused_swiglu = false;
   bool fused_rotary = false;
+  bool fused_ring_attention_update = false;
   bool flash_attention = false;
   /// --profile-level level1+: every kernel call recorded by the profiler (core/profiler.h).
   bool profile_kernels = false;

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "kernels/backend.h"
+#include "config/parallel_config.h"
 #include "module/parameter.h"
 #include "parallel/parallel_state.h"
 
@@ -26,6 +27,14 @@ struct MicroBatch {
   std::vector<int32_t> position_ids;  ///< [B, T]
   std::vector<int32_t> doc_start;     ///< [B, T] first position of each token's document, or empty
   int64_t first_sample = 0;           ///< global index of sample 0 (keys the dropout masks)
+  // Context parallelism (MindSpeed's get_batch_on_this_cp_rank, context_parallel/cp_split.h):
+  // the vectors above hold this rank's T positions of each sample, in local order, and
+  // doc_start its queries' document starts (positions in the sample).
+  int64_t seq_total = 0;               ///< positions of a whole sample; 0 = T (no context parallelism)
+  std::vector<int32_t> seq_index;      ///< [T] position in the sample of local position t; empty = t
+  std::vector<int32_t> sample_doc_start;  ///< [B, seq_total] every position's document start (EOD reset), or empty
+  double sample_loss_tokens = 0.0;     ///< loss-mask sum of the whole samples (every CP rank's share)
+  int64_t sample_length() const { return seq_total > 0 ? seq_total : T; }
 };
 
 /// Per-micro-batch loss bookkeeping, as Megatron's loss_func returns it.
@@ -69,6 +78,8 @@ struct ForwardContext {
   /// gradients here instead of computing them in backward (the zero-bubble B/W split); the
   /// schedule flushes the queue. Null (the default): weight gradients are computed at once.
   WeightGradQueue* wgrad_queue = nullptr;
+  /// How attention spans the context-parallel group (sizes and ranks are in ps).
+  ContextParallelConfig cp;
 
   const KernelTable& k() const { return backend->kernels; }
   const KernelContext& kc() const { return backend->context; }
@@ -79,7 +90,7 @@ struct ForwardContext {
   int64_t local_rows(int64_t full_rows) const {
     return sequence_parallel ? full_rows / ps->sizes.tensor : full_rows;
   }
-  /// Position of this rank's first row block along the sequence (sequence parallelism).
+  /// Local position of this rank's first row block along the sequence (sequence parallelism).
   int64_t sequence_offset(int64_t T) const {
     return sequence_parallel ? ps->tp_rank * (T / ps->sizes.tensor) : 0;
   }

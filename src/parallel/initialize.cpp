@@ -87,6 +87,8 @@ StatusOr<std::unique_ptr<ParallelState>> initialize_model_parallel(const Paralle
   ps->tp_ = split_group(groups, "tp", world.rank, &ps->tp_rank);
   ps->pp_ = split_group(groups, "pp", world.rank, &ps->pp_rank);
   ps->cp_ = split_group(groups, "cp", world.rank, &ps->cp_rank);
+  ps->cp_ulysses_ = split_group(groups, "cp-ulysses", world.rank, &unused);
+  ps->cp_ring_ = split_group(groups, "cp-ring", world.rank, &unused);
   ps->dp_ = split_group(groups, "dp", world.rank, &ps->dp_rank);
   ps->dp_cp_ = split_group(groups, "dp-cp", world.rank, &unused);
   ps->mp_ = split_group(groups, "mp", world.rank, &unused);

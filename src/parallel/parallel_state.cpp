@@ -9,6 +9,8 @@ std::unique_ptr<ParallelState> ParallelState::single_process() {
   ps->tp_ = make_single_process_group("tp");
   ps->pp_ = make_single_process_group("pp");
   ps->cp_ = make_single_process_group("cp");
+  ps->cp_ulysses_ = make_single_process_group("cp-ulysses");
+  ps->cp_ring_ = make_single_process_group("cp-ring");
   ps->dp_ = make_single_process_group("dp");
   ps->dp_cp_ = make_single_process_group("dp-cp");
   ps->mp_ = make_single_process_group("mp");

@@ -29,6 +29,11 @@ class ParallelState {
   ProcessGroup& tp() const { return *tp_; }
   ProcessGroup& pp() const { return *pp_; }
   ProcessGroup& cp() const { return *cp_; }
+  /// Context parallelism's two levels (MindSpeed hybrid CP): the Ulysses all-to-all group
+  /// (the whole cp group for ulysses_cp_algo, one rank for the ring) and the ring group
+  /// (the whole cp group for megatron_cp_algo, one rank for Ulysses).
+  ProcessGroup& cp_ulysses() const { return *cp_ulysses_; }
+  ProcessGroup& cp_ring() const { return *cp_ring_; }
   ProcessGroup& dp() const { return *dp_; }        ///< data parallel, without context parallel
   ProcessGroup& dp_cp() const { return *dp_cp_; }  ///< the DDP / distributed-optimizer group
   ProcessGroup& mp() const { return *mp_; }        ///< model parallel: tp x pp
@@ -40,7 +45,7 @@ class ParallelState {
   /// One process: every group has one member.
   static std::unique_ptr<ParallelState> single_process();
 
-  std::unique_ptr<ProcessGroup> world_, tp_, pp_, cp_, dp_, dp_cp_, mp_, embedding_;
+  std::unique_ptr<ProcessGroup> world_, tp_, pp_, cp_, cp_ulysses_, cp_ring_, dp_, dp_cp_, mp_, embedding_;
 };
 
 }  // namespace mindspeed

@@ -104,6 +104,7 @@ ParallelLayout parallel_layout(const ParallelConfig& config, int world_size) {
   layout.pp = config.pipeline_model_parallel_size;
   layout.cp = config.context_parallel_size;
   layout.ep = config.expert_model_parallel_size;
+  layout.cp_ulysses = config.cp.ulysses_degree;
   layout.tp_pp_dp_order = config.use_tp_pp_dp_mapping;
   return layout;
 }
@@ -149,6 +150,23 @@ StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {
   g["tp-dp-cp"] = dense.get_ranks("tp-dp-cp");
   g["tp-dp"] = dense.get_ranks("tp-dp");
   g["tp-cp"] = dense.get_ranks("tp-cp");
+  if (l.cp_ulysses < 1 || l.cp % l.cp_ulysses != 0) {
+    return invalid_argument("the Ulysses degree (", l.cp_ulysses, ") must divide the context-parallel size (", l.cp,
+                            ")");
+  }
+  // MindSpeed's initialize_context_parallel_group_for_hybrid_cp.
+  for (const std::vector<int>& cp_ranks : g["cp"]) {
+    const size_t u = static_cast<size_t>(l.cp_ulysses);
+    for (size_t m = 0; m < cp_ranks.size(); m += u) {
+      g["cp-ulysses"].emplace_back(cp_ranks.begin() + static_cast<std::ptrdiff_t>(m),
+                                   cp_ranks.begin() + static_cast<std::ptrdiff_t>(m + u));
+    }
+    for (size_t m = 0; m < u; ++m) {
+      std::vector<int> ring;
+      for (size_t i = m; i < cp_ranks.size(); i += u) ring.push_back(cp_ranks[i]);
+      g["cp-ring"].push_back(std::move(ring));
+    }
+  }
   RankGroups embedding, position_embedding;
   for (const auto& pp : g["pp"]) {
     embedding.push_back(pp.size() > 1 ? std::vector<int>{pp.front(), pp.back()} : std::vector<int>{pp.front()});
@@ -174,7 +192,7 @@ std::string format_parallel_groups(const ParallelLayout& l, const ParallelGroups
   const int dp = model > 0 ? l.world_size / model : 0;
   out << "world " << l.world_size << ": tp " << l.tp << ", pp " << l.pp << ", cp " << l.cp << ", ep " << l.ep
       << ", dp " << dp << " (order " << (l.tp_pp_dp_order ? "tp-cp-ep-pp-dp" : "tp-cp-ep-dp-pp") << ")\n";
-  for (const char* name : {"tp", "cp", "dp", "dp-cp", "pp", "mp", "tp-cp", "tp-dp", "tp-dp-cp", "embedding",
+  for (const char* name : {"tp", "cp", "cp-ulysses", "cp-ring", "dp", "dp-cp", "pp", "mp", "tp-cp", "tp-dp", "tp-dp-cp", "embedding",
                            "position-embedding", "ep", "expert-tp", "tp-ep", "tp-ep-pp", "expert-dp"}) {
     const auto found = groups.groups.find(name);
     if (found == groups.groups.end()) {

@@ -46,6 +46,10 @@ struct ParallelLayout {
   int world_size = 1;
   int tp = 1, pp = 1, cp = 1, ep = 1, etp = 0;  ///< etp 0 = same as tp
   bool tp_pp_dp_order = false;                  ///< --use-tp-pp-dp-mapping
+  /// Ulysses ranks inside each context-parallel group (MindSpeed's hybrid CP): "cp-ulysses"
+  /// groups are runs of this many consecutive cp ranks, "cp-ring" groups take every
+  /// cp_ulysses-th cp rank. 1 = ring only (cp-ring = cp); cp = Ulysses only.
+  int cp_ulysses = 1;
 };
 
 struct ParallelConfig;

@@ -12,6 +12,7 @@
 #include "config/validate.h"
 #include "core/check.h"
 #include "core/logging.h"
+#include "context_parallel/cp_split.h"
 #include "core/profiler.h"
 #include "core/str_cat.h"
 #include "core/timers.h"
@@ -44,14 +45,16 @@ void on_sigterm(int) { g_sigterm = 1; }
 void install_sigterm_handler() { std::signal(SIGTERM, on_sigterm); }
 bool sigterm_received() { return g_sigterm != 0; }
 
-KernelOptions kernel_options(const TrainingConfig& t) {
+KernelOptions kernel_options(const TrainingConfig& t, const ParallelConfig& p) {
   KernelOptions k;
   k.fast = t.optimization_level >= 1;
   k.fused_rms_norm = t.use_fused_rmsnorm;
   k.fused_swiglu = t.use_fused_swiglu;
   k.fused_rotary = t.use_fused_rotary_pos_emb;
+  k.fused_ring_attention_update = t.use_fused_ring_attention_update;
   // MindSpeed: --use-flash-attn is a level-2 feature; below level 2 it is not applied.
-  k.flash_attention = t.use_flash_attn && t.optimization_level >= 2;
+  // Context parallelism needs flash attention's log-sum-exp (MindSpeed forces it on).
+  k.flash_attention = (t.use_flash_attn && t.optimization_level >= 2) || p.context_parallel_size > 1;
   return k;
 }
 
@@ -112,7 +115,7 @@ StatusOr<T> agreed(ProcessGroup& world, StatusOr<T> local) {
 
 // One global batch of this rank's micro-batches, with their token ids checked; false when the
 // data ran out.
-StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, int64_t num_micro,
+StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, const ParallelState& ps, int64_t num_micro,
                                  std::vector<MicroBatch>& out) {
   out.clear();
   GptBatch batch;
@@ -130,6 +133,10 @@ StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, int64_
     mb.first_sample = batch.sample_ids.empty() ? 0 : batch.sample_ids.front();
     MS_RETURN_IF_ERROR(
         check_token_ids(mb, c.model.padded_vocab_size, c.model.vocab_size, c.model.max_position_embeddings));
+    if (ps.sizes.context > 1) {
+      // Every rank of a context-parallel group reads the same samples and keeps its share.
+      mb = get_batch_on_this_cp_rank(mb, CpSplit(c.parallel.cp, ps.sizes.context, mb.T), ps.cp_rank);
+    }
     out.push_back(std::move(mb));
   }
   return true;
@@ -142,7 +149,7 @@ StatusOr<double> evaluate(const GPTModelChunks& model, const ForwardContext& ctx
   LossSums sums;
   std::vector<MicroBatch> mbs;
   for (int64_t i = 0; i < c.training.eval_iters; ++i) {
-    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(loader, c, num_micro, mbs)));
+    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(loader, c, ps, num_micro, mbs)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
                                               : failed_precondition("the validation/test data ran out after ", i,
                                                                     " of --eval-iters (", c.training.eval_iters,
@@ -287,7 +294,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     log_warning("--profile-with-stack and --profile-record-shapes add to level2 traces; at this --profile-level "
                 "they record nothing");
   }
-  KernelOptions kopts = kernel_options(c.training);
+  KernelOptions kopts = kernel_options(c.training, c.parallel);
   kopts.profile_kernels = profiler::selected() && c.training.profile.level != profiler::Level::kLevel0;
   const Backend backend = select_backend(
       kopts, c.training.num_threads > 0 ? c.training.num_threads : default_threads_per_rank(world.local_size));
@@ -456,6 +463,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.sequence_parallel = c.parallel.sequence_parallel;
   ctx.gradient_accumulation_fusion = c.parallel.gradient_accumulation_fusion;
   ctx.bf16 = c.training.bf16;
+  ctx.cp = c.parallel.cp;
   ctx.hooks = &ddp;
   const double flops_per_iter = num_floating_point_operations(c.model, c.training.global_batch_size);
   const double tokens_per_iter = static_cast<double>(c.training.global_batch_size * c.model.seq_length);
@@ -511,7 +519,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     profiler::Scope iteration_slice(profiler::category::kStep, profiler::Level::kLevel0,
                                     [it] { return "iteration " + std::to_string(it); });
     std::optional<profiler::CpuScope> data_slice(std::in_place, "get batch");
-    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, num_micro, mbs)));
+    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, ps, num_micro, mbs)));
     data_slice.reset();
     MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
                                               : failed_precondition("the training data ran out at iteration ", it)));

@@ -13,12 +13,23 @@ ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_itera
   step.microbatch = data_iterator.next();
   if (step.microbatch == nullptr) return step;
   const MicroBatch& mb = *step.microbatch;
-  double tokens = 0.0;
-  for (float m : mb.loss_mask) tokens += m;
-  // Megatron: loss / num_tokens / num_microbatches.
-  const float scale = tokens > 0.0 ? static_cast<float>(1.0 / (tokens * static_cast<double>(num_microbatches))) : 0.0f;
-  step.result = model.forward(ctx, mb, std::move(inputs), scale);
+  step.result = model.forward(ctx, mb, std::move(inputs), loss_scale(ctx, mb, num_microbatches));
   return step;
+}
+
+float loss_scale(const ForwardContext& ctx, const MicroBatch& mb, int64_t num_microbatches) {
+  // Megatron: loss / num_tokens / num_microbatches. With context parallelism each rank
+  // holds part of the samples: the tokens are the whole samples' and the loss is
+  // multiplied by the CP size, since the gradient reduction averages over dp x cp
+  // (pretrain_gpt.py loss_func: loss * cp_size).
+  double tokens = 0.0;
+  if (mb.seq_index.empty()) {
+    for (float m : mb.loss_mask) tokens += m;
+  } else {
+    tokens = mb.sample_loss_tokens;
+  }
+  const double cp = static_cast<double>(ctx.ps->sizes.context);
+  return tokens > 0.0 ? static_cast<float>(cp / (tokens * static_cast<double>(num_microbatches))) : 0.0f;
 }
 
 namespace {

@@ -32,6 +32,9 @@ struct TrainStepResult {
 /// nothing), and the chunk's forward.
 ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_iterator, const ModelChunk& model,
                              StageTensors inputs, int64_t num_microbatches);
+/// The loss scale of one micro-batch: 1 / (tokens * num_microbatches); with context
+/// parallelism cp / (the whole samples' tokens * num_microbatches).
+float loss_scale(const ForwardContext& ctx, const MicroBatch& mb, int64_t num_microbatches);
 
 struct TrainStepOptions {
   bool defer_weight_grad = false;  ///< see ForwardBackwardArgs::defer_weight_grad

@@ -29,6 +29,7 @@ SelfAttention::SelfAttention(ParameterRegistry& registry, const std::string& pre
       heads_total_(config.num_attention_heads),
       head_offset_(tp_rank * (config.num_attention_heads / tp_size)),
       attention_dropout_(config.attention_dropout),
+      attention_window_(config.attention_window),
       rope_cos_(rope_cos),
       rope_sin_(rope_sin) {}
 
@@ -45,6 +46,13 @@ AttentionDims SelfAttention::dims(const MicroBatch& mb) const {
   return d;
 }
 
+AttentionMask SelfAttention::mask(const MicroBatch& mb) const {
+  AttentionMask m;
+  m.doc_start = mb.doc_start.empty() ? nullptr : mb.doc_start.data();
+  if (attention_window_ > 0) m.pre_tokens = attention_window_;
+  return m;
+}
+
 DropoutSpec SelfAttention::dropout(const ForwardContext& ctx, const MicroBatch& mb) const {
   DropoutSpec spec;
   if (!ctx.training) return spec;
@@ -57,6 +65,7 @@ DropoutSpec SelfAttention::dropout(const ForwardContext& ctx, const MicroBatch& 
 void SelfAttention::attend_with_cache(const ForwardContext& ctx, const AttentionDims& d,
                                       const StaticInferenceContext& inference, Saved& saved) const {
   MS_CHECK(!ctx.training && !ctx.sequence_parallel, "the key/value cache is for inference without sequence parallelism");
+  MS_CHECK(attention_window_ == 0, "generation with sliding-window attention is not implemented yet");
   MS_CHECK(inference.kv_heads() == d.NKV && inference.head_dim() == d.D && inference.batch_size() == d.B,
            "key/value cache built for another model or batch");
   const int64_t S = inference.max_sequence_length(), past = inference.sequence_len_offset();
@@ -80,7 +89,7 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
   Allocator& a = *ctx.alloc;
   const AttentionDims d = dims(mb);
   const int64_t N = d.T * d.B;
-  const AttentionMask mask{mb.doc_start.empty() ? nullptr : mb.doc_start.data()};
+  const AttentionMask mask = this->mask(mb);
   {
     Tensor qkv(a, Shape{N, linear_qkv_.out_local()}, DType::kFloat32, MemoryCategory::kWorkspace);
     linear_qkv_.forward(ctx, x, qkv.f32(), N);
@@ -96,6 +105,9 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
   const DropoutSpec drop = dropout(ctx, mb);
   if (inference != nullptr) {
     attend_with_cache(ctx, d, *inference, saved);
+  } else if (context_parallel(ctx)) {
+    ContextParallelAttention::forward(ctx, mb, d, mask, drop, std::move(saved.q), std::move(saved.k),
+                                      std::move(saved.v), saved.context.f32(), saved.cp);
   } else if (use_flash(ctx)) {
     saved.lse = Tensor(a, Shape{d.B, d.NQ, d.T}, DType::kFloat32, MemoryCategory::kActivations);
     Tensor ws(a, Shape{ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, false)},
@@ -118,16 +130,19 @@ void SelfAttention::backward(const ForwardContext& ctx, const MicroBatch& mb, co
   Allocator& a = *ctx.alloc;
   const AttentionDims d = dims(mb);
   const int64_t N = d.T * d.B;
-  const AttentionMask mask{mb.doc_start.empty() ? nullptr : mb.doc_start.data()};
+  const AttentionMask mask = this->mask(mb);
   Tensor dqkv(a, Shape{N, linear_qkv_.out_local()}, DType::kFloat32, MemoryCategory::kWorkspace);
   {
     Tensor dcontext(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kWorkspace);
     linear_proj_.backward(ctx, saved.context.f32(), dout, dcontext.f32(), N);
-    Tensor dq(a, saved.q.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
-    Tensor dk(a, saved.k.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
-    Tensor dv(a, saved.v.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor dq(a, Shape{d.B, d.NQ, d.T, d.D}, DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor dk(a, Shape{d.B, d.NKV, d.T, d.D}, DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor dv(a, Shape{d.B, d.NKV, d.T, d.D}, DType::kFloat32, MemoryCategory::kWorkspace);
     const DropoutSpec drop = dropout(ctx, mb);
-    if (use_flash(ctx)) {
+    if (context_parallel(ctx)) {
+      ContextParallelAttention::backward(ctx, mb, d, mask, drop, saved.cp, saved.context.f32(), dcontext.f32(), dq.f32(),
+                                         dk.f32(), dv.f32());
+    } else if (use_flash(ctx)) {
       Tensor ws(a, Shape{ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, true)},
                 DType::kFloat32, MemoryCategory::kWorkspace);
       ctx.k().flash_attention_backward(ctx.kc(), dq.f32(), dk.f32(), dv.f32(), dcontext.f32(),

@@ -3,6 +3,9 @@
 // layout) -> split + rotary embedding -> core attention (unfused DotProductAttention, or
 // flash attention with --use-flash-attn at optimization level 2) -> linear_proj (row
 // parallel). Heads and query groups are split over tensor parallelism.
+// Context parallelism (--context-parallel-size > 1): core attention runs across the
+// context-parallel group (context_parallel/context_parallel_attention.h) on this rank's share
+// of the sequence; everything else is per token and unchanged.
 // Inference (Megatron's inference_context argument): with a StaticInferenceContext the new
 // tokens' keys and values (after rotary embedding, at their absolute positions) are appended
 // to the layer's key/value cache and the queries attend over every cached position
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "config/model_config.h"
+#include "context_parallel/context_parallel_attention.h"
 #include "inference/static_inference_context.h"
 #include "core/tensor.h"
 #include "tensor_parallel/layers.h"
@@ -22,10 +26,11 @@ namespace mindspeed {
 class SelfAttention {
  public:
   struct Saved {
-    Tensor q, k, v;  ///< [B, heads/tp, T, D], [B, groups/tp, T, D] x2 (after rotary)
+    Tensor q, k, v;  ///< [B, heads/tp, T, D], [B, groups/tp, T, D] x2 (after rotary); empty with CP
     Tensor probs;    ///< [B, heads/tp, T, T] (core attention)
     Tensor lse;      ///< [B, heads/tp, T] (flash attention)
     Tensor context;  ///< [N, heads/tp * D]: attention output, input of linear_proj
+    ContextParallelAttention::Saved cp;  ///< context parallelism: q, k, v, lse after the exchange
   };
 
   /// rope_cos/rope_sin: [max_positions, D/2] tables, or null without rotary embedding.
@@ -49,13 +54,17 @@ class SelfAttention {
   void attend_with_cache(const ForwardContext& ctx, const AttentionDims& d,
                          const StaticInferenceContext& inference, Saved& saved) const;
   DropoutSpec dropout(const ForwardContext& ctx, const MicroBatch& mb) const;
+  /// Causal (or a sliding window), cut at document starts with EOD reset.
+  AttentionMask mask(const MicroBatch& mb) const;
   bool use_flash(const ForwardContext& ctx) const { return ctx.k().flash_attention_forward != nullptr; }
+  static bool context_parallel(const ForwardContext& ctx) { return ctx.ps->sizes.context > 1; }
 
   ColumnParallelLinear linear_qkv_;
   RowParallelLinear linear_proj_;
   int64_t layer_index_;
   int64_t heads_local_, groups_local_, head_dim_, heads_total_, head_offset_;
   float attention_dropout_;
+  int64_t attention_window_;  ///< ModelConfig::attention_window (0: plain causal)
   const float* rope_cos_;
   const float* rope_sin_;
 };

@@ -40,14 +40,16 @@ DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const 
   spec.rng = ctx.dropout_stream(layer_index_, site);
   spec.sbh_batch = mb.B;
   spec.first_sample = mb.first_sample;
-  spec.seq_total = mb.T;
+  spec.seq_total = mb.sample_length();
   spec.t_offset = ctx.sequence_offset(mb.T);
+  spec.seq_index = mb.seq_index.empty() ? nullptr : mb.seq_index.data();
   return spec;
 }
 
-std::array<Tensor*, 10> TransformerLayer::Saved::activations() {
+std::array<Tensor*, 14> TransformerLayer::Saved::activations() {
   return {&input, &input_layernorm.out, &self_attention.q, &self_attention.k, &self_attention.v,
-          &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out};
+          &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out,
+          &self_attention.cp.q, &self_attention.cp.k, &self_attention.cp.v, &self_attention.cp.out};
 }
 
 void TransformerLayer::Saved::compact(const ForwardContext& ctx) {

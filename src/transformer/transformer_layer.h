@@ -34,7 +34,7 @@ class TransformerLayer {
     Norm::Saved pre_mlp_layernorm;
     MLP::Saved mlp;
     /// The activations kept in bf16 with --bf16 (statistics stay fp32).
-    std::array<Tensor*, 10> activations();
+    std::array<Tensor*, 14> activations();
     /// bf16 storage of the saved activations (forward end) and back to fp32 (backward start).
     void compact(const ForwardContext& ctx);
     void expand(const ForwardContext& ctx);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "config/parallel_config.h"
 #include "config/validate.h"
 
 namespace mindspeed {
@@ -240,8 +241,104 @@ TEST(Validate, NamesTheFlagsOfABrokenRule) {
   EXPECT_NE(s.message().find("--num-layers (2) must be divisible by --pipeline-model-parallel-size (4)"),
             std::string::npos)
       << s.message();
-  c = parse_with({"--context-parallel-size", "2"})->configs;
-  EXPECT_EQ(validate_configs(c, 2).code(), StatusCode::kUnimplemented);
+}
+
+// Validation of configs parsed from `extra` on `world` ranks: the message, or "" when valid.
+std::string validation_error(std::vector<std::string> extra, int world) {
+  auto parsed = parse_with(std::move(extra));
+  if (!parsed.ok()) return parsed.status().to_string();
+  Configs c = parsed->configs;
+  const Status s = validate_configs(c, world);
+  return s.ok() ? "" : s.message();
+}
+
+TEST(Arguments, ContextParallelFlags) {
+  auto parsed = parse_with({"--context-parallel-size", "4", "--context-parallel-algo", "hybrid_cp_algo",
+                            "--ulysses-degree-in-cp", "2", "--attention-mask-type", "general", "--cp-window-size", "1",
+                            "--use-cp-send-recv-overlap", "--use-ulysses-allgather-kv",
+                            "--use-fused-ring-attention-update"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  const ContextParallelConfig& cp = parsed->configs.parallel.cp;
+  EXPECT_EQ(cp.algo, CpAlgo::kHybrid);
+  EXPECT_EQ(cp.ulysses_degree, 2);
+  EXPECT_TRUE(cp.general_mask);
+  EXPECT_TRUE(cp.send_recv_overlap);
+  EXPECT_TRUE(cp.ulysses_allgather_kv);
+  EXPECT_TRUE(parsed->configs.training.use_fused_ring_attention_update);
+  const ContextParallelConfig defaults = parse_with({})->configs.parallel.cp;
+  EXPECT_EQ(defaults.algo, CpAlgo::kRing);  // MindSpeed's feature default megatron_cp_algo
+  EXPECT_FALSE(defaults.general_mask);
+  EXPECT_FALSE(parse_with({"--context-parallel-algo", "star"}).ok());
+  EXPECT_FALSE(parse_with({"--attention-mask-type", "padding"}).ok());
+}
+
+TEST(Validate, ContextParallelRules) {
+  // seq 32, 4 heads (base_args).
+  EXPECT_EQ(validation_error({"--context-parallel-size", "2"}, 2), "");
+  EXPECT_EQ(validation_error({"--context-parallel-size", "4", "--context-parallel-algo", "ulysses_cp_algo"}, 4), "");
+  EXPECT_EQ(validation_error({"--context-parallel-size", "4", "--context-parallel-algo", "hybrid_cp_algo",
+                              "--ulysses-degree-in-cp", "2", "--cp-window-size", "1"},
+                             8),
+            "");
+  EXPECT_NE(validation_error({"--context-parallel-size", "4", "--seq-length", "20", "--max-position-embeddings", "20"}, 4)
+                .find("--seq-length (20) must be divisible by 2 x --context-parallel-size (8)"),
+            std::string::npos);
+  // Unaligned Ulysses takes any length; the all-gather of keys and values needs equal shares.
+  EXPECT_EQ(validation_error({"--context-parallel-size", "4", "--context-parallel-algo", "ulysses_cp_algo",
+                              "--seq-length", "30", "--max-position-embeddings", "30"},
+                             4),
+            "");
+  EXPECT_NE(validation_error({"--context-parallel-size", "4", "--context-parallel-algo", "ulysses_cp_algo",
+                              "--use-ulysses-allgather-kv", "--seq-length", "30", "--max-position-embeddings", "30"},
+                             4)
+                .find("--use-ulysses-allgather-kv needs --seq-length (30) divisible"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--context-parallel-size", "8", "--context-parallel-algo", "ulysses_cp_algo",
+                              "--seq-length", "64", "--max-position-embeddings", "64"},
+                             8)
+                .find("--num-attention-heads (4) must be divisible by --tensor-model-parallel-size x the Ulysses "
+                      "degree (1 x 8)"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--context-parallel-size", "4", "--context-parallel-algo", "hybrid_cp_algo",
+                              "--ulysses-degree-in-cp", "4"},
+                             4)
+                .find("hybrid_cp_algo needs"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--context-parallel-size", "4", "--cp-window-size", "3"}, 4).find("--cp-window-size (3)"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--context-parallel-size", "4", "--cp-window-size", "4"}, 4).find("--cp-window-size (4)"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--context-parallel-size", "2", "--ulysses-degree-in-cp", "2"}, 2)
+                .find("--ulysses-degree-in-cp is for --context-parallel-algo hybrid_cp_algo"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--context-parallel-size", "2", "--use-ulysses-allgather-kv"}, 2)
+                .find("--use-ulysses-allgather-kv is for ulysses_cp_algo or hybrid_cp_algo"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--context-parallel-size", "2", "--tensor-model-parallel-size", "2",
+                              "--sequence-parallel", "--seq-length", "34", "--max-position-embeddings", "34",
+                              "--attention-mask-type", "general"},
+                             4)
+                .find("divisible by --context-parallel-size x --tensor-model-parallel-size (4)"),
+            std::string::npos);
+}
+
+TEST(Arguments, AttentionWindowFlags) {
+  EXPECT_EQ(parse_with({})->configs.model.attention_window, 0);
+  EXPECT_EQ(parse_with({"--sparse-mode", "2", "--pre-tockens", "8"})->configs.model.attention_window, 0);
+  EXPECT_EQ(parse_with({"--sparse-mode", "0", "--pre-tockens", "8"})->configs.model.attention_window, 8);
+  EXPECT_EQ(parse_with({"--sparse-mode", "0"})->configs.model.attention_window, 65536);  // MindSpeed's default
+  EXPECT_EQ(parse_with({"--window-size", "16"})->configs.model.attention_window, 16);
+  EXPECT_EQ(parse_with({"--window-size", "(16, 0)"})->configs.model.attention_window, 16);
+  auto refused = [](std::vector<std::string> extra, const std::string& says) {
+    auto parsed = parse_with(std::move(extra));
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.status().message().find(says), std::string::npos) << parsed.status().message();
+  };
+  refused({"--sparse-mode", "3"}, "--sparse-mode 3: the model's flash attention takes 0");
+  refused({"--sparse-mode", "0", "--next-tockens", "4"}, "--next-tockens 4 would let a token see later tokens");
+  refused({"--window-size", "16,4"}, "the GPT model is causal");
+  refused({"--window-size", "many"}, "--window-size \"many\"");
+  refused({"--window-size", "16", "--sparse-mode", "0", "--pre-tockens", "8"}, "give one");
 }
 
 }  // namespace

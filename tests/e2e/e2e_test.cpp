@@ -73,6 +73,33 @@ TEST(EndToEnd, MockDataLossFallsWithPipelineParallelism) {
   EXPECT_NE(r.output.find("world size 4 (tp 1, pp 2, cp 1, dp 2)"), std::string::npos) << r.output;
 }
 
+// Context parallelism through the real program: CP2 (ring, overlapped transfers) x DP2 and
+// hybrid CP4 (Ulysses 2 x ring 2) log the losses of the plain data-parallel run on the same
+// global batches, and the loss falls.
+TEST(EndToEnd, ContextParallelRunsLogTheLossesOfThePlainRun) {
+  const std::string args = kTiny + " --train-iters 30 --log-interval 5 --eval-interval 30 --eval-iters 2"
+                                   " --attention-dropout 0 --hidden-dropout 0";
+  const Result plain = run(kMpirun + " -np 2 " + kBin + args);
+  const Result ring = run(kMpirun + " -np 4 " + kBin + args +
+                          " --context-parallel-size 2 --context-parallel-algo megatron_cp_algo"
+                          " --use-cp-send-recv-overlap --use-distributed-optimizer");
+  const Result hybrid = run(kMpirun + " -np 4 " + kBin + args +
+                            " --context-parallel-size 4 --context-parallel-algo hybrid_cp_algo --ulysses-degree-in-cp 2"
+                            " --global-batch-size 16");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(ring.exit_code, 0) << ring.output;
+  ASSERT_EQ(hybrid.exit_code, 0) << hybrid.output;
+  EXPECT_NE(ring.output.find("world size 4 (tp 1, pp 1, cp 2, dp 2)"), std::string::npos) << ring.output;
+  const auto want = logged_losses(plain.output);
+  ASSERT_EQ(want.size(), 6u) << plain.output;
+  EXPECT_LT(want.back(), 0.9 * want.front());
+  for (const Result* r : {&ring, &hybrid}) {
+    const auto got = logged_losses(r->output);
+    ASSERT_EQ(got.size(), want.size()) << r->output;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5 * want[i]) << "log line " << i;
+  }
+}
+
 TEST(EndToEnd, UnimplementedFlagStopsEveryRank) {
   const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --recompute-granularity full");
   EXPECT_NE(r.exit_code, 0);

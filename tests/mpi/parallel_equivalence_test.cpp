@@ -41,6 +41,9 @@ struct Case {
   bool untie = false;        ///< GPT-2 with an untied output layer (DualPipeV refuses tied ones)
   std::vector<int64_t> noop_layers = {};
   bool variable_lengths = false;  ///< micro-batches of 16, 12 and 8 tokens (--variable-seq-lengths)
+  int64_t seq_length = 0;         ///< tokens per sample (0: the tiny model's 16)
+  bool eod = false;               ///< packed documents (--reset-position-ids --reset-attention-mask)
+  int64_t llama_kv_heads = 0;     ///< the LLaMA model's key/value heads (0: its 4)
 };
 
 std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
@@ -63,6 +66,9 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
   run.model.noop_layers = c.noop_layers;
   run.global_batch = c.global_batch;
   run.variable_lengths = c.variable_lengths;
+  run.reset_attention_mask = c.eod;
+  if (c.seq_length > 0) run.model.seq_length = run.model.max_position_embeddings = c.seq_length;
+  if (llama && c.llama_kv_heads > 0) run.model.num_query_groups = c.llama_kv_heads;
   const RunResult want = train(run, {}, world, /*single=*/true);
   const RunResult got = train(run, c.layout, world, /*single=*/false);
   ASSERT_EQ(got.losses.size(), want.losses.size());
@@ -154,6 +160,31 @@ const Case kCases[] = {
      {.tp = 2, .distributed_optimizer = true, .overlap_grad_reduce = true, .overlap_param_gather = true,
       .bucket_size = 4000}},
     {"tp2_dp4_sp_distopt", 8, {.tp = 2, .sequence_parallel = true, .distributed_optimizer = true}},
+    // Context parallelism: each rank holds a share of every sample (get_batch_on_this_cp_rank).
+    {"ulysses_cp2", 2, {.cp = 2, .cp_algo = CpAlgo::kUlysses}},
+    {"ring_cp2", 2, {.cp = 2}},
+    {"ring_cp2_overlap", 2, {.cp = 2, .cp_overlap = true}},
+    {"ring_cp2_general", 2, {.cp = 2, .general_mask = true}},
+    {"ulysses_cp2_eod", 2, {.cp = 2, .cp_algo = CpAlgo::kUlysses}, 2, 8, false, {}, false, 0, true},
+    {"ring_cp2_eod", 2, {.cp = 2, .cp_overlap = true}, 2, 8, false, {}, false, 0, true},
+    {"ulysses_cp4", 4, {.cp = 4, .cp_algo = CpAlgo::kUlysses}},
+    {"ulysses_cp4_gqa2", 4, {.cp = 4, .cp_algo = CpAlgo::kUlysses}, 2, 8, false, {}, false, 0, false, 2},
+    {"ulysses_cp4_allgather_kv_gqa2", 4, {.cp = 4, .cp_algo = CpAlgo::kUlysses, .allgather_kv = true}, 2, 8, false,
+     {}, false, 0, false, 2},
+    {"ulysses_cp4_unaligned_s30", 4, {.cp = 4, .cp_algo = CpAlgo::kUlysses}, 2, 8, false, {}, false, 30},
+    {"ring_cp4", 4, {.cp = 4, .cp_overlap = true}},
+    {"ring_cp4_general", 4, {.cp = 4, .general_mask = true}},
+    {"double_ring_cp4_w2", 4, {.cp = 4, .cp_window = 2, .cp_overlap = true}},
+    {"hybrid_cp4_u2", 4, {.cp = 4, .cp_algo = CpAlgo::kHybrid, .ulysses_degree = 2, .cp_overlap = true}},
+    {"ring_cp2_tp2_sp", 4, {.tp = 2, .sequence_parallel = true, .cp = 2, .cp_overlap = true}},
+    {"ulysses_cp2_tp2", 4, {.tp = 2, .cp = 2, .cp_algo = CpAlgo::kUlysses}},
+    {"ring_cp2_dp2_distopt", 4, {.distributed_optimizer = true, .cp = 2, .cp_overlap = true}},
+    {"ring_cp2_pp2_1f1b", 4, {.pp = 2, .cp = 2, .cp_overlap = true}},
+    {"ring_cp4_eod", 4, {.cp = 4, .cp_overlap = true}, 2, 8, false, {}, false, 0, true},
+    {"double_ring_cp4_w2_eod", 4, {.cp = 4, .cp_window = 2}, 2, 8, false, {}, false, 0, true},
+    {"hybrid_cp4_u2_eod", 4, {.cp = 4, .cp_algo = CpAlgo::kHybrid, .ulysses_degree = 2}, 2, 8, false, {}, false, 0,
+     true},
+    {"ulysses_cp4_eod", 4, {.cp = 4, .cp_algo = CpAlgo::kUlysses}, 2, 8, false, {}, false, 0, true},
 };
 
 std::string case_name(const ::testing::TestParamInfo<ParallelEquivalence::ParamType>& info) {

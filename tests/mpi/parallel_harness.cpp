@@ -4,8 +4,10 @@
 #include <cmath>
 #include <memory>
 
+#include "context_parallel/cp_split.h"
 #include "core/check.h"
 #include "core/rng.h"
+#include "datasets/gpt_dataset.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/param_and_grad_buffer.h"
 #include "models/gpt/gpt_model_chunks.h"
@@ -32,9 +34,27 @@ void fill_sample(int64_t k, int64_t T, int32_t* tokens, int32_t* labels, float* 
   }
 }
 
-// This rank's micro-batches of global batch `step` (MegatronPretrainingSampler slicing).
-std::vector<MicroBatch> global_batch(int64_t step, int64_t mbs, int64_t gbs, int dp, int dp_rank, int64_t seq_length,
-                                     bool variable_lengths) {
+constexpr int32_t kEod = 3;
+
+// Packed documents: end-of-document tokens at a few positions of the sample, positions and
+// attention restarting after each (the dataset's get_ltor_masks_and_position_ids).
+void pack_documents(int64_t k, int64_t T, int32_t* tokens, int32_t* position_ids, int32_t* doc_start) {
+  const RngStream rng{77, static_cast<uint64_t>(k)};
+  for (int64_t t = 0; t < T; ++t) {
+    if (rng.uniform(static_cast<uint64_t>(t)) < 0.15f) tokens[t] = kEod;
+  }
+  std::vector<float> unused(static_cast<size_t>(T));
+  get_ltor_masks_and_position_ids(tokens, T, kEod, /*reset_position_ids=*/true, /*reset_attention_mask=*/true,
+                                  /*eod_mask_loss=*/false, unused.data(), position_ids, doc_start, nullptr);
+}
+
+// This rank's micro-batches of global batch `step` (MegatronPretrainingSampler slicing), each
+// cut to this rank's context-parallel share.
+std::vector<MicroBatch> global_batch(int64_t step, int64_t mbs, int64_t gbs, const ParallelState& ps,
+                                     const RunOptions& run, const ContextParallelConfig& cp) {
+  const int dp = ps.dp().size(), dp_rank = ps.dp_rank;
+  const int64_t seq_length = run.model.seq_length;
+  const bool variable_lengths = run.variable_lengths;
   std::vector<MicroBatch> out;
   const int64_t num_micro = gbs / (mbs * dp);
   for (int64_t m = 0; m < num_micro; ++m) {
@@ -47,11 +67,17 @@ std::vector<MicroBatch> global_batch(int64_t step, int64_t mbs, int64_t gbs, int
     mb.labels.resize(mbs * T);
     mb.loss_mask.resize(mbs * T);
     mb.position_ids.resize(mbs * T);
+    if (run.reset_attention_mask) mb.doc_start.resize(mbs * T);
     for (int64_t b = 0; b < mbs; ++b) {
       fill_sample(mb.first_sample + b, T, mb.tokens.data() + b * T, mb.labels.data() + b * T,
                   mb.loss_mask.data() + b * T);
       for (int64_t t = 0; t < T; ++t) mb.position_ids[b * T + t] = static_cast<int32_t>(t);
+      if (run.reset_attention_mask) {
+        pack_documents(mb.first_sample + b, T, mb.tokens.data() + b * T, mb.position_ids.data() + b * T,
+                       mb.doc_start.data() + b * T);
+      }
     }
+    if (ps.sizes.context > 1) mb = get_batch_on_this_cp_rank(mb, CpSplit(cp, ps.sizes.context, T), ps.cp_rank);
     out.push_back(std::move(mb));
   }
   return out;
@@ -78,9 +104,7 @@ TrainStepResult pipeline_step_by_hand(const GPTModel& model, ParamAndGradBuffer&
       input.emplace_back(*ctx.alloc, Shape{n, H}, DType::kFloat32, MemoryCategory::kActivations);
       pipe.recv_async(input[0].f32(), n * H, pipe.rank() - 1, static_cast<int>(i))->wait();
     }
-    double tokens = 0.0;
-    for (float m : mb.loss_mask) tokens += m;
-    const float scale = static_cast<float>(1.0 / (tokens * static_cast<double>(mbs.size())));
+    const float scale = loss_scale(ctx, mb, static_cast<int64_t>(mbs.size()));
     ModelChunk::ForwardResult r = model.forward(ctx, mb, std::move(input), scale);
     if (!model.post_process()) pipe.send_async(r.outputs[0].f32(), n * H, pipe.rank() + 1, static_cast<int>(i))->wait();
     result.loss_sum += r.loss.loss_sum;
@@ -149,8 +173,7 @@ double evaluate_layout(const GPTModelChunks& model, DistributedDataParallel& ddp
   ctx.hooks = &ddp;
   LossSums sums;
   for (int i = 0; i < run.eval_iters; ++i) {
-    const auto mbs = global_batch(kFirstEvalBatch + i, run.micro_batch, run.global_batch, ps.dp_cp().size(),
-                                  ps.dp_rank, run.model.seq_length, run.variable_lengths);
+    const auto mbs = global_batch(kFirstEvalBatch + i, run.micro_batch, run.global_batch, ps, run, ctx.cp);
     const LossSums s = by_hand && ps.sizes.pipeline > 1 ? pipeline_forward_by_hand(model[0], ctx, mbs)
                                                         : evaluate_step(model, ctx, mbs);
     sums.loss_sum += s.loss_sum;
@@ -206,6 +229,17 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   pc.decoder_first_pipeline_num_layers = layout.first_stage_layers;
   pc.decoder_last_pipeline_num_layers = layout.last_stage_layers;
   pc.variable_seq_lengths = layout.variable_seq_lengths;
+  if (!single) {
+    pc.context_parallel_size = layout.cp;
+    pc.cp.algo = layout.cp_algo;
+    pc.cp.ulysses_degree = layout.cp_algo == CpAlgo::kUlysses ? layout.cp
+                           : layout.cp_algo == CpAlgo::kHybrid ? layout.ulysses_degree
+                                                                : 1;
+    pc.cp.general_mask = layout.general_mask;
+    pc.cp.window_size = layout.cp_window;
+    pc.cp.send_recv_overlap = layout.cp_overlap;
+    pc.cp.ulysses_allgather_kv = layout.allgather_kv;
+  }
   std::unique_ptr<ParallelState> ps;
   if (single) {
     ps = ParallelState::single_process();
@@ -219,7 +253,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   Allocator alloc;
   ParameterRegistry registry;
   const int pp = ps->sizes.pipeline;
-  const int64_t num_micro = run.global_batch / (run.micro_batch * ps->dp_cp().size());
+  const int64_t num_micro = run.global_batch / (run.micro_batch * ps->dp().size());
   StatusOr<PipelineLayout> pipeline = single ? PipelineLayout::single(run.model.num_layers)
                                              : PipelineLayout::build(pc, run.model.num_layers, num_micro);
   MS_CHECK_OK(pipeline.status());
@@ -255,12 +289,11 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.sequence_parallel = sp;
   ctx.gradient_accumulation_fusion = single || layout.gradient_accumulation_fusion;
   ctx.bf16 = layout.bf16;
+  ctx.cp = pc.cp;
 
   RunResult result;
-  const int dp = ps->dp_cp().size();
   for (int step = 0; step < run.steps; ++step) {
-    const auto mbs =
-        global_batch(step, run.micro_batch, run.global_batch, dp, ps->dp_rank, run.model.seq_length, run.variable_lengths);
+    const auto mbs = global_batch(step, run.micro_batch, run.global_batch, *ps, run, ctx.cp);
     ctx.iteration = step + 1;
     const TrainStepResult r =
         layout.pipeline_by_hand && pp > 1

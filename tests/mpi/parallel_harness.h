@@ -40,6 +40,15 @@ struct LayoutOptions {
   int64_t bucket_size = 0;  ///< elements; 0 = one bucket
   bool gradient_accumulation_fusion = true;
   bool bf16 = false;  ///< --bf16 (also for the single-process reference when set there)
+  // Context parallelism (--context-parallel-size and MindSpeed's --context-parallel-algo
+  // family): every micro-batch split by get_batch_on_this_cp_rank.
+  int cp = 1;
+  CpAlgo cp_algo = CpAlgo::kRing;
+  int ulysses_degree = 1;      ///< --ulysses-degree-in-cp (hybrid)
+  bool general_mask = false;   ///< --attention-mask-type general
+  int cp_window = 1;           ///< --cp-window-size
+  bool cp_overlap = false;     ///< --use-cp-send-recv-overlap
+  bool allgather_kv = false;   ///< --use-ulysses-allgather-kv
 };
 
 struct RunOptions {
@@ -63,6 +72,9 @@ struct RunOptions {
   /// (layouts need --variable-seq-lengths to pipeline them).
   bool variable_lengths = false;
   int eval_iters = 2;
+  /// Packed documents: a few end-of-document tokens per sample, position ids and attention
+  /// restarting after each (--reset-position-ids --reset-attention-mask).
+  bool reset_attention_mask = false;
 };
 
 struct RunResult {
@@ -78,7 +90,7 @@ struct RunResult {
 ModelConfig tiny_gpt_config();
 ModelConfig tiny_llama_config();
 
-/// Runs on all ranks of `world` when layout is given (world size = tp * dp), or on this
+/// Runs on all ranks of `world` when layout is given (world size = tp * pp * cp * dp), or on this
 /// process alone when `single` is true.
 RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWorld& world, bool single);
 

@@ -38,8 +38,9 @@ DropoutSpec LanguageModelEmbedding::dropout(const ForwardContext& ctx, const Mic
   spec.rng = ctx.dropout_stream(-1, DropoutSite::kEmbedding);
   spec.sbh_batch = mb.B;
   spec.first_sample = mb.first_sample;
-  spec.seq_total = mb.T;
+  spec.seq_total = mb.sample_length();
   spec.t_offset = ctx.sequence_offset(mb.T);
+  spec.seq_index = mb.seq_index.empty() ? nullptr : mb.seq_index.data();
   return spec;
 }
 
