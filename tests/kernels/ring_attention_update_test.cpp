@@ -288,5 +288,15 @@ TEST(RingUpdateMindSpeed, EqualsMaxSumFormula) {
   }
 }
 
+// --use-fused-ring-attention-update picks the fused kernel even at --optimization-level 0
+// (like MindSpeed's other per-op fusion flags); without it level 0 runs the reference.
+TEST(RingUpdateSelection, FusedFlagPicksTheFusedKernelAtLevel0) {
+  if (!cpu::cpu_kernels_supported()) GTEST_SKIP() << "no AVX2+FMA";
+  EXPECT_EQ(select_kernels({.fast = false}).ring_attention_update, &ref::ring_attention_update);
+  EXPECT_EQ(select_kernels({.fast = false, .fused_ring_attention_update = true}).ring_attention_update,
+            &cpu::ring_attention_update);
+  EXPECT_EQ(select_kernels({.fast = true}).ring_attention_update, &cpu::ring_attention_update);
+}
+
 }  // namespace
 }  // namespace mindspeed

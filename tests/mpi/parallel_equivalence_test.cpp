@@ -44,6 +44,7 @@ struct Case {
   int64_t seq_length = 0;         ///< tokens per sample (0: the tiny model's 16)
   bool eod = false;               ///< packed documents (--reset-position-ids --reset-attention-mask)
   int64_t llama_kv_heads = 0;     ///< the LLaMA model's key/value heads (0: its 4)
+  int64_t window = 0;             ///< sliding-window attention (ModelConfig::attention_window)
 };
 
 std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
@@ -69,6 +70,7 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
   run.reset_attention_mask = c.eod;
   if (c.seq_length > 0) run.model.seq_length = run.model.max_position_embeddings = c.seq_length;
   if (llama && c.llama_kv_heads > 0) run.model.num_query_groups = c.llama_kv_heads;
+  run.model.attention_window = c.window;
   const RunResult want = train(run, {}, world, /*single=*/true);
   const RunResult got = train(run, c.layout, world, /*single=*/false);
   ASSERT_EQ(got.losses.size(), want.losses.size());
@@ -185,6 +187,9 @@ const Case kCases[] = {
     {"hybrid_cp4_u2_eod", 4, {.cp = 4, .cp_algo = CpAlgo::kHybrid, .ulysses_degree = 2}, 2, 8, false, {}, false, 0,
      true},
     {"ulysses_cp4_eod", 4, {.cp = 4, .cp_algo = CpAlgo::kUlysses}, 2, 8, false, {}, false, 0, true},
+    // Sliding-window attention (whole ring blocks outside the window are skipped).
+    {"ring_cp4_window5", 4, {.cp = 4, .cp_overlap = true}, 2, 8, false, {}, false, 0, false, 0, 5},
+    {"ulysses_cp2_window3_eod", 2, {.cp = 2, .cp_algo = CpAlgo::kUlysses}, 2, 8, false, {}, false, 0, true, 0, 3},
 };
 
 std::string case_name(const ::testing::TestParamInfo<ParallelEquivalence::ParamType>& info) {
