@@ -86,7 +86,9 @@ struct AttentionDims {
 /// sample b iff
 ///   qp - pre_tokens <= kp <= qp + next_tokens  (the band; the defaults are causal), and
 ///   doc_start == null or kp >= doc_start[b*T + t]  (EOD reset: no attention across a
-///   document boundary, the TND/varlen rule of flash attention).
+///   document boundary, the TND/varlen rule of flash attention),
+/// or kp < prefix[b] (the prefix keys of sparse modes 5 and 6, visible to every query).
+/// kernels/sparse_mode.h builds the masks of npu_fusion_attention's sparse modes.
 /// Positions need not be monotone (context parallelism's load balancing concatenates two
 /// runs, e.g. 0..3 then 12..15). A query row that sees no key has out = 0, lse = -inf and
 /// zero gradient. The defaults are causal self-attention.
@@ -97,6 +99,7 @@ struct AttentionMask {
   int64_t q_offset = 0, k_offset = 0;
   int64_t pre_tokens = kAllTokens;  ///< key visible only if kp >= qp - pre_tokens
   int64_t next_tokens = 0;          ///< and kp <= qp + next_tokens (0 = causal, kAllTokens = none)
+  const int32_t* prefix = nullptr;  ///< [B]: keys at positions < prefix[b] always visible, or null
 
   int64_t q_position(int64_t t) const { return q_pos ? q_pos[t] : q_offset + t; }
   int64_t k_position(int64_t j) const { return k_pos ? k_pos[j] : k_offset + j; }
@@ -107,8 +110,10 @@ struct AttentionMask {
   }
   /// Highest visible key position of a query at position qp.
   int64_t last_key(int64_t qp) const { return qp + next_tokens; }
+  /// Keys of sample b at positions below this are visible to every query (prefix).
+  int64_t prefix_end(int64_t b) const { return prefix ? prefix[b] : -kAllTokens; }
   bool visible(int64_t b, int64_t t, int64_t T, int64_t qp, int64_t kp) const {
-    return kp >= first_key(b, t, T, qp) && kp <= last_key(qp);
+    return (kp >= first_key(b, t, T, qp) && kp <= last_key(qp)) || kp < prefix_end(b);
   }
 };
 

@@ -16,6 +16,7 @@
 
 #include "grad_check.h"
 #include "kernels/kernels.h"
+#include "naive_attention.h"
 #include "test_util.h"
 
 namespace mindspeed {
@@ -31,7 +32,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 struct Problem {
   std::string name;
   AttentionDims dims;
-  std::vector<int32_t> q_pos, k_pos, doc_start;
+  std::vector<int32_t> q_pos, k_pos, doc_start, prefix;
   int64_t q_offset = 0, k_offset = 0, pre = kAllTokens, next = 0;
   DropoutSpec dropout;
   std::vector<float> q, k, v, dout;
@@ -44,6 +45,7 @@ struct Problem {
     m.k_offset = k_offset;
     m.pre_tokens = pre;
     m.next_tokens = next;
+    m.prefix = prefix.empty() ? nullptr : prefix.data();
     return m;
   }
   int64_t Tk() const { return dims.keys(); }
@@ -85,93 +87,42 @@ struct Result {
 };
 
 // ---- The naive dense reference ----------------------------------------------------------
-// Written from the rule of kernel_types.h, independent of AttentionMask's helpers.
+// The explicit boolean mask, written from the rule of kernel_types.h independently of
+// AttentionMask's helpers; dropout factors from the Philox stream at the position indices.
+int64_t qpos(const Problem& pr, int64_t t) {
+  return pr.q_pos.empty() ? pr.q_offset + t : pr.q_pos[t];
+}
+int64_t kpos(const Problem& pr, int64_t j) {
+  return pr.k_pos.empty() ? pr.k_offset + j : pr.k_pos[j];
+}
+
+bool allowed(const Problem& pr, int64_t b, int64_t t, int64_t j) {
+  const int64_t qp = qpos(pr, t), kp = kpos(pr, j);
+  bool ok = qp - pr.pre <= kp && kp <= qp + pr.next;
+  if (!pr.doc_start.empty() && kp < pr.doc_start[b * pr.dims.T + t]) ok = false;
+  if (!pr.prefix.empty() && kp < pr.prefix[b]) ok = true;
+  return ok;
+}
+
 Result naive(const Problem& pr) {
   const AttentionDims& d = pr.dims;
-  const int64_t T = d.T, Tk = pr.Tk(), D = d.D, G = d.NQ / d.NKV, S = d.sequence();
-  Result r{std::vector<float>(pr.nout()), std::vector<float>(pr.nlse()),
-           std::vector<float>(pr.nq()), std::vector<float>(pr.nkv()), std::vector<float>(pr.nkv())};
-  std::vector<double> dk(pr.nkv(), 0.0), dv(pr.nkv(), 0.0);
-  for (int64_t b = 0; b < d.B; ++b) {
-    // The explicit boolean mask [T, Tk] of this sample.
-    std::vector<char> allowed(T * Tk);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t qp = pr.q_pos.empty() ? pr.q_offset + t : pr.q_pos[t];
-      for (int64_t j = 0; j < Tk; ++j) {
-        const int64_t kp = pr.k_pos.empty() ? pr.k_offset + j : pr.k_pos[j];
-        bool ok = qp - pr.pre <= kp && kp <= qp + pr.next;
-        if (!pr.doc_start.empty() && kp < pr.doc_start[b * T + t]) ok = false;
-        allowed[t * Tk + j] = ok;
-      }
-    }
-    for (int64_t h = 0; h < d.NQ; ++h) {
-      const int64_t g = h / G;
-      const float* qh = pr.q.data() + (b * d.NQ + h) * T * D;
-      const float* kh = pr.k.data() + (b * d.NKV + g) * Tk * D;
-      const float* vh = pr.v.data() + (b * d.NKV + g) * Tk * D;
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t qp = pr.q_pos.empty() ? pr.q_offset + t : pr.q_pos[t];
-        std::vector<double> s(Tk, -INFINITY), keep(Tk, 1.0);
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < Tk; ++j) {
-          if (!allowed[t * Tk + j]) continue;
-          double acc = 0.0;
-          for (int64_t x = 0; x < D; ++x) acc += static_cast<double>(qh[t * D + x]) * kh[j * D + x];
-          s[j] = acc * d.scale;
-          mx = std::max(mx, s[j]);
-          if (pr.dropout.active()) {
-            const int64_t kp = pr.k_pos.empty() ? pr.k_offset + j : pr.k_pos[j];
-            const uint64_t idx =
-                pr.dropout.index_offset +
-                static_cast<uint64_t>(((b * d.num_heads_total + h) * S + qp) * S + kp);
-            keep[j] =
-                pr.dropout.rng.uniform(idx) >= pr.dropout.p ? 1.0 / (1.0 - pr.dropout.p) : 0.0;
-          }
-        }
-        float* o = r.out.data() + (t * d.B + b) * d.NQ * D + h * D;
-        const float* go = pr.dout.data() + (t * d.B + b) * d.NQ * D + h * D;
-        float& lse = r.lse[(b * d.NQ + h) * T + t];
-        float* dqr = r.dq.data() + ((b * d.NQ + h) * T + t) * D;
-        if (mx == -INFINITY) {
-          std::fill(o, o + D, 0.0f);
-          lse = kNegInf;
-          std::fill(dqr, dqr + D, 0.0f);
-          continue;
-        }
-        double sum = 0.0;
-        for (int64_t j = 0; j < Tk; ++j) sum += std::exp(s[j] - mx);  // exp(-inf) = 0
-        lse = static_cast<float>(mx + std::log(sum));
-        std::vector<double> P(Tk), out(D, 0.0), dP(Tk, 0.0);
-        for (int64_t j = 0; j < Tk; ++j) {
-          P[j] = std::exp(s[j] - mx) / sum;
-          for (int64_t x = 0; x < D; ++x) out[x] += P[j] * keep[j] * vh[j * D + x];
-        }
-        double drow = 0.0;
-        for (int64_t x = 0; x < D; ++x) {
-          o[x] = static_cast<float>(out[x]);
-          drow += out[x] * go[x];
-        }
-        std::vector<double> dq(D, 0.0);
-        for (int64_t j = 0; j < Tk; ++j) {
-          if (P[j] == 0.0) continue;
-          double gv = 0.0;
-          for (int64_t x = 0; x < D; ++x) gv += static_cast<double>(go[x]) * vh[j * D + x];
-          const double ds = P[j] * (gv * keep[j] - drow) * d.scale;
-          for (int64_t x = 0; x < D; ++x) {
-            dv[((b * d.NKV + g) * Tk + j) * D + x] += P[j] * keep[j] * go[x];
-            dk[((b * d.NKV + g) * Tk + j) * D + x] += ds * qh[t * D + x];
-            dq[x] += ds * kh[j * D + x];
-          }
-        }
-        for (int64_t x = 0; x < D; ++x) dqr[x] = static_cast<float>(dq[x]);
-      }
-    }
-  }
-  for (int64_t i = 0; i < pr.nkv(); ++i) {
-    r.dk[i] = static_cast<float>(dk[i]);
-    r.dv[i] = static_cast<float>(dv[i]);
-  }
-  return r;
+  const int64_t S = d.sequence();
+  auto keep = [&](int64_t b, int64_t h, int64_t t, int64_t j) {
+    const uint64_t idx =
+        pr.dropout.index_offset +
+        static_cast<uint64_t>(
+            ((((pr.dropout.first_sample + b) * d.num_heads_total + d.head_offset + h) * S +
+              qpos(pr, t)) *
+             S) +
+            kpos(pr, j));
+    return pr.dropout.rng.uniform(idx) >= pr.dropout.p ? 1.0 / (1.0 - pr.dropout.p) : 0.0;
+  };
+  auto n = testing::naive_attention(
+      d, pr.q, pr.k, pr.v, pr.dout,
+      [&](int64_t b, int64_t t, int64_t j) { return allowed(pr, b, t, j); },
+      pr.dropout.active() ? std::function<double(int64_t, int64_t, int64_t, int64_t)>(keep)
+                          : nullptr);
+  return Result{n.out, n.lse, n.dq, n.dk, n.dv};
 }
 
 // ---- The kernels under test -------------------------------------------------------------
@@ -312,10 +263,23 @@ std::vector<Problem> cases() {
     p.k_offset = 50;
     c.push_back(p);
   }
+  {  // Prefix keys (sparse modes 5/6) with a band: the gap between them is masked.
+    Problem p = make("prefix_band", 2, 150, 420, 4, 2, 16);
+    p.q_offset = 270;
+    p.pre = 40;
+    p.prefix = {30, 300};  // sample 1: the prefix reaches the band
+    c.push_back(p);
+    Problem w = make("prefix_two_runs", 1, 90, 90, 2, 1, 8);
+    w.q_pos = w.k_pos = runs({{0, 45}, {135, 180}});
+    w.pre = 20;
+    w.prefix = {10};
+    c.push_back(w);
+  }
   // Dropout: positions decide the Philox elements.
   for (Problem p : std::vector<Problem>(c.begin(), c.end())) {
     if (p.name == "later_queries_all_keys" || p.name == "cp_offdiagonal_two_runs" ||
-        p.name == "band" || p.name == "docs_q_offset" || p.name == "keys_offset_masked_rows") {
+        p.name == "band" || p.name == "docs_q_offset" || p.name == "keys_offset_masked_rows" ||
+        p.name == "prefix_band") {
       p.name += "_dropout";
       p.dropout.p = 0.2f;
       p.dims.head_offset = 3;
@@ -331,21 +295,10 @@ std::vector<Problem> cases() {
   return c;
 }
 
-// The naive reference ignores first_sample and head_offset: fold them into it.
-Result naive_with_offsets(Problem pr) {
-  // Philox index of (b, h): ((first_sample + b) * heads_total + head_offset + h): the naive
-  // reference computes (b' * heads_total + h'), so shift by adding the offset index.
-  const AttentionDims& d = pr.dims;
-  const int64_t S = d.sequence();
-  pr.dropout.index_offset += static_cast<uint64_t>(
-      ((pr.dropout.first_sample * d.num_heads_total + d.head_offset) * S) * S);
-  return naive(pr);
-}
-
 TEST(GeneralisedAttention, EveryKernelMatchesNaiveReference) {
   for (const Problem& pr : cases()) {
     SCOPED_TRACE(pr.name);
-    const Result want = naive_with_offsets(pr);
+    const Result want = naive(pr);
     EXPECT_FALSE(any_nan(want.out));
     for (Impl impl : {Impl::kRefCore, Impl::kRefFlash, Impl::kCpuCore, Impl::kCpuFlash}) {
       SCOPED_TRACE(impl_name(impl));
@@ -532,6 +485,14 @@ TEST(GeneralisedAttention, KeyBlocksMergedByRingUpdateEqualTheWhole) {
         block_decomposition(impl, pr, {0, 200, 400});
         block_decomposition(impl, pr, {0, 100, 200, 300, 400});
       }
+      {  // Prefix keys and a band (sparse mode 5/6 with a window).
+        Problem pr = make("prefix", 2, 120, 300, 2, 2, 16, p);
+        pr.q_offset = 180;
+        pr.pre = 50;
+        pr.prefix = {20, 100};
+        pr.randomize(80);
+        block_decomposition(impl, pr, {0, 64, 150, 300});
+      }
     }
   }
 }
@@ -554,14 +515,8 @@ TEST(GeneralisedAttention, VisiblePairsCountTheMask) {
     SCOPED_TRACE(pr.name);
     double want = 0.0;
     for (int64_t b = 0; b < pr.dims.B; ++b)
-      for (int64_t t = 0; t < pr.dims.T; ++t) {
-        const int64_t qp = pr.q_pos.empty() ? pr.q_offset + t : pr.q_pos[t];
-        for (int64_t j = 0; j < pr.Tk(); ++j) {
-          const int64_t kp = pr.k_pos.empty() ? pr.k_offset + j : pr.k_pos[j];
-          want += qp - pr.pre <= kp && kp <= qp + pr.next &&
-                  (pr.doc_start.empty() || kp >= pr.doc_start[b * pr.dims.T + t]);
-        }
-      }
+      for (int64_t t = 0; t < pr.dims.T; ++t)
+        for (int64_t j = 0; j < pr.Tk(); ++j) want += allowed(pr, b, t, j);
     EXPECT_EQ(attention_visible_pairs(pr.mask(), pr.dims), want);
   }
 }

@@ -77,30 +77,49 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-// Visible key positions [lo, hi] of query row t (position qp) of sample b.
+// Visible key positions of query row t of sample b: [lo, hi] (band and document rules) and
+// those below pend (prefix).
 struct RowBand {
-  int64_t lo, hi;
+  int64_t lo, hi, pend;
 };
 inline RowBand row_band(const AttentionMask& mask, int64_t b, int64_t t, int64_t T) {
   const int64_t qp = mask.q_position(t);
-  return {mask.first_key(b, t, T, qp), mask.last_key(qp)};
+  return {mask.first_key(b, t, T, qp), mask.last_key(qp), mask.prefix_end(b)};
 }
 
-// Visible key rows [c0, c1) of a band among rows [j0, j0 + n) at contiguous positions
-// k_offset + j (k_pos null); c0 >= c1 when none.
-inline void band_columns(const AttentionMask& mask, const RowBand& band, int64_t j0, int64_t n,
-                         int64_t& c0, int64_t& c1) {
-  c0 = std::clamp<int64_t>(band.lo - mask.k_offset - j0, 0, n);
-  c1 = std::clamp<int64_t>(band.hi + 1 - mask.k_offset - j0, 0, n);
-}
-
-// Sets the scores of key rows [j0, j0 + n) outside the band to -inf (k_pos given).
+// Sets the scores of key rows [j0, j0 + n) that the row does not see to -inf (k_pos given).
 inline void mask_scores(float* row, const AttentionMask& mask, const RowBand& band, int64_t j0,
                         int64_t n) {
   for (int64_t c = 0; c < n; ++c) {
     const int64_t kp = mask.k_pos[j0 + c];
-    if (kp < band.lo || kp > band.hi) row[c] = kNegInf;
+    if ((kp < band.lo || kp > band.hi) && kp >= band.pend) row[c] = kNegInf;
   }
+}
+
+// The columns [c0, c1) of key rows [j0, j0 + n) the row's softmax runs on (c0 >= c1: none);
+// scores inside them that the row does not see are set to -inf. With contiguous key
+// positions (k_pos null) the band is an index range, so only a gap between the prefix and
+// the band needs -inf.
+inline void row_columns(float* row, const AttentionMask& mask, const RowBand& band, int64_t j0,
+                        int64_t n, int64_t& c0, int64_t& c1) {
+  if (mask.k_pos) {
+    c0 = 0;
+    c1 = n;
+    mask_scores(row, mask, band, j0, n);
+    return;
+  }
+  c0 = std::clamp<int64_t>(band.lo - mask.k_offset - j0, 0, n);
+  c1 = std::clamp<int64_t>(band.hi + 1 - mask.k_offset - j0, 0, n);
+  const int64_t p1 = std::clamp<int64_t>(band.pend - mask.k_offset - j0, 0, n);  // [0, p1)
+  if (p1 == 0) return;
+  if (c0 >= c1) {
+    c0 = 0;
+    c1 = p1;
+    return;
+  }
+  if (p1 < c0) std::fill(row + p1, row + c0, kNegInf);
+  c0 = 0;
+  c1 = std::max(c1, p1);
 }
 
 // Smallest and largest position of key rows [j0, j0 + n).
@@ -118,16 +137,20 @@ inline void key_positions(const AttentionMask& mask, int64_t j0, int64_t n, int6
   }
 }
 
-// The bands of a query block: their union [lo_min, hi_max], their intersection
-// [lo_max, hi_min], and the key rows [ja, jb) that can be visible at all.
+// The bands of a query block (one sample): their union [lo_min, hi_max], their intersection
+// [lo_max, hi_min], the prefix end, and the key rows [ja, jb) that can be visible at all.
 struct BlockBands {
-  int64_t lo_min, lo_max, hi_min, hi_max, ja, jb;
+  int64_t lo_min, lo_max, hi_min, hi_max, pend, ja, jb;
   // Key rows at positions within [kmin, kmax]: visible to no row / to every row.
-  bool none_visible(int64_t kmin, int64_t kmax) const { return kmax < lo_min || kmin > hi_max; }
-  bool all_visible(int64_t kmin, int64_t kmax) const { return kmin >= lo_max && kmax <= hi_min; }
+  bool none_visible(int64_t kmin, int64_t kmax) const {
+    return (kmax < lo_min || kmin > hi_max) && kmin >= pend;
+  }
+  bool all_visible(int64_t kmin, int64_t kmax) const {
+    return (kmin >= lo_max && kmax <= hi_min) || kmax < pend;
+  }
 };
 BlockBands block_bands(const AttentionMask& mask, const RowBand* bands, int64_t bq, int64_t Tk) {
-  BlockBands r{bands[0].lo, bands[0].lo, bands[0].hi, bands[0].hi, 0, Tk};
+  BlockBands r{bands[0].lo, bands[0].lo, bands[0].hi, bands[0].hi, bands[0].pend, 0, Tk};
   for (int64_t i = 1; i < bq; ++i) {
     r.lo_min = std::min(r.lo_min, bands[i].lo);
     r.lo_max = std::max(r.lo_max, bands[i].lo);
@@ -137,6 +160,11 @@ BlockBands block_bands(const AttentionMask& mask, const RowBand* bands, int64_t 
   if (!mask.k_pos) {  // contiguous key positions: only rows [ja, jb) can be visible
     r.ja = std::clamp<int64_t>(r.lo_min - mask.k_offset, 0, Tk);
     r.jb = std::clamp<int64_t>(r.hi_max + 1 - mask.k_offset, 0, Tk);
+    const int64_t prefix_rows = std::clamp<int64_t>(r.pend - mask.k_offset, 0, Tk);
+    if (prefix_rows > 0) {
+      r.ja = 0;
+      r.jb = std::max(r.jb, prefix_rows);
+    }
   }
   return r;
 }
@@ -187,13 +215,8 @@ void core_attention_forward(const KernelContext& kc, float* out, float* probs, c
     gemm(false, true, T, Tk, D, d.scale, qh, D, kh, D, 0.0f, P, Tk);
     for (int64_t t = 0; t < T; ++t) {
       float* row = P + t * Tk;
-      const RowBand band = row_band(mask, b, t, T);
-      int64_t c0 = 0, c1 = Tk;
-      if (mask.k_pos) {
-        mask_scores(row, mask, band, 0, Tk);
-      } else {
-        band_columns(mask, band, 0, Tk, c0, c1);
-      }
+      int64_t c0, c1;
+      row_columns(row, mask, row_band(mask, b, t, T), 0, Tk, c0, c1);
       const float m = c0 < c1 ? max_of(row + c0, c1 - c0) : kNegInf;
       if (m == kNegInf) {  // no visible key
         std::fill(row, row + Tk, 0.0f);
@@ -304,12 +327,7 @@ void flash_attention_forward(const KernelContext& kc, float* out, float* lse, co
         const int64_t t = i0 + r;
         float* row = S + r * kBlockK;
         int64_t c0 = 0, c1 = bk;
-        if (all) {
-        } else if (mask.k_pos) {
-          mask_scores(row, mask, bands[r], j0, bk);
-        } else {
-          band_columns(mask, bands[r], j0, bk, c0, c1);
-        }
+        if (!all) row_columns(row, mask, bands[r], j0, bk, c0, c1);
         const float tile_max = c0 < c1 ? max_of(row + c0, c1 - c0) : kNegInf;
         if (tile_max == kNegInf) {  // no visible key in this block
           std::fill(row, row + bk, 0.0f);
@@ -395,11 +413,8 @@ void flash_attention_backward(const KernelContext& kc, float* dq, float* dk, flo
             int64_t c0 = 0, c1 = bk;
             if (lseh[t] == kNegInf) {  // the row sees no key at all
               c1 = 0;
-            } else if (all) {
-            } else if (mask.k_pos) {
-              mask_scores(prow, mask, bands[r], j0, bk);
-            } else {
-              band_columns(mask, bands[r], j0, bk, c0, c1);
+            } else if (!all) {
+              row_columns(prow, mask, bands[r], j0, bk, c0, c1);
             }
             if (c0 >= c1) {
               std::fill(prow, prow + bk, 0.0f);
