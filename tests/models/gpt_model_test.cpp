@@ -223,3 +223,56 @@ INSTANTIATE_TEST_SUITE_P(Families, EodResetTest, ::testing::Combine(::testing::B
 
 }  // namespace
 }  // namespace mindspeed
+
+namespace mindspeed {
+namespace {
+
+// MindSpeed's mask normalization (§3.3): the attention mask is one description (causal, a
+// sliding window, document starts), never an s x s tensor per layer or micro-batch. A whole
+// training step (two layers, two micro-batches, forward and backward) with flash attention
+// stays below the bytes of one s x s boolean mask, with document starts and a sliding
+// window too; core attention, which does hold s x s probabilities, goes over the same bound
+// (the check sees such tensors).
+int64_t step_peak_bytes(int64_t S, bool flash, int64_t window, bool documents) {
+  ModelConfig c = config(false);
+  c.hidden_size = 16;
+  c.num_attention_heads = 2;
+  c.kv_channels = 8;
+  c.num_query_groups = 2;
+  c.ffn_hidden_size = 32;
+  c.vocab_size = c.padded_vocab_size = 128;
+  c.seq_length = c.max_position_embeddings = S;
+  c.attention_window = window;
+  ModelRig rig(c, KernelOptions{.fast = true, .flash_attention = flash});
+  std::vector<MicroBatch> mbs;
+  for (int64_t m = 0; m < 2; ++m) {
+    MicroBatch mb;
+    mb.B = 1;
+    mb.T = S;
+    mb.first_sample = m;
+    for (int64_t t = 0; t < S; ++t) {
+      mb.tokens.push_back(static_cast<int32_t>((t * 31 + m) % 128));
+      mb.labels.push_back(static_cast<int32_t>((t * 17 + m) % 128));
+      mb.loss_mask.push_back(1.0f);
+      mb.position_ids.push_back(static_cast<int32_t>(documents ? t % 1000 : t));
+      if (documents) mb.doc_start.push_back(static_cast<int32_t>(t / 1000 * 1000));
+    }
+    mbs.push_back(std::move(mb));
+  }
+  rig.alloc.reset_peaks();
+  const double loss = rig.run(mbs);
+  EXPECT_TRUE(std::isfinite(loss));
+  return rig.alloc.stats().total_peak;
+}
+
+TEST(MaskNormalization, NoSequenceSquaredTensorIsAllocated) {
+  const int64_t S = 8192;
+  for (const auto& [window, documents] : {std::pair<int64_t, bool>{0, false}, {0, true}, {500, true}}) {
+    EXPECT_LT(step_peak_bytes(S, /*flash=*/true, window, documents), S * S)
+        << "window " << window << ", documents " << documents;
+  }
+  EXPECT_GT(step_peak_bytes(1024, /*flash=*/false, 0, false), 1024 * 1024);
+}
+
+}  // namespace
+}  // namespace mindspeed

@@ -200,9 +200,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ParallelEquivalence,
                          ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()), case_name);
 
 // bf16: parameters and saved activations in bf16, fp32 main parameters and gradients. The
-// bf16 run follows the fp32 run within 2 % on the loss, and a bf16 layout (TP2 x DP with the
-// distributed optimizer, overlap, and both gradient-accumulation paths) follows the
-// single-process bf16 run within 1 % (losses and evaluation losses alike).
+// bf16 run follows the fp32 run within 2 % on the loss, and bf16 layouts (TP2 x DP with the
+// distributed optimizer, overlap, and both gradient-accumulation paths; ring and hybrid
+// context parallelism) follow the single-process bf16 run within 1 % (losses and evaluation
+// losses alike).
 TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
   const MpiWorld& world = mpi_world();
   if (world.size != 4) GTEST_SKIP();
@@ -221,16 +222,21 @@ TEST(Bf16, FollowsFp32AndMatchesAcrossLayouts) {
     for (size_t e = 0; e < fp32.eval_losses.size(); ++e) {
       EXPECT_NEAR(bf16.eval_losses[e], fp32.eval_losses[e], 2e-2 * fp32.eval_losses[e]) << "evaluation " << e + 1;
     }
-    for (bool fusion : {true, false}) {
-      const RunResult layout = train(run,
-                                     {.tp = 2, .sequence_parallel = true, .distributed_optimizer = true,
-                                      .overlap_grad_reduce = true, .overlap_param_gather = true,
-                                      .gradient_accumulation_fusion = fusion, .bf16 = true},
-                                     world, false);
-      if (world.rank == 0) {
-        expect_recorded(key + (fusion ? ".tp2_sp_distopt_overlap" : ".tp2_sp_distopt_overlap_nofusion"),
-                        concat(layout.losses, layout.grad_norms));
-      }
+    // TP2 x DP2 with both gradient-accumulation paths, and context parallelism: ring CP2 x
+    // DP2 and hybrid CP4 (Ulysses 2 x ring 2).
+    const std::pair<const char*, LayoutOptions> layouts[] = {
+        {".tp2_sp_distopt_overlap",
+         {.tp = 2, .sequence_parallel = true, .distributed_optimizer = true, .overlap_grad_reduce = true,
+          .overlap_param_gather = true, .bf16 = true}},
+        {".tp2_sp_distopt_overlap_nofusion",
+         {.tp = 2, .sequence_parallel = true, .distributed_optimizer = true, .overlap_grad_reduce = true,
+          .overlap_param_gather = true, .gradient_accumulation_fusion = false, .bf16 = true}},
+        {".ring_cp2_dp2_distopt", {.distributed_optimizer = true, .bf16 = true, .cp = 2, .cp_overlap = true}},
+        {".hybrid_cp4_u2", {.bf16 = true, .cp = 4, .cp_algo = CpAlgo::kHybrid, .ulysses_degree = 2}},
+    };
+    for (const auto& [name, options] : layouts) {
+      const RunResult layout = train(run, options, world, false);
+      if (world.rank == 0) expect_recorded(key + name, concat(layout.losses, layout.grad_norms));
       for (size_t s = 0; s < bf16.losses.size(); ++s) {
         EXPECT_NEAR(layout.losses[s], bf16.losses[s], 1e-2 * bf16.losses[s]) << "step " << s + 1;
       }
