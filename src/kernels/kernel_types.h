@@ -10,6 +10,7 @@
 // except where the kernel's input is the residual stream, where they accumulate (+=).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -81,6 +82,31 @@ struct AttentionDims {
   int64_t sequence() const { return seq_total > 0 ? seq_total : T; }
 };
 
+/// The ALiBi bias (Press et al., 2022) added to the scaled score of query position qp and key
+/// position kp, d = kp - qp, for a head of slope m (MindSpeed's variants, transformer/alibi.h):
+enum class AlibiBias : int8_t {
+  kSymmetric,    ///< -m |d|: npu_fusion_attention pse_type 2 (and type 0's default tensor)
+  kSqrt,         ///< -m sqrt(|d|): pse_type 3 (sqrt-ALiBi)
+  kSigned,       ///< m d: --alibi-diagonal-opposite (type 0), --square-alibi-mask (unfused)
+  kKeyPosition,  ///< m kp: the unfused default, BLOOM's build_alibi_tensor (a per-row shift of m d)
+};
+
+/// The bias of `form` with slope m for query position qp and key position kp.
+inline double alibi_bias(AlibiBias form, double m, int64_t qp, int64_t kp) {
+  const double d = static_cast<double>(kp - qp);
+  switch (form) {
+    case AlibiBias::kSymmetric:
+      return -m * std::fabs(d);
+    case AlibiBias::kSqrt:
+      return -m * std::sqrt(std::fabs(d));
+    case AlibiBias::kSigned:
+      return m * d;
+    case AlibiBias::kKeyPosition:
+      return m * static_cast<double>(kp);
+  }
+  return 0.0;
+}
+
 /// Which keys a query may see. Query row t is at position qp = q_pos[t] (or q_offset + t) of
 /// its sample, key row j at kp = k_pos[j] (or k_offset + j). Key j is visible to query t of
 /// sample b iff
@@ -88,6 +114,8 @@ struct AttentionDims {
 ///   doc_start == null or kp >= doc_start[b*T + t]  (EOD reset: no attention across a
 ///   document boundary, the TND/varlen rule of flash attention),
 /// or kp < prefix[b] (the prefix keys of sparse modes 5 and 6, visible to every query).
+/// With alibi_slopes, the visible scores also get alibi_bias(alibi, slope of the head, qp, kp)
+/// after the softmax scale (no gradient flows into the bias).
 /// kernels/sparse_mode.h builds the masks of npu_fusion_attention's sparse modes.
 /// Positions need not be monotone (context parallelism's load balancing concatenates two
 /// runs, e.g. 0..3 then 12..15). A query row that sees no key has out = 0, lse = -inf and
@@ -100,6 +128,8 @@ struct AttentionMask {
   int64_t pre_tokens = kAllTokens;  ///< key visible only if kp >= qp - pre_tokens
   int64_t next_tokens = 0;          ///< and kp <= qp + next_tokens (0 = causal, kAllTokens = none)
   const int32_t* prefix = nullptr;  ///< [B]: keys at positions < prefix[b] always visible, or null
+  const float* alibi_slopes = nullptr;      ///< [NQ]: ALiBi slope of each local query head, or null
+  AlibiBias alibi = AlibiBias::kSymmetric;  ///< the bias form (with alibi_slopes)
 
   int64_t q_position(int64_t t) const { return q_pos ? q_pos[t] : q_offset + t; }
   int64_t k_position(int64_t j) const { return k_pos ? k_pos[j] : k_offset + j; }

@@ -8,6 +8,7 @@
 // equals the whole, and backward per block from the merged out/lse sums to the whole.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -35,6 +36,8 @@ struct Problem {
   std::vector<int32_t> q_pos, k_pos, doc_start, prefix;
   int64_t q_offset = 0, k_offset = 0, pre = kAllTokens, next = 0;
   DropoutSpec dropout;
+  std::vector<float> slopes;  // ALiBi: one per query head, or empty
+  AlibiBias alibi = AlibiBias::kSymmetric;
   std::vector<float> q, k, v, dout;
 
   AttentionMask mask() const {
@@ -46,7 +49,16 @@ struct Problem {
     m.pre_tokens = pre;
     m.next_tokens = next;
     m.prefix = prefix.empty() ? nullptr : prefix.data();
+    m.alibi_slopes = slopes.empty() ? nullptr : slopes.data();
+    m.alibi = alibi;
     return m;
+  }
+  // ALiBi of form `f` with slopes 1/16, 1/32, ... (kept small so that float scores stay exact
+  // enough next to the double reference).
+  void set_alibi(AlibiBias f) {
+    alibi = f;
+    slopes.clear();
+    for (int64_t h = 0; h < dims.NQ; ++h) slopes.push_back(0.0625f / static_cast<float>(1 << h));
   }
   int64_t Tk() const { return dims.keys(); }
   int64_t nq() const { return dims.B * dims.NQ * dims.T * dims.D; }
@@ -104,6 +116,23 @@ bool allowed(const Problem& pr, int64_t b, int64_t t, int64_t j) {
   return ok;
 }
 
+// The ALiBi bias of kernel_types.h's forms, d = kp - qp.
+double alibi(const Problem& pr, int64_t h, int64_t t, int64_t j) {
+  const double m = pr.slopes[h], kp = static_cast<double>(kpos(pr, j)),
+               d = kp - static_cast<double>(qpos(pr, t));
+  switch (pr.alibi) {
+    case AlibiBias::kSymmetric:
+      return -m * std::fabs(d);
+    case AlibiBias::kSqrt:
+      return -m * std::sqrt(std::fabs(d));
+    case AlibiBias::kSigned:
+      return m * d;
+    case AlibiBias::kKeyPosition:
+      return m * kp;
+  }
+  return 0.0;
+}
+
 Result naive(const Problem& pr) {
   const AttentionDims& d = pr.dims;
   const int64_t S = d.sequence();
@@ -121,7 +150,11 @@ Result naive(const Problem& pr) {
       d, pr.q, pr.k, pr.v, pr.dout,
       [&](int64_t b, int64_t t, int64_t j) { return allowed(pr, b, t, j); },
       pr.dropout.active() ? std::function<double(int64_t, int64_t, int64_t, int64_t)>(keep)
-                          : nullptr);
+                          : nullptr,
+      pr.slopes.empty()
+          ? nullptr
+          : std::function<double(int64_t, int64_t, int64_t, int64_t)>(
+                [&](int64_t, int64_t h, int64_t t, int64_t j) { return alibi(pr, h, t, j); }));
   return Result{n.out, n.lse, n.dq, n.dk, n.dv};
 }
 
@@ -290,6 +323,24 @@ std::vector<Problem> cases() {
   }
   // The default (causal self-attention) with GQA and dropout, as a control.
   c.push_back(make("self_attention_gqa", 2, 100, 100, 4, 2, 16, 0.1f));
+  // ALiBi: every bias form on offsets, two runs, a band, documents with dropout, prefix keys.
+  const std::vector<std::string> alibi_on{
+      "keys_offset_masked_rows", "cp_diagonal_two_runs", "band",
+      "docs_q_offset_dropout",   "prefix_band",          "non_causal"};
+  const std::vector<std::pair<AlibiBias, const char*>> forms{
+      {AlibiBias::kSymmetric, "_alibi_symmetric"},
+      {AlibiBias::kSqrt, "_alibi_sqrt"},
+      {AlibiBias::kSigned, "_alibi_signed"},
+      {AlibiBias::kKeyPosition, "_alibi_keypos"}};
+  for (Problem p : std::vector<Problem>(c.begin(), c.end())) {
+    if (std::find(alibi_on.begin(), alibi_on.end(), p.name) == alibi_on.end()) continue;
+    for (auto [form, suffix] : forms) {
+      Problem a = p;
+      a.name += suffix;
+      a.set_alibi(form);
+      c.push_back(a);
+    }
+  }
   uint64_t seed = 100;
   for (Problem& p : c) p.randomize(seed += 10);
   return c;
@@ -306,7 +357,10 @@ TEST(GeneralisedAttention, EveryKernelMatchesNaiveReference) {
       const bool backward = is_flash(impl) || !pr.dropout.active() || pr.identity_positions();
       const Result got = run(impl, pr, backward);
       const bool fast = impl == Impl::kCpuCore || impl == Impl::kCpuFlash;
-      const double rtol = fast ? 1e-4 : 1e-5, atol = fast ? 2e-5 : 1e-6;
+      // The key-position ALiBi form shifts lse by slope * position (up to 75 here): its fp32
+      // rounding limits the backward's recomputed probabilities to ~1e-5 relative.
+      const bool shifted = !pr.slopes.empty() && pr.alibi == AlibiBias::kKeyPosition;
+      const double rtol = fast || shifted ? 1e-4 : 1e-5, atol = fast || shifted ? 2e-5 : 1e-6;
       EXPECT_TRUE(all_close(got.out, want.out, rtol, atol)) << "out";
       if (is_flash(impl)) {
         EXPECT_TRUE(lse_close(got.lse, want.lse, fast ? 1e-5 : 1e-6));
@@ -385,8 +439,9 @@ TEST(GeneralisedAttention, FlashBackwardMatchesFiniteDifferences) {
   pr.next = 1;
   pr.doc_start = {0, 0, 0, 0, 0, 11, 11, 0, 1, 1, 1, 1, 1, 1};
   pr.dims.seq_total = 14;
-  for (float p : {0.0f, 0.2f}) {
-    pr.dropout.p = p;
+  for (float p : {0.0f, 0.2f, -1.0f}) {  // -1: ALiBi (sqrt form), no dropout
+    pr.dropout.p = std::max(p, 0.0f);
+    if (p < 0) pr.set_alibi(AlibiBias::kSqrt);
     pr.randomize(40);
     for (Impl impl : {Impl::kRefFlash, Impl::kCpuFlash}) {
       SCOPED_TRACE(impl_name(impl));
@@ -484,6 +539,14 @@ TEST(GeneralisedAttention, KeyBlocksMergedByRingUpdateEqualTheWhole) {
         pr.randomize(70);
         block_decomposition(impl, pr, {0, 200, 400});
         block_decomposition(impl, pr, {0, 100, 200, 300, 400});
+      }
+      {  // ALiBi over context parallelism's two runs (the ring with --position-embedding-type
+         // alibi), causal, symmetric form (pse_type 2).
+        Problem pr = make("cp_alibi", 1, 256, 256, 2, 1, 16, p);
+        pr.q_pos = pr.k_pos = runs({{0, 64}, {192, 256}, {64, 128}, {128, 192}});
+        pr.set_alibi(AlibiBias::kSymmetric);
+        pr.randomize(90);
+        block_decomposition(impl, pr, {0, 128, 256});
       }
       {  // Prefix keys and a band (sparse mode 5/6 with a window).
         Problem pr = make("prefix", 2, 120, 300, 2, 2, 16, p);

@@ -12,6 +12,8 @@
 //    softmax in between.
 // Masks (AttentionMask): with contiguous key positions (k_pos null) a row's visible keys are
 // an index range and the softmax runs on it; otherwise masked scores are set to -inf first.
+// The ALiBi bias is added to a block's scores after the Q K^T GEMM (and again to the
+// recomputed ones in backward).
 // Work is split over (batch, head[, query block]) tasks; each task calls single-threaded
 // BLAS (OpenBLAS runs one thread inside an OpenMP region). Backward tasks own one key/value
 // group, so the GQA gradients of dk/dv need no atomics and the result does not depend on
@@ -122,6 +124,28 @@ inline void row_columns(float* row, const AttentionMask& mask, const RowBand& ba
   c1 = std::max(c1, p1);
 }
 
+// row[c] += the ALiBi bias (head slope m) of key row j0 + c for a query at position qp.
+void add_alibi(float* row, const AttentionMask& mask, float m, int64_t qp, int64_t j0, int64_t n) {
+  const double dm = m;
+  auto d = [&](int64_t c) { return static_cast<double>(mask.k_position(j0 + c) - qp); };
+  switch (mask.alibi) {
+    case AlibiBias::kSymmetric:
+      for (int64_t c = 0; c < n; ++c) row[c] += static_cast<float>(-dm * std::fabs(d(c)));
+      break;
+    case AlibiBias::kSqrt:
+      for (int64_t c = 0; c < n; ++c)
+        row[c] += static_cast<float>(-dm * std::sqrt(std::fabs(d(c))));
+      break;
+    case AlibiBias::kSigned:
+      for (int64_t c = 0; c < n; ++c) row[c] += static_cast<float>(dm * d(c));
+      break;
+    case AlibiBias::kKeyPosition:
+      for (int64_t c = 0; c < n; ++c)
+        row[c] += static_cast<float>(dm * static_cast<double>(mask.k_position(j0 + c)));
+      break;
+  }
+}
+
 // Smallest and largest position of key rows [j0, j0 + n).
 inline void key_positions(const AttentionMask& mask, int64_t j0, int64_t n, int64_t& kmin,
                           int64_t& kmax) {
@@ -215,6 +239,7 @@ void core_attention_forward(const KernelContext& kc, float* out, float* probs, c
     gemm(false, true, T, Tk, D, d.scale, qh, D, kh, D, 0.0f, P, Tk);
     for (int64_t t = 0; t < T; ++t) {
       float* row = P + t * Tk;
+      if (mask.alibi_slopes) add_alibi(row, mask, mask.alibi_slopes[h], mask.q_position(t), 0, Tk);
       int64_t c0, c1;
       row_columns(row, mask, row_band(mask, b, t, T), 0, Tk, c0, c1);
       const float m = c0 < c1 ? max_of(row + c0, c1 - c0) : kNegInf;
@@ -326,6 +351,8 @@ void flash_attention_forward(const KernelContext& kc, float* out, float* lse, co
       for (int64_t r = 0; r < bq; ++r) {
         const int64_t t = i0 + r;
         float* row = S + r * kBlockK;
+        if (mask.alibi_slopes)
+          add_alibi(row, mask, mask.alibi_slopes[h], mask.q_position(t), j0, bk);
         int64_t c0 = 0, c1 = bk;
         if (!all) row_columns(row, mask, bands[r], j0, bk, c0, c1);
         const float tile_max = c0 < c1 ? max_of(row + c0, c1 - c0) : kNegInf;
@@ -413,8 +440,10 @@ void flash_attention_backward(const KernelContext& kc, float* dq, float* dk, flo
             int64_t c0 = 0, c1 = bk;
             if (lseh[t] == kNegInf) {  // the row sees no key at all
               c1 = 0;
-            } else if (!all) {
-              row_columns(prow, mask, bands[r], j0, bk, c0, c1);
+            } else {
+              if (mask.alibi_slopes)
+                add_alibi(prow, mask, mask.alibi_slopes[h], mask.q_position(t), j0, bk);
+              if (!all) row_columns(prow, mask, bands[r], j0, bk, c0, c1);
             }
             if (c0 >= c1) {
               std::fill(prow, prow + bk, 0.0f);

@@ -19,11 +19,12 @@ inline double keep_scale(const DropoutSpec& dropout, uint64_t index) {
   return dropout.rng.uniform(index) >= dropout.p ? 1.0f / (1.0f - dropout.p) : 0.0f;
 }
 
-// Scaled scores of query row qrow against every key of kh; visible[j] says which count.
+// Scaled scores (plus the ALiBi bias of head h) of query row qrow against every key of kh;
+// visible[j] says which count.
 // Returns the maximum visible score (-inf when none is).
 double row_scores(std::vector<double>& scores, std::vector<char>& visible, const float* qrow,
                   const float* kh, const AttentionMask& mask, const AttentionDims& d, int64_t b,
-                  int64_t t) {
+                  int64_t h, int64_t t) {
   const int64_t Tk = d.keys(), qp = mask.q_position(t);
   double maxv = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < Tk; ++j) {
@@ -32,6 +33,8 @@ double row_scores(std::vector<double>& scores, std::vector<char>& visible, const
     double s = 0.0;
     for (int64_t x = 0; x < d.D; ++x) s += static_cast<double>(qrow[x]) * kh[j * d.D + x];
     scores[j] = s * d.scale;
+    if (mask.alibi_slopes)
+      scores[j] += alibi_bias(mask.alibi, mask.alibi_slopes[h], qp, mask.k_position(j));
     maxv = std::max(maxv, scores[j]);
   }
   return maxv;
@@ -53,7 +56,7 @@ void core_attention_forward(const KernelContext& kc, float* out, float* probs, c
       const float* vh = v + (b * d.NKV + h / G) * Tk * D;
       for (int64_t t = 0; t < T; ++t) {
         const int64_t qp = mask.q_position(t);
-        const double maxv = row_scores(scores, visible, qh + t * D, kh, mask, d, b, t);
+        const double maxv = row_scores(scores, visible, qh + t * D, kh, mask, d, b, h, t);
         double sum = 0.0;
         for (int64_t j = 0; j < Tk; ++j) {
           if (!visible[j]) continue;
@@ -153,7 +156,7 @@ void flash_attention_forward(const KernelContext& kc, float* out, float* lse, co
       const float* vh = v + (b * d.NKV + h / G) * Tk * D;
       for (int64_t t = 0; t < T; ++t) {
         const int64_t qp = mask.q_position(t);
-        const double maxv = row_scores(scores, visible, qh + t * D, kh, mask, d, b, t);
+        const double maxv = row_scores(scores, visible, qh + t * D, kh, mask, d, b, h, t);
         float* o = out + t * out_row + (b * d.NQ + h) * D;
         float& row_lse = lse[(b * d.NQ + h) * T + t];
         if (maxv == -std::numeric_limits<double>::infinity()) {  // no visible key
@@ -203,7 +206,7 @@ void flash_attention_backward(const KernelContext& kc, float* dq, float* dk, flo
           const double row_lse = lse[(b * d.NQ + h) * T + t];
           std::fill(dq_acc.begin(), dq_acc.end(), 0.0);
           if (row_lse != -std::numeric_limits<double>::infinity()) {
-            row_scores(scores, visible, qh + t * D, kh, mask, d, b, t);
+            row_scores(scores, visible, qh + t * D, kh, mask, d, b, h, t);
             double drow = 0.0;  // rowsum(dout * out)
             for (int64_t x = 0; x < D; ++x) drow += static_cast<double>(go[x]) * o[x];
             for (int64_t j = 0; j < Tk; ++j) {
