@@ -95,9 +95,10 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
       {"swiglu", pickle_bool(m.swiglu)},
       {"openai_gelu", pickle_bool(m.openai_gelu)},
       {"position_embedding_type",
-       pickle_string(m.position_embedding_type == PositionEmbeddingType::kRope ? "rope"
-            : m.position_embedding_type == PositionEmbeddingType::kNone ? "none"
-                                                                          : "learned_absolute")},
+       pickle_string(m.position_embedding_type == PositionEmbeddingType::kRope    ? "rope"
+                     : m.position_embedding_type == PositionEmbeddingType::kNone  ? "none"
+                     : m.position_embedding_type == PositionEmbeddingType::kAlibi ? "alibi"
+                                                                                  : "learned_absolute")},
       {"add_position_embedding", pickle_bool(m.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute)},
       {"rotary_base", pickle_int(static_cast<int64_t>(m.rotary_base))},
       {"rotary_seq_len_interpolation_factor", pickle_float(m.rotary_seq_len_interpolation_factor)},
@@ -256,6 +257,10 @@ StatusOr<HfArchitecture> output_architecture(const Options& o, const WholeModel&
   }
   if (!c.noop_layers.empty()) {
     return unimplemented("the checkpoint has --noop-layers; Hugging Face models have no identity layers");
+  }
+  if (c.position_embedding_type == PositionEmbeddingType::kAlibi || c.attention_window > 0) {
+    return unimplemented("the checkpoint's model uses ", c.attention_window > 0 ? "sliding-window" : "ALiBi",
+                         " attention; exporting it to Hugging Face (GPT-2 / LLaMA families) is not implemented");
   }
   return arch;
 }

@@ -153,6 +153,7 @@ struct Choices {
   std::string transformer_impl = "transformer_engine";
   bool use_rotary_position_embeddings = false;
   bool npu_deterministic = false;
+  bool use_fusion_attn_v2 = false;
   bool use_mcore_models = false;
   bool log_throughput = false;
   bool attention_softmax_in_fp32 = false;
@@ -180,8 +181,15 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--noop-layers", ch.noop_layers, "MindSpeed: comma-separated 0-based indices of identity layers");
   r.flag("--swiglu", m.swiglu, "SwiGLU MLP (LLaMA)");
   r.flag("--openai-gelu", m.openai_gelu, "tanh approximation of GELU (GPT-2)");
-  r.value("--position-embedding-type", ch.position_embedding_type, "learned_absolute, rope or none")
-      ->check(CLI::IsMember({"learned_absolute", "rope", "none"}));
+  r.value("--position-embedding-type", ch.position_embedding_type, "learned_absolute, rope, none or alibi (MindSpeed)")
+      ->check(CLI::IsMember({"learned_absolute", "rope", "none", "alibi"}));
+  r.number("--alibi-fusion-attn-type", m.alibi_fusion_attn_type,
+           "ALiBi inside flash attention (implies --use-fusion-attn-v2): 0 -m|d| (m d with "
+           "--alibi-diagonal-opposite), 2 -m|d|, 3 -m sqrt|d|",
+           between(0, 3));
+  r.flag("--alibi-diagonal-opposite", m.alibi_diagonal_opposite, "ALiBi type 0: bias m (kp - qp) instead of -m |kp - qp|");
+  r.flag("--square-alibi-mask", m.square_alibi_mask, "ALiBi without fusion: the bias m (kp - qp) (square tensor)");
+  r.flag("--fill-neg-inf", m.fill_neg_inf, "ALiBi without fusion: the square bias carries the causal -inf");
   r.flag("--use-rotary-position-embeddings", ch.use_rotary_position_embeddings,
          "Legacy spelling of --position-embedding-type rope");
   r.number("--rotary-base", m.rotary_base, "Rotary embedding base (theta)", above(0));
@@ -311,6 +319,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--optimization-level", t.optimization_level,
            "MindSpeed optimization level: 0 reference kernels, 1 fused kernels, 2 fused + algorithms", between(0, 2));
   r.flag("--use-flash-attn", t.use_flash_attn, "Flash attention (MindSpeed level-2 feature)");
+  r.flag("--use-fusion-attn-v2", ch.use_fusion_attn_v2,
+         "MindSpeed fusion attention v2 (flash attention with the ALiBi bias types; implies --use-flash-attn)");
   r.flag("--use-fused-rmsnorm", t.use_fused_rmsnorm, "Fused RMSNorm kernel");
   r.flag("--use-fused-swiglu", t.use_fused_swiglu, "Fused SwiGLU kernel");
   r.flag("--use-fused-rotary-pos-emb", t.use_fused_rotary_pos_emb, "Fused rotary embedding kernel");
@@ -502,6 +512,8 @@ Status apply_choices(Configs& c, const Choices& ch) {
     c.model.position_embedding_type = PositionEmbeddingType::kRope;
   } else if (ch.position_embedding_type == "none") {
     c.model.position_embedding_type = PositionEmbeddingType::kNone;
+  } else if (ch.position_embedding_type == "alibi") {
+    c.model.position_embedding_type = PositionEmbeddingType::kAlibi;
   } else {
     c.model.position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   }
@@ -515,6 +527,9 @@ Status apply_choices(Configs& c, const Choices& ch) {
   if (ch.lr_wsd_decay_style == "cosine") c.optimizer.lr_wsd_decay_style = LrWsdDecayStyle::kCosine;
   if (ch.lr_wsd_decay_style == "minus_sqrt") c.optimizer.lr_wsd_decay_style = LrWsdDecayStyle::kMinusSqrt;
   c.training.deterministic_mode = c.training.deterministic_mode || ch.npu_deterministic;
+  // MindSpeed: --alibi-fusion-attn-type forces --use-fusion-attn-v2, which implies
+  // --use-flash-attn (v2 without a bias is v1).
+  c.training.use_flash_attn |= ch.use_fusion_attn_v2 || c.model.alibi_fusion_attn_type >= 0;
   profiler::Options& prof = c.training.profile;
   prof.level = ch.profile_level == "level2"   ? profiler::Level::kLevel2
                : ch.profile_level == "level1" ? profiler::Level::kLevel1

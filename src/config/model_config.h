@@ -10,7 +10,9 @@
 namespace mindspeed {
 
 enum class Normalization { kLayerNorm, kRMSNorm };
-enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };
+/// --position-embedding-type; kAlibi is MindSpeed's (a per-head bias on the attention scores,
+/// transformer/alibi.h, no position embedding).
+enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone, kAlibi };
 /// Rotary frequency scaling: none, or Llama 3.1's (Megatron --use-rope-scaling, MindSpeed-LLM
 /// --rope-scaling-type llama3, Hugging Face rope_scaling {"rope_type": "llama3"}).
 enum class RopeScaling { kNone, kLlama3 };
@@ -45,6 +47,13 @@ struct ModelConfig {
   bool untie_embeddings_and_output_weights = false;  ///< --untie-embeddings-and-output-weights
   bool add_bias_linear = true;       ///< false with --disable-bias-linear
   bool add_qkv_bias = false;         ///< --add-qkv-bias (QKV bias even with --disable-bias-linear)
+  /// ALiBi (--position-embedding-type alibi): MindSpeed's --alibi-fusion-attn-type (0, 2 or 3;
+  /// -1 = not given: the unfused attention's form), --alibi-diagonal-opposite,
+  /// --square-alibi-mask, --fill-neg-inf; transformer/alibi.h turns them into the bias form.
+  int alibi_fusion_attn_type = -1;
+  bool alibi_diagonal_opposite = false;
+  bool square_alibi_mask = false;
+  bool fill_neg_inf = false;
   /// Sliding-window attention: a query sees keys at most this many positions before it
   /// (Megatron's --window-size L, MindSpeed's --sparse-mode 0 --pre-tockens L, Mistral's
   /// sliding_window - 1); 0 = every earlier position (plain causal).

@@ -117,6 +117,18 @@ Status validate_parallel_sizes(const ParallelConfig& p, int world_size) {
 }
 
 Status validate_model(ModelConfig& m, const ParallelConfig& p) {
+  const bool alibi = m.position_embedding_type == PositionEmbeddingType::kAlibi;
+  if (!alibi && (m.alibi_fusion_attn_type >= 0 || m.alibi_diagonal_opposite || m.square_alibi_mask || m.fill_neg_inf)) {
+    return invalid_argument("--alibi-fusion-attn-type, --alibi-diagonal-opposite, --square-alibi-mask and "
+                            "--fill-neg-inf need --position-embedding-type alibi");
+  }
+  if (m.alibi_fusion_attn_type == 1) {
+    return invalid_argument("--alibi-fusion-attn-type 1 is not released in MindSpeed; use 0, 2 or 3");
+  }
+  if (alibi && m.num_attention_heads % p.tensor_model_parallel_size != 0) {
+    return invalid_argument("ALiBi slopes are split by head: --num-attention-heads (", m.num_attention_heads,
+                            ") must be divisible by --tensor-model-parallel-size");
+  }
   if (m.rope_scaling != RopeScaling::kNone || m.rotary_seq_len_interpolation_factor != 1.0f) {
     if (m.position_embedding_type != PositionEmbeddingType::kRope) {
       return invalid_argument("rope scaling (--use-rope-scaling / --rotary-seq-len-interpolation-factor) needs "

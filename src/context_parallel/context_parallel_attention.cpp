@@ -63,6 +63,8 @@ CpPlan make_plan(const ForwardContext& ctx, const MicroBatch& mb, const Attentio
   p.mask.doc_start = p.doc_start.empty() ? nullptr : p.doc_start.data();
   p.mask.q_pos = p.mask.k_pos = nullptr;
   p.mask.q_offset = p.mask.k_offset = 0;
+  // After the Ulysses exchange this rank holds heads block ulysses_rank of its heads.
+  if (p.mask.alibi_slopes != nullptr) p.mask.alibi_slopes += p.ulysses_rank * p.dims.NQ;
   return p;
 }
 

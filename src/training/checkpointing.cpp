@@ -51,7 +51,7 @@ StatusOr<json> read_json(const std::string& path) {
 // The arguments a checkpoint must agree on to be loaded (Megatron's check_checkpoint_args),
 // by flag name.
 json architecture_args(const ModelConfig& m) {
-  return {{"--num-layers", m.num_layers},
+  json args = {{"--num-layers", m.num_layers},
           {"--hidden-size", m.hidden_size},
           {"--ffn-hidden-size", m.ffn_hidden_size},
           {"--num-attention-heads", m.num_attention_heads},
@@ -75,6 +75,15 @@ json architecture_args(const ModelConfig& m) {
           {"--low-freq-factor", m.rope_low_freq_factor},
           {"--high-freq-factor", m.rope_high_freq_factor},
           {"--original-max-position-embeddings", m.rope_original_max_position_embeddings}};
+  // Recorded only when used, so checkpoints from before these flags load unchanged.
+  if (m.attention_window > 0) args["--window-size"] = m.attention_window;
+  if (m.position_embedding_type == PositionEmbeddingType::kAlibi) {
+    args["--alibi-fusion-attn-type"] = m.alibi_fusion_attn_type;
+    args["--alibi-diagonal-opposite"] = m.alibi_diagonal_opposite;
+    args["--square-alibi-mask"] = m.square_alibi_mask;
+    args["--fill-neg-inf"] = m.fill_neg_inf;
+  }
+  return args;
 }
 
 json layout_args(const Configs& c, const ParallelState& ps) {
@@ -484,6 +493,11 @@ StatusOr<ModelConfig> checkpoint_model_config(const std::string& iteration_dir) 
     m.rope_low_freq_factor = a.at("--low-freq-factor");
     m.rope_high_freq_factor = a.at("--high-freq-factor");
     m.rope_original_max_position_embeddings = a.at("--original-max-position-embeddings");
+    m.attention_window = a.value("--window-size", int64_t{0});
+    m.alibi_fusion_attn_type = a.value("--alibi-fusion-attn-type", -1);
+    m.alibi_diagonal_opposite = a.value("--alibi-diagonal-opposite", false);
+    m.square_alibi_mask = a.value("--square-alibi-mask", false);
+    m.fill_neg_inf = a.value("--fill-neg-inf", false);
   } catch (const json::exception& e) {
     return invalid_argument("'", iteration_dir, "/", kMetadata, "': the model arguments are incomplete (", e.what(), ")");
   }

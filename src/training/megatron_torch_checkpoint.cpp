@@ -179,9 +179,10 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
   m.normalization = a.text("normalization", "LayerNorm") == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
   m.swiglu = a.flag("swiglu");
   const std::string pos = a.text("position_embedding_type", "learned_absolute");
-  m.position_embedding_type = pos == "rope" ? PositionEmbeddingType::kRope
-                              : pos == "none" ? PositionEmbeddingType::kNone
-                                              : PositionEmbeddingType::kLearnedAbsolute;
+  m.position_embedding_type = pos == "rope"    ? PositionEmbeddingType::kRope
+                              : pos == "none"  ? PositionEmbeddingType::kNone
+                              : pos == "alibi" ? PositionEmbeddingType::kAlibi
+                                               : PositionEmbeddingType::kLearnedAbsolute;
   m.untie_embeddings_and_output_weights = a.flag("untie_embeddings_and_output_weights");
   m.add_bias_linear = a.flag("add_bias_linear", true);
   m.add_qkv_bias = a.flag("add_qkv_bias");

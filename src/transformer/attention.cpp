@@ -2,6 +2,7 @@
 #include "transformer/attention.h"
 
 #include "module/module_scope.h"
+#include "transformer/alibi.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,7 +32,20 @@ SelfAttention::SelfAttention(ParameterRegistry& registry, const std::string& pre
       attention_dropout_(config.attention_dropout),
       attention_window_(config.attention_window),
       rope_cos_(rope_cos),
-      rope_sin_(rope_sin) {}
+      rope_sin_(rope_sin) {
+  if (config.position_embedding_type == PositionEmbeddingType::kAlibi) {
+    alibi_slopes_ = alibi_slopes_for_rank(config.num_attention_heads, tp_size, tp_rank);
+    const StatusOr<AlibiKernelForm> form =
+        alibi_kernel_form({.fusion_attn_type = config.alibi_fusion_attn_type,
+                           .diagonal_opposite = config.alibi_diagonal_opposite,
+                           .square_alibi_mask = config.square_alibi_mask,
+                           .fill_neg_inf = config.fill_neg_inf});
+    MS_CHECK_OK(form.status());  // the flags were validated
+    // The form's `causal` describes MindSpeed's bias tensor alone; the model applies the
+    // causal attention mask as well (Megatron's core attention always does).
+    alibi_form_ = form->bias;
+  }
+}
 
 AttentionDims SelfAttention::dims(const MicroBatch& mb) const {
   AttentionDims d;
@@ -50,6 +64,10 @@ AttentionMask SelfAttention::mask(const MicroBatch& mb) const {
   AttentionMask m;
   m.doc_start = mb.doc_start.empty() ? nullptr : mb.doc_start.data();
   if (attention_window_ > 0) m.pre_tokens = attention_window_;
+  if (!alibi_slopes_.empty()) {
+    m.alibi_slopes = alibi_slopes_.data();
+    m.alibi = alibi_form_;
+  }
   return m;
 }
 
@@ -65,7 +83,8 @@ DropoutSpec SelfAttention::dropout(const ForwardContext& ctx, const MicroBatch& 
 void SelfAttention::attend_with_cache(const ForwardContext& ctx, const AttentionDims& d,
                                       const StaticInferenceContext& inference, Saved& saved) const {
   MS_CHECK(!ctx.training && !ctx.sequence_parallel, "the key/value cache is for inference without sequence parallelism");
-  MS_CHECK(attention_window_ == 0, "generation with sliding-window attention is not implemented yet");
+  MS_CHECK(attention_window_ == 0 && alibi_slopes_.empty(),
+           "generation with sliding-window or ALiBi attention is not implemented yet");
   MS_CHECK(inference.kv_heads() == d.NKV && inference.head_dim() == d.D && inference.batch_size() == d.B,
            "key/value cache built for another model or batch");
   const int64_t S = inference.max_sequence_length(), past = inference.sequence_len_offset();

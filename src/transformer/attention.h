@@ -3,6 +3,8 @@
 // layout) -> split + rotary embedding -> core attention (unfused DotProductAttention, or
 // flash attention with --use-flash-attn at optimization level 2) -> linear_proj (row
 // parallel). Heads and query groups are split over tensor parallelism.
+// ALiBi (--position-embedding-type alibi): the kernels add this rank's heads' slopes times
+// the position distance to the scores (transformer/alibi.h); the mask stays causal.
 // Context parallelism (--context-parallel-size > 1): core attention runs across the
 // context-parallel group (context_parallel/context_parallel_attention.h) on this rank's share
 // of the sequence; everything else is per token and unchanged.
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "config/model_config.h"
 #include "context_parallel/context_parallel_attention.h"
@@ -65,6 +68,8 @@ class SelfAttention {
   int64_t heads_local_, groups_local_, head_dim_, heads_total_, head_offset_;
   float attention_dropout_;
   int64_t attention_window_;  ///< ModelConfig::attention_window (0: plain causal)
+  std::vector<float> alibi_slopes_;  ///< [heads/tp] this rank's ALiBi slopes, empty without ALiBi
+  AlibiBias alibi_form_ = AlibiBias::kSymmetric;
   const float* rope_cos_;
   const float* rope_sin_;
 };

@@ -322,6 +322,24 @@ TEST(Validate, ContextParallelRules) {
             std::string::npos);
 }
 
+TEST(Arguments, AlibiFlags) {
+  auto parsed = parse_with({"--position-embedding-type", "alibi", "--alibi-fusion-attn-type", "0",
+                            "--alibi-diagonal-opposite"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  const Configs& c = parsed->configs;
+  EXPECT_EQ(c.model.position_embedding_type, PositionEmbeddingType::kAlibi);
+  EXPECT_EQ(c.model.alibi_fusion_attn_type, 0);
+  EXPECT_TRUE(c.model.alibi_diagonal_opposite);
+  EXPECT_TRUE(c.training.use_flash_attn);  // the fusion type forces fusion attention v2 = flash
+  EXPECT_TRUE(parse_with({"--use-fusion-attn-v2"})->configs.training.use_flash_attn);
+  EXPECT_EQ(validation_error({"--position-embedding-type", "alibi", "--square-alibi-mask", "--fill-neg-inf"}, 1), "");
+  EXPECT_NE(validation_error({"--alibi-fusion-attn-type", "2"}, 1).find("need --position-embedding-type alibi"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--position-embedding-type", "alibi", "--alibi-fusion-attn-type", "1"}, 1)
+                .find("--alibi-fusion-attn-type 1 is not released"),
+            std::string::npos);
+}
+
 TEST(Arguments, AttentionWindowFlags) {
   EXPECT_EQ(parse_with({})->configs.model.attention_window, 0);
   EXPECT_EQ(parse_with({"--sparse-mode", "2", "--pre-tockens", "8"})->configs.model.attention_window, 0);

@@ -61,6 +61,7 @@ const std::map<std::string, Row> kExpected = {
     {"--sparse-mode", {true, false, false}},
     {"--pre-tockens", {false, false, false}},
     {"--next-tockens", {true, false, false}},
+    {"--alibi-fusion-attn-type", {false, false, false}},
     {"--expert-model-parallel-size", {false, false, false}},
     {"--ddp-bucket-size", {false, false, false}},
     {"--dry-run-world-size", {false, false, false}},

@@ -4,7 +4,7 @@
 // ones at the positions it holds, within 1e-5, with attention dropout on. Ulysses (aligned,
 // unaligned s = 30, grouped keys/values repeated, all-gathered keys/values), the ring
 // (load-balanced causal and general chunks, with and without transfer overlap), the double
-// ring and hybrid CP, each also with packed documents (EOD reset), and sliding windows.
+// ring and hybrid CP, each also with packed documents (EOD reset), sliding windows and ALiBi.
 #include "context_parallel/context_parallel_attention.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include "kernels/backend.h"
 #include "test_mpi.h"
 #include "test_util.h"
+#include "transformer/alibi.h"
 
 namespace mindspeed::testing {
 namespace {
@@ -30,6 +31,7 @@ struct CpCase {
   int64_t NKV = 4;  ///< key/value heads (NQ = 8)
   bool eod = false;
   int64_t window = 0;  ///< sliding window (keys before the query); 0 = causal
+  bool alibi = false;  ///< ALiBi slopes of 8 heads (pse_type 2's -m|d|)
 };
 
 void PrintTo(const CpCase& c, std::ostream* os) { *os << c.name; }
@@ -76,6 +78,12 @@ const CpCase kCases[] = {
     {"ring_cp4_window3_eod", 4, ring(false, true), 32, 4, true, 3},
     {"hybrid_cp4_u2_window6", 4, hybrid(2, true), 32, 2, false, 6},
     {"ulysses_cp4_window4", 4, ulysses(4), 16, 4, false, 4},
+    // ALiBi: the bias by sample positions, the slopes of the heads each rank holds.
+    {"ring_cp2_alibi", 2, ring(false, true), 16, 4, false, 0, true},
+    {"ulysses_cp2_alibi_gqa1", 2, ulysses(2), 16, 1, false, 0, true},
+    {"ring_cp4_alibi_eod", 4, ring(false, true), 32, 4, true, 0, true},
+    {"hybrid_cp4_u2_alibi", 4, hybrid(2, true), 32, 2, false, 0, true},
+    {"double_ring_cp4_w2_alibi_window7", 4, ring(false, true, 2), 32, 4, false, 7, true},
 };
 
 std::vector<float> random_values(int64_t n, uint64_t stream) {
@@ -143,6 +151,8 @@ TEST_P(CpAttention, EqualsTheWholeSequenceAttention) {
 
   AttentionMask rule;
   if (c.window > 0) rule.pre_tokens = c.window;
+  const std::vector<float> slopes = alibi_slopes(NQ);
+  if (c.alibi) rule.alibi_slopes = slopes.data();
 
   // The single-process reference.
   std::vector<float> out(static_cast<size_t>(S * B * NQ * D)), lse(static_cast<size_t>(B * NQ * S)),

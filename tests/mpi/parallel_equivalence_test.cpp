@@ -45,6 +45,7 @@ struct Case {
   bool eod = false;               ///< packed documents (--reset-position-ids --reset-attention-mask)
   int64_t llama_kv_heads = 0;     ///< the LLaMA model's key/value heads (0: its 4)
   int64_t window = 0;             ///< sliding-window attention (ModelConfig::attention_window)
+  bool alibi = false;             ///< --position-embedding-type alibi --alibi-fusion-attn-type 2
 };
 
 std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
@@ -71,6 +72,10 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
   if (c.seq_length > 0) run.model.seq_length = run.model.max_position_embeddings = c.seq_length;
   if (llama && c.llama_kv_heads > 0) run.model.num_query_groups = c.llama_kv_heads;
   run.model.attention_window = c.window;
+  if (c.alibi) {
+    run.model.position_embedding_type = PositionEmbeddingType::kAlibi;
+    run.model.alibi_fusion_attn_type = 2;
+  }
   const RunResult want = train(run, {}, world, /*single=*/true);
   const RunResult got = train(run, c.layout, world, /*single=*/false);
   ASSERT_EQ(got.losses.size(), want.losses.size());
@@ -190,6 +195,12 @@ const Case kCases[] = {
     // Sliding-window attention (whole ring blocks outside the window are skipped).
     {"ring_cp4_window5", 4, {.cp = 4, .cp_overlap = true}, 2, 8, false, {}, false, 0, false, 0, 5},
     {"ulysses_cp2_window3_eod", 2, {.cp = 2, .cp_algo = CpAlgo::kUlysses}, 2, 8, false, {}, false, 0, true, 0, 3},
+    // ALiBi: slopes split by tensor-parallel rank and by Ulysses head block.
+    {"tp2_alibi", 2, {.tp = 2}, 2, 8, false, {}, false, 0, false, 0, 0, true},
+    {"ulysses_cp2_alibi", 2, {.cp = 2, .cp_algo = CpAlgo::kUlysses}, 2, 8, false, {}, false, 0, false, 0, 0, true},
+    {"ring_cp4_alibi", 4, {.cp = 4, .cp_overlap = true}, 2, 8, false, {}, false, 0, false, 0, 0, true},
+    {"hybrid_cp4_u2_tp_alibi", 8, {.tp = 2, .cp = 4, .cp_algo = CpAlgo::kHybrid, .ulysses_degree = 2}, 2, 8, false, {},
+     false, 0, false, 0, 0, true},
 };
 
 std::string case_name(const ::testing::TestParamInfo<ParallelEquivalence::ParamType>& info) {

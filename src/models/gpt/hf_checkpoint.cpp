@@ -408,13 +408,18 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
       MS_RETURN_IF_ERROR(f.optional_positive_int("sliding_window", &window));
       if (window < c.max_position_embeddings) {
         return unimplemented(path, ": sliding_window ", window, " (< max_position_embeddings ",
-                             c.max_position_embeddings, "): sliding-window attention is not implemented yet");
+                             c.max_position_embeddings, "): importing Hugging Face sliding-window attention is not "
+                             "implemented yet (its window convention differs between attention implementations); "
+                             "train with --window-size instead");
       }
     }
     if (info.architecture == HfArchitecture::kQwen2) {
       bool sliding = false;
       MS_RETURN_IF_ERROR(f.optional_bool("use_sliding_window", &sliding));
-      if (sliding) return unimplemented(path, ": use_sliding_window true: sliding-window attention is not implemented yet");
+      if (sliding) {
+        return unimplemented(path, ": use_sliding_window true: importing Hugging Face sliding-window attention is "
+                             "not implemented yet; train with --window-size instead");
+      }
     }
     std::string act = "silu";
     MS_RETURN_IF_ERROR(f.optional_string("hidden_act", &act));
