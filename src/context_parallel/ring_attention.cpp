@@ -82,29 +82,22 @@ void check_spec(const RingAttentionSpec& spec) {
   }
 }
 
-}  // namespace
-
-void ring_attention_forward(const ForwardContext& ctx, const RingAttentionSpec& spec, float* out,
-                            float* lse, const float* q, const float* k, const float* v) {
-  check_spec(spec);
-  Allocator& a = *ctx.alloc;
+// Walks this rank through every key/value block of the (double) ring in the topology's
+// order, moving the blocks with exchanges started before (overlap) or completed before each
+// block's work: visit(block, owner, t) sees block = [k; v] ([2, B, NKV, T, D]) of ring rank
+// `owner` at inner step t; end_outer() runs after each outer step.
+template <typename Visit, typename EndOuter>
+void walk_ring(const ForwardContext& ctx, const RingAttentionSpec& spec, const RingTopology& topo,
+               const float* k, const float* v, Visit&& visit, EndOuter&& end_outer) {
   const AttentionDims& d = spec.dims;
   ProcessGroup& ring = *spec.ring;
-  const RingTopology topo(ring.size(), ring.rank(), spec.window);
-  const int64_t n = d.B * d.NKV * d.T * d.D, rows = d.T * d.B * d.NQ * d.D;
-  auto buffer = [&](int64_t floats) {
-    return Tensor(a, Shape{floats}, DType::kFloat32, MemoryCategory::kWorkspace);
+  const int64_t n = d.B * d.NKV * d.T * d.D;
+  auto buffer = [&] {
+    return Tensor(*ctx.alloc, Shape{2 * n}, DType::kFloat32, MemoryCategory::kWorkspace);
   };
-  Tensor outer = buffer(2 * n), outer_next = buffer(2 * n), inner = buffer(2 * n),
-         inner_next = buffer(2 * n);
-  Tensor block_out = buffer(rows), block_lse = buffer(d.B * d.NQ * d.T);
-  Tensor ws = buffer(std::max<int64_t>(
-      1, ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, false)));
+  Tensor outer = buffer(), outer_next = buffer(), inner = buffer(), inner_next = buffer();
   ctx.k().copy(ctx.kc(), outer.f32(), k, n);
   ctx.k().copy(ctx.kc(), outer.f32() + n, v, n);
-  ctx.k().fill_zero(ctx.kc(), out, rows);
-  std::fill(lse, lse + d.B * d.NQ * d.T, -std::numeric_limits<float>::infinity());
-
   for (int o = 0; o < topo.windows; ++o) {
     const bool more_outer = o + 1 < topo.windows;
     Exchange outer_x;
@@ -121,107 +114,102 @@ void ring_attention_forward(const ForwardContext& ctx, const RingAttentionSpec& 
                                  topo.inner_prev(), kTagKvInner);
         if (!spec.overlap) inner_x.wait();
       }
-      const int owner = topo.owner(o, t);
-      if (!block_is_masked(spec, ring.rank(), owner)) {
-        profiler::Scope profile(profiler::category::kModule, "ring attention block");
-        const AttentionMask mask = block_mask(spec, ring.rank(), owner);
-        ctx.k().flash_attention_forward(ctx.kc(), block_out.f32(), block_lse.f32(), q, block,
-                                        block + n, mask, d, spec.dropout, ws.f32());
-        ctx.k().ring_attention_update(ctx.kc(), out, lse, out, lse, block_out.f32(),
-                                      block_lse.f32(), d.T, d.B, d.NQ, d.D);
-      }
+      visit(block, topo.owner(o, t), t);
       inner_x.wait();
       if (t + 1 < topo.w) {
         std::swap(inner, inner_next);
         block = inner.f32();
       }
     }
+    end_outer();
     outer_x.wait();
     if (more_outer) std::swap(outer, outer_next);
   }
+}
+
+Tensor workspace(const ForwardContext& ctx, int64_t floats) {
+  return Tensor(*ctx.alloc, Shape{std::max<int64_t>(1, floats)}, DType::kFloat32,
+                MemoryCategory::kWorkspace);
+}
+
+}  // namespace
+
+void ring_attention_forward(const ForwardContext& ctx, const RingAttentionSpec& spec, float* out,
+                            float* lse, const float* q, const float* k, const float* v) {
+  check_spec(spec);
+  const AttentionDims& d = spec.dims;
+  const int self = spec.ring->rank();
+  const RingTopology topo(spec.ring->size(), self, spec.window);
+  const int64_t n = d.B * d.NKV * d.T * d.D, rows = d.T * d.B * d.NQ * d.D;
+  Tensor block_out = workspace(ctx, rows), block_lse = workspace(ctx, d.B * d.NQ * d.T);
+  Tensor ws = workspace(
+      ctx, ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, false));
+  ctx.k().fill_zero(ctx.kc(), out, rows);
+  std::fill(lse, lse + d.B * d.NQ * d.T, -std::numeric_limits<float>::infinity());
+  walk_ring(
+      ctx, spec, topo, k, v,
+      [&](const float* block, int owner, int /*t*/) {
+        if (block_is_masked(spec, self, owner)) return;
+        profiler::Scope profile(profiler::category::kModule, "ring attention block");
+        ctx.k().flash_attention_forward(ctx.kc(), block_out.f32(), block_lse.f32(), q, block,
+                                        block + n, block_mask(spec, self, owner), d, spec.dropout,
+                                        ws.f32());
+        ctx.k().ring_attention_update(ctx.kc(), out, lse, out, lse, block_out.f32(),
+                                      block_lse.f32(), d.T, d.B, d.NQ, d.D);
+      },
+      [] {});
 }
 
 void ring_attention_backward(const ForwardContext& ctx, const RingAttentionSpec& spec, float* dq,
                              float* dk, float* dv, const float* dout, const float* out,
                              const float* lse, const float* q, const float* k, const float* v) {
   check_spec(spec);
-  Allocator& a = *ctx.alloc;
   const AttentionDims& d = spec.dims;
   ProcessGroup& ring = *spec.ring;
-  const RingTopology topo(ring.size(), ring.rank(), spec.window);
+  const int self = ring.rank();
+  const RingTopology topo(ring.size(), self, spec.window);
   const int64_t n = d.B * d.NKV * d.T * d.D, nq = d.B * d.NQ * d.T * d.D;
-  auto buffer = [&](int64_t floats) {
-    return Tensor(a, Shape{floats}, DType::kFloat32, MemoryCategory::kWorkspace);
-  };
-  Tensor outer = buffer(2 * n), outer_next = buffer(2 * n), inner = buffer(2 * n),
-         inner_next = buffer(2 * n);
-  // Key/value gradient accumulators [dk; dv]: the one arriving with the block at hand, the
-  // one this rank sends on, and the outer block's (zero at the first outer step).
-  Tensor grad_in = buffer(2 * n), grad_send = buffer(2 * n), grad_outer = buffer(2 * n),
-         grad_next = buffer(2 * n);
-  Tensor dq_block = buffer(nq), dkv_block = buffer(2 * n);
-  Tensor ws = buffer(std::max<int64_t>(
-      1, ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, true)));
-  ctx.k().copy(ctx.kc(), outer.f32(), k, n);
-  ctx.k().copy(ctx.kc(), outer.f32() + n, v, n);
+  // Key/value gradient accumulators [dk; dv]: the one arriving from the block's previous
+  // holder in the window, the one this rank sends on, the outer block's (zero at the first
+  // outer step) and the next outer block's.
+  Tensor grad_in = workspace(ctx, 2 * n), grad_send = workspace(ctx, 2 * n),
+         grad_outer = workspace(ctx, 2 * n), grad_next = workspace(ctx, 2 * n);
+  Tensor dq_block = workspace(ctx, nq), dkv_block = workspace(ctx, 2 * n);
+  Tensor ws = workspace(
+      ctx, ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, true));
   ctx.k().fill_zero(ctx.kc(), dq, nq);
   ctx.k().fill_zero(ctx.kc(), grad_outer.f32(), 2 * n);
-
-  for (int o = 0; o < topo.windows; ++o) {
-    const bool more_outer = o + 1 < topo.windows;
-    Exchange outer_x;
-    if (more_outer) {
-      outer_x = start_exchange(ring, outer.f32(), outer_next.f32(), 2 * n, topo.outer_next(),
-                               topo.outer_prev(), kTagKvOuter);
-      if (!spec.overlap) outer_x.wait();
-    }
-    const float* block = outer.f32();
-    Exchange grad_x;  // the accumulator sent on after the previous inner step
-    for (int t = 0; t < topo.w; ++t) {
-      Exchange inner_x;
-      if (t + 1 < topo.w) {
-        inner_x = start_exchange(ring, block, inner_next.f32(), 2 * n, topo.inner_next(),
-                                 topo.inner_prev(), kTagKvInner);
-        if (!spec.overlap) inner_x.wait();
-      }
-      const int owner = topo.owner(o, t);
-      const bool masked = block_is_masked(spec, ring.rank(), owner);
-      if (!masked) {
-        profiler::Scope profile(profiler::category::kModule, "ring attention block backward");
-        const AttentionMask mask = block_mask(spec, ring.rank(), owner);
-        ctx.k().flash_attention_backward(ctx.kc(), dq_block.f32(), dkv_block.f32(),
-                                         dkv_block.f32() + n, dout, out, lse, q, block, block + n,
-                                         mask, d, spec.dropout, ws.f32());
-        ctx.k().add_inplace(ctx.kc(), dq, dq_block.f32(), nq);
-      }
-      // The accumulator of this block: from the previous holder in the window (t > 0) or
-      // from the outer step (t = 0), plus this rank's share.
-      grad_x.wait();
-      const float* incoming = t == 0 ? grad_outer.f32() : grad_in.f32();
-      ctx.k().copy(ctx.kc(), grad_send.f32(), incoming, 2 * n);
-      if (!masked) ctx.k().add_inplace(ctx.kc(), grad_send.f32(), dkv_block.f32(), 2 * n);
-      if (topo.w > 1) {
-        // On to the block's next holder; the last one returns it to its outer holder.
-        grad_x = start_exchange(ring, grad_send.f32(), grad_in.f32(), 2 * n, topo.inner_next(),
-                                topo.inner_prev(), kTagGradInner);
-        grad_x.wait();  // grad_send is rewritten at the next step
-      }
-      inner_x.wait();
-      if (t + 1 < topo.w) {
-        std::swap(inner, inner_next);
-        block = inner.f32();
-      }
-    }
-    // grad_in (w > 1) or grad_send (w = 1): the outer block's accumulator after this
-    // window; it moves on with the block (after the last step: back to its owner).
-    const float* outer_grad = topo.w > 1 ? grad_in.f32() : grad_send.f32();
-    Exchange outer_grad_x = start_exchange(ring, outer_grad, grad_next.f32(), 2 * n,
-                                           topo.outer_next(), topo.outer_prev(), kTagGradOuter);
-    outer_grad_x.wait();
-    std::swap(grad_outer, grad_next);
-    outer_x.wait();
-    if (more_outer) std::swap(outer, outer_next);
-  }
+  walk_ring(
+      ctx, spec, topo, k, v,
+      [&](const float* block, int owner, int t) {
+        const bool masked = block_is_masked(spec, self, owner);
+        if (!masked) {
+          profiler::Scope profile(profiler::category::kModule, "ring attention block backward");
+          ctx.k().flash_attention_backward(
+              ctx.kc(), dq_block.f32(), dkv_block.f32(), dkv_block.f32() + n, dout, out, lse, q,
+              block, block + n, block_mask(spec, self, owner), d, spec.dropout, ws.f32());
+          ctx.k().add_inplace(ctx.kc(), dq, dq_block.f32(), nq);
+        }
+        // The block's accumulator: from its previous holder in the window (t > 0) or from the
+        // outer step (t = 0), plus this rank's share; then on to the block's next holder in
+        // the window (the last one returns it to its outer holder).
+        ctx.k().copy(ctx.kc(), grad_send.f32(), t == 0 ? grad_outer.f32() : grad_in.f32(), 2 * n);
+        if (!masked) ctx.k().add_inplace(ctx.kc(), grad_send.f32(), dkv_block.f32(), 2 * n);
+        if (topo.w > 1) {
+          start_exchange(ring, grad_send.f32(), grad_in.f32(), 2 * n, topo.inner_next(),
+                         topo.inner_prev(), kTagGradInner)
+              .wait();
+        }
+      },
+      [&] {
+        // The outer block's accumulator after this window moves on with the block (after
+        // the last outer step: back to its owner).
+        const float* outer_grad = topo.w > 1 ? grad_in.f32() : grad_send.f32();
+        start_exchange(ring, outer_grad, grad_next.f32(), 2 * n, topo.outer_next(),
+                       topo.outer_prev(), kTagGradOuter)
+            .wait();
+        std::swap(grad_outer, grad_next);
+      });
   ctx.k().copy(ctx.kc(), dk, grad_outer.f32(), n);
   ctx.k().copy(ctx.kc(), dv, grad_outer.f32() + n, n);
 }

@@ -4,7 +4,8 @@
 //    logged losses), single-rank, TP2 x DP2 with the distributed optimizer and overlaps, PP2
 //    interleaved, --bf16, and --async-save;
 //  * resharding: saved at TP2 x DP2 (distributed optimizer) and continued at TP1 x PP2, DP4,
-//    TP4 and PP2 x VPP2, the final weights equal the never-stopped run within 1e-5;
+//    TP4, PP2 x VPP2, ring CP2 x DP2 and hybrid CP4, the final weights equal the never-stopped
+//    run within 1e-5;
 //  * damaged checkpoints (truncated, corrupted, missing files, another architecture) are
 //    refused naming the file or the flag; saves killed with SIGKILL never leave an unloadable
 //    `latest`; SIGTERM with --exit-signal-handler saves and exits 0.
@@ -138,6 +139,9 @@ TEST(Checkpoint, ReshardsToOtherLayouts) {
       {"dp4", 4, ""},
       {"tp4", 4, " --tensor-model-parallel-size 4"},
       {"pp2_vpp2", 2, " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2"},
+      // Context parallelism loads (and saves) the same replicated weights.
+      {"ring_cp2_dp2_distopt", 4, " --context-parallel-size 2 --use-cp-send-recv-overlap --use-distributed-optimizer"},
+      {"hybrid_cp4", 4, " --context-parallel-size 4 --context-parallel-algo hybrid_cp_algo --ulysses-degree-in-cp 2"},
   };
   for (const Layout& l : targets) {
     SCOPED_TRACE(l.name);
