@@ -193,6 +193,23 @@ BlockBands block_bands(const AttentionMask& mask, const RowBand* bands, int64_t 
   return r;
 }
 
+// Calls tile(j0, bk, all) for every key tile [j0, j0 + bk) of the query rows [i0, i0 + bq)
+// in which some row sees some key (all: every row sees every key of the tile); bands[r]
+// holds row i0 + r's band afterwards, for the per-row masking.
+template <typename Tile>
+inline void for_each_visible_tile(const AttentionMask& mask, int64_t b, int64_t i0, int64_t bq,
+                                  int64_t T, int64_t Tk, RowBand* bands, Tile&& tile) {
+  for (int64_t r = 0; r < bq; ++r) bands[r] = row_band(mask, b, i0 + r, T);
+  const BlockBands blk = block_bands(mask, bands, bq, Tk);
+  for (int64_t j0 = blk.ja / kBlockK * kBlockK; j0 < blk.jb; j0 += kBlockK) {
+    const int64_t bk = std::min(kBlockK, blk.jb - j0);
+    int64_t kmin, kmax;
+    key_positions(mask, j0, bk, kmin, kmax);
+    if (blk.none_visible(kmin, kmax)) continue;
+    tile(j0, bk, blk.all_visible(kmin, kmax));
+  }
+}
+
 // factor[c] = keep factor of probability (b, h, query at qp, key row j0 + c), c in [0, n).
 void keep_factors_at(float* factor, const DropoutSpec& dropout, const AttentionDims& d,
                      const AttentionMask& mask, int64_t b, int64_t h, int64_t qp, int64_t j0,
@@ -339,14 +356,7 @@ void flash_attention_forward(const KernelContext& kc, float* out, float* lse, co
     std::fill(m, m + bq, kNegInf);
     std::fill(l, l + bq, 0.0f);
     RowBand bands[kBlockQ];
-    for (int64_t r = 0; r < bq; ++r) bands[r] = row_band(mask, b, i0 + r, T);
-    const BlockBands blk = block_bands(mask, bands, bq, Tk);
-    for (int64_t j0 = blk.ja / kBlockK * kBlockK; j0 < blk.jb; j0 += kBlockK) {
-      const int64_t bk = std::min(kBlockK, blk.jb - j0);
-      int64_t kmin, kmax;
-      key_positions(mask, j0, bk, kmin, kmax);
-      if (blk.none_visible(kmin, kmax)) continue;
-      const bool all = blk.all_visible(kmin, kmax);
+    for_each_visible_tile(mask, b, i0, bq, T, Tk, bands, [&](int64_t j0, int64_t bk, bool all) {
       gemm(false, true, bq, bk, D, d.scale, qh + i0 * D, D, kh + j0 * D, D, 0.0f, S, kBlockK);
       for (int64_t r = 0; r < bq; ++r) {
         const int64_t t = i0 + r;
@@ -374,7 +384,7 @@ void flash_attention_forward(const KernelContext& kc, float* out, float* lse, co
         }
       }
       gemm(false, false, bq, D, bk, 1.0f, S, kBlockK, vh + j0 * D, D, 1.0f, acc, D);
-    }
+    });
     for (int64_t r = 0; r < bq; ++r) {
       const int64_t t = i0 + r;
       float* o = out + t * ldo + b * d.NQ * D + h * D;
@@ -422,14 +432,7 @@ void flash_attention_backward(const KernelContext& kc, float* dq, float* dk, flo
       for (int64_t t = 0; t < T; ++t) Dvec[t] = dot(doh + t * ldo, oh + t * ldo, D);
       for (int64_t i0 = 0; i0 < T; i0 += kBlockQ) {
         const int64_t bq = std::min(kBlockQ, T - i0);
-        for (int64_t r = 0; r < bq; ++r) bands[r] = row_band(mask, b, i0 + r, T);
-        const BlockBands blk = block_bands(mask, bands, bq, Tk);
-        for (int64_t j0 = blk.ja / kBlockK * kBlockK; j0 < blk.jb; j0 += kBlockK) {
-          const int64_t bk = std::min(kBlockK, blk.jb - j0);
-          int64_t kmin, kmax;
-          key_positions(mask, j0, bk, kmin, kmax);
-          if (blk.none_visible(kmin, kmax)) continue;
-          const bool all = blk.all_visible(kmin, kmax);
+        for_each_visible_tile(mask, b, i0, bq, T, Tk, bands, [&](int64_t j0, int64_t bk, bool all) {
           gemm(false, true, bq, bk, D, d.scale, qh + i0 * D, D, kg + j0 * D, D, 0.0f, P, kBlockK);
           gemm(false, true, bq, bk, D, 1.0f, doh + i0 * ldo, ldo, vg + j0 * D, D, 0.0f, dS,
                kBlockK);
@@ -477,7 +480,7 @@ void flash_attention_backward(const KernelContext& kc, float* dq, float* dk, flo
                D);
           gemm(false, false, bq, D, bk, 1.0f, dS, kBlockK, kg + j0 * D, D, 1.0f, dqh + i0 * D, D);
           gemm(true, false, bk, D, bq, 1.0f, dS, kBlockK, qh + i0 * D, D, 1.0f, dkg + j0 * D, D);
-        }
+        });
       }
     }
   }
