@@ -7,6 +7,8 @@
 #include <vector>
 #include <string>
 
+#include "config/moe_config.h"
+
 namespace mindspeed {
 
 enum class Normalization { kLayerNorm, kRMSNorm };
@@ -66,11 +68,15 @@ struct ModelConfig {
   /// make_vocab_size_divisible_by * tensor-parallel size (Megatron's _vocab_size_with_padding).
   int64_t vocab_size = 0;
   int64_t padded_vocab_size = 0;
+  /// Mixture of experts (--num-experts and the --moe-* flags); num_experts == 0: dense.
+  MoeConfig moe;
 
   int64_t head_dim() const { return kv_channels; }
   int64_t query_groups() const { return group_query_attention ? num_query_groups : num_attention_heads; }
   bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }
   /// Rows of the fused QKV projection: (heads + 2 * groups) * head_dim.
+  /// The FFN size of one routed expert (--moe-ffn-hidden-size, else --ffn-hidden-size).
+  int64_t expert_ffn_hidden_size() const { return moe.ffn_hidden_size > 0 ? moe.ffn_hidden_size : ffn_hidden_size; }
   int64_t qkv_size() const { return (num_attention_heads + 2 * query_groups()) * kv_channels; }
 };
 
