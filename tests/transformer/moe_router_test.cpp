@@ -354,6 +354,27 @@ TEST(RouterTies, PositionPolicyKeepsTheEarliestTokensAndPadsWithThem) {
   EXPECT_GT(r->probs[0], 0.9f);
 }
 
+// The + 1e-20 of the sigmoid normalisation: a token whose scores all underflow to 0 gets
+// probabilities 0, not 0/0 (torch gives the same: zeros, the two lowest experts, zero grads).
+TEST(RouterNumerics, UnderflowingSigmoidScoresGiveZeroNotNaN) {
+  const int64_t T = 2, E = 4;
+  const std::vector<float> logits = {-200.0f, -200.0f, -200.0f, -200.0f, 0.5f, 1.0f, -1.0f, 0.0f};
+  RouterOptions o;
+  o.topk = 2;
+  o.score_function = MoeScoreFunction::kSigmoid;
+  StatusOr<RoutingOutput> r = topk_routing_forward(logits, T, E, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->routing_map, (std::vector<uint8_t>{1, 1, 0, 0, 1, 1, 0, 0}));
+  for (int64_t e = 0; e < E; ++e) EXPECT_EQ(r->probs[e], 0.0f) << "expert " << e;
+  std::vector<float> dlogits(T * E);
+  topk_routing_backward(r->saved, std::vector<float>(T * E, 1.0f), dlogits);
+  for (float g : dlogits) EXPECT_TRUE(std::isfinite(g));
+  const AuxScores s = aux_loss_scores_forward(logits, T, E, MoeScoreFunction::kSigmoid, 2);
+  aux_loss_scores_backward(s.saved, std::vector<float>(T * E, 1.0f), dlogits);
+  for (int64_t e = 0; e < E; ++e) EXPECT_EQ(s.scores[e], 0.0f) << "expert " << e;
+  for (float g : dlogits) EXPECT_TRUE(std::isfinite(g));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Options.
 
