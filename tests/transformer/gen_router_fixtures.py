@@ -41,8 +41,9 @@ Shims (what is replaced to run Megatron's code in one CPU process, and why it is
      the CPU torch 1.13 picks among ties with std::nth_element (no defined order). Ties only
      arise where the inputs have them: the capacity drop (a column's zeros when an expert has
      fewer tokens than its capacity, and drop policy "position", which ranks a 0/1 map) and
-     the dedicated `ties_lower_index` case. For every other case the script checks that
-     torch's own topk gives the same outputs (`tie_free` in the file).
+     the dedicated `ties_lower_index` case. For every other topk_softmax_with_capacity case
+     the script checks that torch's own topk gives the same probs, map and counts (`tie_free`
+     in the file); on the four tie cases torch 1.13's CPU topk gives other maps.
   No shim touches the router math itself.
 """
 
