@@ -77,6 +77,11 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.linear_forward = fast ? cpu::linear_forward : ref::linear_forward;
   t.linear_backward_input = fast ? cpu::linear_backward_input : ref::linear_backward_input;
   t.linear_backward_weight = fast ? cpu::linear_backward_weight : ref::linear_backward_weight;
+  t.grouped_gemm_forward = fast ? cpu::grouped_gemm_forward : ref::grouped_gemm_forward;
+  t.grouped_gemm_backward_input =
+      fast ? cpu::grouped_gemm_backward_input : ref::grouped_gemm_backward_input;
+  t.grouped_gemm_backward_weight =
+      fast ? cpu::grouped_gemm_backward_weight : ref::grouped_gemm_backward_weight;
   return t;
 }
 

@@ -70,6 +70,9 @@ struct KernelTable {
   decltype(&ref::linear_forward) linear_forward = nullptr;
   decltype(&ref::linear_backward_input) linear_backward_input = nullptr;
   decltype(&ref::linear_backward_weight) linear_backward_weight = nullptr;
+  decltype(&ref::grouped_gemm_forward) grouped_gemm_forward = nullptr;
+  decltype(&ref::grouped_gemm_backward_input) grouped_gemm_backward_input = nullptr;
+  decltype(&ref::grouped_gemm_backward_weight) grouped_gemm_backward_weight = nullptr;
 };
 
 /// What selects each kernel. `fast` is --optimization-level >= 1; the per-op flags are

@@ -69,6 +69,13 @@ double causal_attention_flops(const AttentionDims& d) {
          static_cast<double>(d.keys() * d.D);
 }
 
+// Grouped GEMM: 2 FLOPs per multiply-add over all routed rows (the sum of the group sizes).
+double grouped_gemm_flops(const int64_t* counts, int64_t G, int64_t N, int64_t K) {
+  double rows = 0.0;
+  for (int64_t g = 0; g < G; ++g) rows += static_cast<double>(counts[g]);
+  return 2.0 * rows * static_cast<double>(N) * static_cast<double>(K);
+}
+
 }  // namespace
 
 KernelTable profiled_kernels(const KernelTable& inner) {
@@ -121,6 +128,9 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::convert_to_fp32>(t, "convert_to_fp32", [](const auto& a) { return bytes(6.0 * get<3>(a)); });
   wrap<&KernelTable::transpose_01_f32>(t, "transpose_01_f32", [](const auto& a) { return bytes(8.0 * get<3>(a) * get<4>(a) * get<5>(a)); });
   wrap<&KernelTable::transpose_01_i32>(t, "transpose_01_i32", [](const auto& a) { return bytes(8.0 * get<3>(a) * get<4>(a) * get<5>(a)); });
+  wrap<&KernelTable::grouped_gemm_forward>(t, "grouped_gemm_forward", [](const auto& a) { return flops(grouped_gemm_flops(get<4>(a), get<5>(a), get<6>(a), get<7>(a))); });
+  wrap<&KernelTable::grouped_gemm_backward_input>(t, "grouped_gemm_backward_input", [](const auto& a) { return flops(grouped_gemm_flops(get<4>(a), get<5>(a), get<6>(a), get<7>(a))); });
+  wrap<&KernelTable::grouped_gemm_backward_weight>(t, "grouped_gemm_backward_weight", [](const auto& a) { return flops(grouped_gemm_flops(get<4>(a), get<5>(a), get<6>(a), get<7>(a))); });
   // clang-format on
   return t;
 }
