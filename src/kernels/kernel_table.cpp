@@ -82,6 +82,11 @@ KernelTable select_kernels(const KernelOptions& options) {
       fast ? cpu::grouped_gemm_backward_input : ref::grouped_gemm_backward_input;
   t.grouped_gemm_backward_weight =
       fast ? cpu::grouped_gemm_backward_weight : ref::grouped_gemm_backward_weight;
+  t.moe_permute_forward = fast ? cpu::moe_permute_forward : ref::moe_permute_forward;
+  t.moe_permute_backward = fast ? cpu::moe_permute_backward : ref::moe_permute_backward;
+  t.moe_unpermute_forward = fast ? cpu::moe_unpermute_forward : ref::moe_unpermute_forward;
+  t.moe_unpermute_backward = fast ? cpu::moe_unpermute_backward : ref::moe_unpermute_backward;
+  t.scale_rows = fast ? cpu::scale_rows : ref::scale_rows;
   return t;
 }
 

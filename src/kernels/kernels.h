@@ -73,6 +73,11 @@ struct KernelTable {
   decltype(&ref::grouped_gemm_forward) grouped_gemm_forward = nullptr;
   decltype(&ref::grouped_gemm_backward_input) grouped_gemm_backward_input = nullptr;
   decltype(&ref::grouped_gemm_backward_weight) grouped_gemm_backward_weight = nullptr;
+  decltype(&ref::moe_permute_forward) moe_permute_forward = nullptr;
+  decltype(&ref::moe_permute_backward) moe_permute_backward = nullptr;
+  decltype(&ref::moe_unpermute_forward) moe_unpermute_forward = nullptr;
+  decltype(&ref::moe_unpermute_backward) moe_unpermute_backward = nullptr;
+  decltype(&ref::scale_rows) scale_rows = nullptr;
 };
 
 /// What selects each kernel. `fast` is --optimization-level >= 1; the per-op flags are

@@ -131,6 +131,12 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::grouped_gemm_forward>(t, "grouped_gemm_forward", [](const auto& a) { return flops(grouped_gemm_flops(get<4>(a), get<5>(a), get<6>(a), get<7>(a))); });
   wrap<&KernelTable::grouped_gemm_backward_input>(t, "grouped_gemm_backward_input", [](const auto& a) { return flops(grouped_gemm_flops(get<4>(a), get<5>(a), get<6>(a), get<7>(a))); });
   wrap<&KernelTable::grouped_gemm_backward_weight>(t, "grouped_gemm_backward_weight", [](const auto& a) { return flops(grouped_gemm_flops(get<4>(a), get<5>(a), get<6>(a), get<7>(a))); });
+  // Permutations: one [R, h] side read or written, one [T, h] side (gathered rows) the other.
+  wrap<&KernelTable::moe_permute_forward>(t, "moe_permute_forward", [](const auto& a) { return bytes(8.0 * get<4>(a) * get<5>(a)); });
+  wrap<&KernelTable::moe_permute_backward>(t, "moe_permute_backward", [](const auto& a) { return bytes(4.0 * (get<4>(a) + get<5>(a)) * get<6>(a)); });
+  wrap<&KernelTable::moe_unpermute_forward>(t, "moe_unpermute_forward", [](const auto& a) { return bytes(4.0 * (get<5>(a) + get<6>(a)) * get<7>(a)); });
+  wrap<&KernelTable::moe_unpermute_backward>(t, "moe_unpermute_backward", [](const auto& a) { return bytes(12.0 * get<8>(a) * get<9>(a)); });
+  wrap<&KernelTable::scale_rows>(t, "scale_rows", [](const auto& a) { return bytes(8.0 * get<4>(a) * get<5>(a)); });
   // clang-format on
   return t;
 }
