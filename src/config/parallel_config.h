@@ -31,6 +31,10 @@ struct ParallelConfig {
   int context_parallel_size = 1;         ///< --context-parallel-size
   ContextParallelConfig cp;              ///< the --context-parallel-algo family
   int expert_model_parallel_size = 1;    ///< --expert-model-parallel-size
+  int expert_tensor_parallel_size = 0;   ///< --expert-tensor-parallel-size (0 = the tensor-parallel size)
+  /// MindSpeed --moe-tp-extend-ep: the tp x ep ranks form one expert-parallel group of whole
+  /// experts (expert tensor parallel 1, expert parallel tp * ep).
+  bool moe_tp_extend_ep = false;
   bool sequence_parallel = false;        ///< --sequence-parallel (turned off when tp == 1, as Megatron)
   bool use_distributed_optimizer = false;  ///< --use-distributed-optimizer
   bool overlap_grad_reduce = false;      ///< --overlap-grad-reduce

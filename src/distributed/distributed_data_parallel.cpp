@@ -12,10 +12,10 @@ DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, con
   ready_.assign(buckets.size(), 0);
   grad_work_.resize(buckets.size());
   param_work_.resize(buckets.size());
-  const int dp = ps.dp_cp().size();
   for (size_t b = 0; b < buckets.size(); ++b) {
     for (Parameter* p : buckets[b].params) bucket_of_[p] = b;
     if (config.use_distributed_optimizer) {
+      const int dp = group_of(buckets[b]).size();
       MS_CHECK(buckets[b].numel % dp == 0, "bucket ", b, " is not padded to the data-parallel size");
       shard_scratch_.emplace_back(alloc, Shape{buckets[b].numel / dp}, DType::kFloat32,
                                   MemoryCategory::kCommunication);
@@ -42,13 +42,20 @@ DistributedDataParallel::~DistributedDataParallel() {
     if (w) w->wait();
 }
 
+ProcessGroup& DistributedDataParallel::group_of(const Bucket& bucket) const {
+  return bucket.expert ? ps_.expert_dp() : ps_.dp_cp();
+}
+
 void DistributedDataParallel::launch_grad_sync(size_t b) {
   const Bucket& bucket = buffer_.buckets()[b];
-  ProcessGroup& group = ps_.dp_cp();
+  ProcessGroup& group = group_of(bucket);
   float* grad = buffer_.grad_data() + bucket.offset;
   const int64_t n = bucket.numel;
-  const float scale = 1.0f / static_cast<float>(group.size());
-  if (group.size() > 1) backend_.kernels.scale_inplace(backend_.context, grad, scale, n);
+  // Megatron's gradient_scaling_factor: 1/(dp*cp) for every bucket, the expert ones too
+  // (each expert already summed the gradients of the tokens every data-parallel rank sent it).
+  const int dp_cp = ps_.dp_cp().size();
+  const float scale = 1.0f / static_cast<float>(dp_cp);
+  if (dp_cp > 1) backend_.kernels.scale_inplace(backend_.context, grad, scale, n);
   if (config_.use_distributed_optimizer) {
     grad_work_[b] = group.reduce_scatter_async(shard_scratch_[b].f32(), grad, n / group.size(), ReduceOp::kSum);
   } else {
@@ -66,8 +73,8 @@ void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params)
 
 void DistributedDataParallel::finish_grad_sync() {
   const auto& buckets = buffer_.buckets();
-  ProcessGroup& group = ps_.dp_cp();
   for (size_t b = 0; b < buckets.size(); ++b) {
+    ProcessGroup& group = group_of(buckets[b]);
     if (!grad_work_[b]) launch_grad_sync(b);
     grad_work_[b]->wait();
     grad_work_[b].reset();
@@ -93,7 +100,8 @@ void DistributedDataParallel::finish_grad_sync() {
 
 void DistributedDataParallel::launch_param_sync(size_t b) {
   const Bucket& bucket = buffer_.buckets()[b];
-  ProcessGroup& group = ps_.dp_cp();
+  ProcessGroup& group = group_of(bucket);
+  if (group.size() == 1) return;
   const int64_t width = dtype_size(buffer_.param_dtype());
   char* params = static_cast<char*>(buffer_.param_data()) + bucket.offset * width;
   const int64_t shard_bytes = bucket.numel / group.size() * width;
@@ -101,7 +109,7 @@ void DistributedDataParallel::launch_param_sync(size_t b) {
 }
 
 void DistributedDataParallel::start_param_sync() {
-  if (!config_.use_distributed_optimizer || ps_.dp_cp().size() == 1) return;
+  if (!config_.use_distributed_optimizer) return;
   // Forward order is the reverse of the buffer order.
   for (size_t b = buffer_.buckets().size(); b-- > 0;) launch_param_sync(b);
   if (!config_.overlap_param_gather) finish_param_sync();

@@ -1,6 +1,6 @@
 // Port of megatron/core/distributed/distributed_data_parallel.py and the bucket
 // synchronisation of param_and_grad_buffer.py: data-parallel gradient reduction over the
-// dp-cp group, bucket by bucket.
+// dp-cp group (expert buckets: the expert-data-parallel group), bucket by bucket.
 //  * Gradients are pre-scaled by 1/(dp*cp) and summed: all-reduce per bucket, or
 //    reduce-scatter per bucket with the distributed optimizer (each rank keeps its 1/dp
 //    shard of every bucket).
@@ -58,6 +58,8 @@ class DistributedDataParallel final : public ParameterHooks {
 
  private:
   size_t bucket_of(const Parameter* p) const;
+  /// The group a bucket is reduced over: dp-cp, or expert-dp for expert buckets.
+  ProcessGroup& group_of(const Bucket& bucket) const;
 
  public:
 

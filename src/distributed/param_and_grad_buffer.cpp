@@ -15,17 +15,17 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
                                        const BufferOptions& options) {
   MS_CHECK(options.param_dtype == DType::kFloat32 || options.param_dtype == DType::kBFloat16,
            "parameter dtype must be fp32 or bf16");
-  const int64_t bucket_align =
-      options.pad_for_distributed_optimizer
-          ? std::lcm<int64_t>(options.data_parallel_size, 128)
-          : 1;
+  auto bucket_align = [&](bool expert) -> int64_t {
+    if (!options.pad_for_distributed_optimizer) return 1;
+    return std::lcm<int64_t>(expert ? options.expert_data_parallel_size : options.data_parallel_size, 128);
+  };
   // Lay out in reverse declaration order.
   const auto& all = registry.params();
   int64_t offset = 0;
   Bucket current;
   auto close_bucket = [&]() {
     if (current.params.empty()) return;
-    offset = round_up(offset, bucket_align);
+    offset = round_up(offset, bucket_align(current.expert));
     current.numel = offset - current.offset;
     buckets_.push_back(std::move(current));
     current = Bucket{};
@@ -34,6 +34,8 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
   for (size_t i = all.size(); i-- > 0;) {
     Parameter* p = all[i].get();
     if (p->spec.shared_embedding) close_bucket();
+    if (!current.params.empty() && current.expert != p->spec.expert_parallel) close_bucket();
+    current.expert = p->spec.expert_parallel;
     if (options.pad_for_distributed_optimizer) offset = round_up(offset, 64);
     p->buffer_offset = offset;
     offset += p->local_shape.numel();
@@ -65,6 +67,15 @@ void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, int
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()));
     init_full_tensor(full.data(), p->spec, seed);
     set_parameter_from_full(*p, full.data(), tp_rank, tp_size);
+  }
+}
+
+void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, const ParallelState& ps) {
+  for (const auto& p : registry.params()) {
+    std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()));
+    init_full_tensor(full.data(), p->spec, seed);
+    const ShardCoords at = shard_coords(p->spec, ps);
+    set_parameter_from_full(*p, full.data(), at.rank, at.count);
   }
 }
 

@@ -46,6 +46,11 @@ int64_t ParameterRegistry::num_local_elements() const {
   return n;
 }
 
+ShardCoords shard_coords(const ParameterSpec& spec, const ParallelState& ps) {
+  if (spec.expert_parallel) return {ps.etp_rank, ps.sizes.expert_tensor};
+  return {ps.tp_rank, ps.sizes.tensor};
+}
+
 std::vector<ShardRun> shard_runs(const ParameterSpec& spec, int tp_rank, int tp_size) {
   const Shape& g = spec.global_shape;
   const int64_t rows = g.ndim() > 0 ? g[0] : 1, width = g.ndim() > 1 ? g.numel() / g[0] : 1;

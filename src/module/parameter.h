@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "parallel/parallel_state.h"
 
 namespace mindspeed {
 
@@ -39,6 +40,10 @@ struct ParameterSpec {
   /// equal), its gradient is all-reduced over the embedding group, and it is left out of the
   /// gradient norm (counted once, on the stage that owns the original).
   std::string tied_to = {};
+  /// A routed expert's weight (Megatron's allreduce=False parameters): split over the
+  /// expert-tensor-parallel group instead of tp, its gradient reduced over expert-data-parallel
+  /// in its own buckets, its norm summed over the expert-model-parallel group.
+  bool expert_parallel = false;
 };
 
 struct Parameter {
@@ -68,6 +73,13 @@ class ParameterRegistry {
   std::vector<std::unique_ptr<Parameter>> params_;
   std::unordered_map<std::string, Parameter*> by_name_;
 };
+
+/// Which slice of its tensor-parallel split this rank holds: (expert-tp rank, expert-tp size)
+/// for expert parameters, (tp rank, tp size) otherwise.
+struct ShardCoords {
+  int rank = 0, count = 1;
+};
+ShardCoords shard_coords(const ParameterSpec& spec, const ParallelState& ps);
 
 /// One contiguous run of a rank's shard: global row `row` (a 1-D tensor counts as [n, 1]),
 /// columns [col_begin, col_end), stored from element `local_offset` of the shard.

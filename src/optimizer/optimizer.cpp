@@ -12,14 +12,16 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
                      const ParallelState& ps, Allocator& alloc, const Backend& backend,
                      bool distributed)
     : config_(config), buffer_(buffer), ps_(ps), backend_(backend), distributed_(distributed) {
-  const int dp = ps.dp_cp().size(), dp_rank = ps.dp_cp().rank();
-  // The owned ranges: the whole buffer, or this rank's 1/dp of every bucket.
+  // The owned ranges: the whole buffer, or this rank's 1/dp of every bucket (dp of the
+  // bucket's group: dp-cp, or expert-dp for expert buckets).
   std::vector<std::pair<int64_t, int64_t>> owned;
   for (const Bucket& b : buffer.buckets()) {
     if (!distributed) {
       owned.emplace_back(b.offset, b.offset + b.numel);
       continue;
     }
+    const ProcessGroup& group = b.expert ? ps.expert_dp() : ps.dp_cp();
+    const int dp = group.size(), dp_rank = group.rank();
     MS_CHECK(b.numel % dp == 0, "bucket of ", b.numel, " elements does not split over ", dp, " ranks");
     const int64_t shard = b.numel / dp;
     owned.emplace_back(b.offset + dp_rank * shard, b.offset + (dp_rank + 1) * shard);
@@ -39,10 +41,12 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
       // that owns the original); replicated (non tensor-parallel) params count once, on
       // tensor-parallel rank 0.
       seg.in_grad_norm = !p->is_tied_copy() && (p->is_tensor_parallel() || ps.tp_rank == 0);
+      seg.expert = p->spec.expert_parallel;
       segments_.push_back(seg);
     }
     shard_numel_ += hi - lo;
   }
+  for (const Bucket& b : buffer.buckets()) has_expert_params_ = has_expert_params_ || b.expert;
   std::sort(segments_.begin(), segments_.end(),
             [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
   exp_avg_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
@@ -61,14 +65,19 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
 
 double Optimizer::grad_norm() const {
   const float* g = buffer_.grad_data();
-  double local = 0.0;
+  double dense = 0.0, expert = 0.0;
   for (const Segment& s : segments_) {
-    if (s.in_grad_norm) local += backend_.kernels.sum_of_squares(backend_.context, g + s.begin, s.end - s.begin);
+    if (!s.in_grad_norm) continue;
+    (s.expert ? expert : dense) += backend_.kernels.sum_of_squares(backend_.context, g + s.begin, s.end - s.begin);
   }
-  // Non-distributed: every DP rank holds the same full gradient; sum over the model-parallel
-  // group. Distributed: each rank holds its own shard; sum over all ranks.
-  ProcessGroup& group = distributed_ ? ps_.world() : ps_.mp();
-  return std::sqrt(group.all_reduce_scalar(local, ReduceOp::kSum));
+  // Distributed: each rank holds its own shard (of the dense and the expert buckets); sum
+  // over all ranks. Non-distributed: every data-parallel rank holds the same full gradient;
+  // sum the dense part over the model-parallel group and the expert part over the
+  // expert-model-parallel group (Megatron's separate norms of the two kinds, combined).
+  if (distributed_) return std::sqrt(ps_.world().all_reduce_scalar(dense + expert, ReduceOp::kSum));
+  double total = ps_.mp().all_reduce_scalar(dense, ReduceOp::kSum);
+  if (has_expert_params_) total += ps_.tp_ep_pp().all_reduce_scalar(expert, ReduceOp::kSum);
+  return std::sqrt(total);
 }
 
 Optimizer::StepResult Optimizer::step(double lr) {

@@ -44,6 +44,7 @@ class Optimizer {
     int64_t shard_offset = 0;    ///< where it starts in the shard-local state arrays
     bool weight_decay = true;
     bool in_grad_norm = true;    ///< false for tensor-parallel duplicates and shared copies
+    bool expert = false;         ///< an expert parameter's (MoE): norm over expert model parallel
   };
   const std::vector<Segment>& segments() const { return segments_; }
   int64_t shard_numel() const { return shard_numel_; }
@@ -66,6 +67,7 @@ class Optimizer {
   std::vector<Segment> segments_;
   int64_t shard_numel_ = 0;
   int64_t step_ = 0;
+  bool has_expert_params_ = false;
   Tensor exp_avg_, exp_avg_sq_, main_params_;
 };
 

@@ -93,7 +93,16 @@ StatusOr<std::unique_ptr<ParallelState>> initialize_model_parallel(const Paralle
   ps->dp_cp_ = split_group(groups, "dp-cp", world.rank, &unused);
   ps->mp_ = split_group(groups, "mp", world.rank, &unused);
   ps->embedding_ = split_group(groups, "embedding", world.rank, &unused);
-  ps->ep_rank = 0;
+  ps->tp_cp_ = split_group(groups, "tp-cp", world.rank, &unused);
+  ps->tp_dp_cp_ = split_group(groups, "tp-dp-cp", world.rank, &unused);
+  ps->ep_ = split_group(groups, "ep", world.rank, &ps->ep_rank);
+  ps->expert_tp_ = split_group(groups, "expert-tp", world.rank, &ps->etp_rank);
+  ps->tp_ep_ = split_group(groups, "tp-ep", world.rank, &unused);
+  ps->tp_ep_pp_ = split_group(groups, "tp-ep-pp", world.rank, &unused);
+  ps->expert_dp_ = split_group(groups, "expert-dp", world.rank, &unused);
+  ps->sizes.expert = ps->ep_->size();
+  ps->sizes.expert_tensor = ps->expert_tp_->size();
+  ps->sizes.expert_data = ps->expert_dp_->size();
   return ps;
 }
 

@@ -15,6 +15,13 @@ std::unique_ptr<ParallelState> ParallelState::single_process() {
   ps->dp_cp_ = make_single_process_group("dp-cp");
   ps->mp_ = make_single_process_group("mp");
   ps->embedding_ = make_single_process_group("embedding");
+  ps->tp_cp_ = make_single_process_group("tp-cp");
+  ps->tp_dp_cp_ = make_single_process_group("tp-dp-cp");
+  ps->ep_ = make_single_process_group("ep");
+  ps->expert_tp_ = make_single_process_group("expert-tp");
+  ps->tp_ep_ = make_single_process_group("tp-ep");
+  ps->tp_ep_pp_ = make_single_process_group("tp-ep-pp");
+  ps->expert_dp_ = make_single_process_group("expert-dp");
   return ps;
 }
 

@@ -104,6 +104,11 @@ ParallelLayout parallel_layout(const ParallelConfig& config, int world_size) {
   layout.pp = config.pipeline_model_parallel_size;
   layout.cp = config.context_parallel_size;
   layout.ep = config.expert_model_parallel_size;
+  layout.etp = config.expert_tensor_parallel_size;
+  if (config.moe_tp_extend_ep) {  // MindSpeed: whole experts over the tp x ep ranks
+    layout.ep *= layout.tp;
+    layout.etp = 1;
+  }
   layout.cp_ulysses = config.cp.ulysses_degree;
   layout.tp_pp_dp_order = config.use_tp_pp_dp_mapping;
   return layout;
@@ -132,10 +137,6 @@ StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {
                             ") x expert (", l.ep, ") x pipeline (", l.pp, ") parallel sizes");
   }
   const int edp = l.world_size / (etp * l.ep * l.pp);
-  if (l.ep > 1 && (dp * l.cp) % l.ep != 0) {
-    return invalid_argument("data x context parallel size (", dp * l.cp,
-                            ") must be divisible by --expert-model-parallel-size (", l.ep, ")");
-  }
   const std::string order = l.tp_pp_dp_order ? "tp-cp-ep-pp-dp" : "tp-cp-ep-dp-pp";
   MS_ASSIGN_OR_RETURN(RankGenerator dense, RankGenerator::create(l.tp, 1, dp, l.pp, l.cp, order));
   MS_ASSIGN_OR_RETURN(RankGenerator expert, RankGenerator::create(etp, l.ep, edp, l.pp, 1, order));

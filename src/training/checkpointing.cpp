@@ -83,6 +83,16 @@ json architecture_args(const ModelConfig& m) {
     args["--square-alibi-mask"] = m.square_alibi_mask;
     args["--fill-neg-inf"] = m.fill_neg_inf;
   }
+  if (m.moe.enabled()) {  // the MoE architecture (the routing options are training choices)
+    args["--num-experts"] = m.moe.num_experts;
+    args["--moe-router-topk"] = m.moe.router_topk;
+    args["--moe-ffn-hidden-size"] = m.expert_ffn_hidden_size();
+    std::vector<int> pattern;
+    for (int64_t l = 0; l < m.num_layers; ++l) pattern.push_back(m.moe.is_moe_layer(l) ? 1 : 0);
+    args["--moe-layer-freq"] = pattern;
+    args["--moe-shared-expert-intermediate-size"] = m.moe.shared_expert_intermediate_size;
+    args["--shared-expert-gate"] = m.moe.shared_expert_gate;
+  }
   return args;
 }
 
@@ -329,11 +339,13 @@ std::vector<int64_t> dims_of(const Shape& s) {
 void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optimizer, const std::string& file,
                     std::vector<SafetensorsTensorToWrite>* tensors, json* chunks, json* specs) {
   const ParallelState& ps = t.ps;
-  if (!distributed && ps.dp_cp().rank() != 0) return;  // data-parallel replicas: rank 0 writes
   const bool bf16 = t.buffer.param_dtype() == DType::kBFloat16;
   for (Parameter* p : t.buffer.params()) {
+    // Data-parallel replicas (over expert-dp for expert parameters): rank 0 writes.
+    if (!distributed && (p->spec.expert_parallel ? ps.expert_dp() : ps.dp_cp()).rank() != 0) continue;
     if (p->is_tied_copy()) continue;                          // the original is saved
     if (!p->is_tensor_parallel() && ps.tp_rank != 0) continue;  // replicated over tp
+    const ShardCoords at = shard_coords(p->spec, ps);
     for (const OwnedRange& r : owned_ranges(*p, t.optimizer)) {
       const int64_t n = r.hi - r.lo;
       for (const char* kind : kKinds) {
@@ -344,7 +356,7 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
                            : std::string(kind) == "exp_avg" ? t.optimizer.exp_avg() + r.shard
                                                             : t.optimizer.exp_avg_sq() + r.shard;
         Chunk c{kind, p->spec.name, file, std::string(kind) + "/" + p->spec.name + "#" + std::to_string(r.lo),
-                p->is_tensor_parallel() ? ps.tp_rank : 0, p->is_tensor_parallel() ? ps.sizes.tensor : 1, r.lo, r.hi};
+                p->is_tensor_parallel() ? at.rank : 0, p->is_tensor_parallel() ? at.count : 1, r.lo, r.hi};
         tensors->push_back({c.key, {n}, std::vector<float>(src, src + n), {}});
         chunks->push_back(to_json(c));
       }
@@ -498,6 +510,14 @@ StatusOr<ModelConfig> checkpoint_model_config(const std::string& iteration_dir) 
     m.alibi_diagonal_opposite = a.value("--alibi-diagonal-opposite", false);
     m.square_alibi_mask = a.value("--square-alibi-mask", false);
     m.fill_neg_inf = a.value("--fill-neg-inf", false);
+    m.moe.num_experts = a.value("--num-experts", int64_t{0});
+    if (m.moe.enabled()) {
+      m.moe.router_topk = a.at("--moe-router-topk");
+      m.moe.ffn_hidden_size = a.at("--moe-ffn-hidden-size");
+      m.moe.layer_pattern = a.at("--moe-layer-freq").get<std::vector<int>>();
+      m.moe.shared_expert_intermediate_size = a.at("--moe-shared-expert-intermediate-size");
+      m.moe.shared_expert_gate = a.at("--shared-expert-gate");
+    }
   } catch (const json::exception& e) {
     return invalid_argument("'", iteration_dir, "/", kMetadata, "': the model arguments are incomplete (", e.what(), ")");
   }
@@ -610,7 +630,8 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
         const bool is_param = std::string(kind) == "param";
         if (!is_param && !load_optimizer) continue;
         std::vector<float> mine(static_cast<size_t>(n));
-        MS_RETURN_IF_ERROR(index.read_shard(kind, source, ps.tp_rank, ps.sizes.tensor, mine.data()));
+        const ShardCoords at = shard_coords(p.spec, ps);
+        MS_RETURN_IF_ERROR(index.read_shard(kind, source, at.rank, at.count, mine.data()));
         if (is_param) {
           if (bf16) {
             for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(mine[i]);
