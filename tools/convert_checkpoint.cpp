@@ -250,7 +250,20 @@ StatusOr<HfArchitecture> output_architecture(const Options& o, const WholeModel&
   if (o.model_type_hf == "llama2" || o.model_type_hf == "llama") arch = HfArchitecture::kLlama;
   if (o.model_type_hf == "qwen2") arch = HfArchitecture::kQwen2;
   if (o.model_type_hf == "mistral") arch = HfArchitecture::kMistral;
+  if (o.model_type_hf == "mixtral") arch = HfArchitecture::kMixtral;
   const ModelConfig& c = w.configs.model;
+  if (c.moe.enabled() != (arch == HfArchitecture::kMixtral)) {
+    return invalid_argument("--model-type-hf ", o.model_type_hf, " does not fit the checkpoint (",
+                            c.moe.enabled() ? "a mixture-of-experts model: use mixtral" : "a dense model", ")");
+  }
+  if (c.moe.enabled() && (c.moe.shared_expert_intermediate_size > 0 || c.moe.layer_pattern.size() > 0)) {
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      if (!c.moe.is_moe_layer(l) || c.moe.shared_expert_intermediate_size > 0) {
+        return unimplemented("the checkpoint's model has dense layers (--moe-layer-freq) or shared experts, which "
+                             "MixtralForCausalLM does not; exporting it to Hugging Face is not implemented");
+      }
+    }
+  }
   if ((arch != HfArchitecture::kGpt2) != c.swiglu) {
     return invalid_argument("--model-type-hf ", o.model_type_hf, " does not fit the checkpoint (",
                             c.swiglu ? "a LLaMA-style model" : "a GPT-2-style model", ")");

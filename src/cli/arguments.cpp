@@ -158,7 +158,147 @@ struct Choices {
   bool log_throughput = false;
   bool attention_softmax_in_fp32 = false;
   bool accumulate_allreduce_grads_in_fp32 = false;
+  // Mixture of experts.
+  std::string moe_layer_freq;
+  std::string moe_router_score_function = "softmax";
+  std::string moe_router_load_balancing_type = "aux_loss";
+  std::string moe_token_drop_policy = "probs";
+  std::string moe_token_dispatcher_type = "allgather";
+  std::string moe_router_dtype;
+  int64_t n_shared_experts = 0;
+  bool use_fused_moe_token_permute_and_unpermute = false;
+  bool gemm_gradient_accumulation_fusion = false;
 };
+
+// Megatron's MoE flags (transformer_config.py MoE fields) and MindSpeed's MoE additions.
+void register_moe_flags(FlagRegistry& r, MoeConfig& moe, ParallelConfig& p, Choices& ch) {
+  r.number("--num-experts", moe.num_experts, "MoE: experts per MoE layer", between(1, 1 << 20, false, "experts"));
+  r.value("--moe-layer-freq", ch.moe_layer_freq,
+          "MoE: every N-th layer is MoE (an integer, default 1), or a list such as [1,0,1,0]");
+  r.number("--moe-ffn-hidden-size", moe.ffn_hidden_size, "MoE: FFN size of one expert (default --ffn-hidden-size)",
+           between(1, 1 << 24));
+  r.number("--moe-router-topk", moe.router_topk, "MoE: experts per token", between(1, 1 << 20, false, "experts"));
+  r.value("--moe-router-score-function", ch.moe_router_score_function, "MoE router scores: softmax or sigmoid")
+      ->check(CLI::IsMember({"softmax", "sigmoid"}));
+  r.flag("--moe-router-pre-softmax", moe.router_pre_softmax, "MoE: softmax over all experts before the top-k");
+  r.number("--moe-router-topk-scaling-factor", moe.router_topk_scaling_factor,
+           "MoE: the routing probabilities are multiplied by this", above(0));
+  r.number("--moe-router-num-groups", moe.router_num_groups, "MoE group-limited routing: expert groups",
+           between(1, 1 << 20));
+  r.number("--moe-router-group-topk", moe.router_group_topk, "MoE group-limited routing: groups chosen per token",
+           between(1, 1 << 20));
+  r.flag("--moe-router-enable-expert-bias", moe.router_enable_expert_bias,
+         "MoE aux-loss-free balancing: a per-expert bias for the selection, updated from the token counts");
+  r.number("--moe-router-bias-update-rate", moe.router_bias_update_rate, "MoE: expert-bias update rate", at_least(0));
+  r.value("--moe-router-load-balancing-type", ch.moe_router_load_balancing_type,
+          "MoE load balancing: aux_loss, seq_aux_loss, sinkhorn or none")
+      ->check(CLI::IsMember({"aux_loss", "seq_aux_loss", "sinkhorn", "none"}));
+  r.number("--moe-aux-loss-coeff", moe.aux_loss_coeff, "MoE: load-balancing loss coefficient", at_least(0));
+  r.number("--moe-z-loss-coeff", moe.z_loss_coeff, "MoE: router z-loss coefficient", at_least(0));
+  r.number("--moe-expert-capacity-factor", moe.expert_capacity_factor,
+           "MoE: expert capacity = ceil(tokens * topk / experts * factor); tokens beyond it are dropped", above(0));
+  r.flag("--moe-pad-expert-input-to-capacity", moe.pad_expert_input_to_capacity,
+         "MoE: every expert gets exactly its capacity of rows (padding carries probability 0)");
+  r.value("--moe-token-drop-policy", ch.moe_token_drop_policy, "MoE: drop the lowest probabilities (probs) or the "
+          "latest tokens (position)")
+      ->check(CLI::IsMember({"probs", "position"}));
+  r.number("--moe-input-jitter-eps", moe.input_jitter_eps, "MoE: router input multiplied by U(1-eps, 1+eps)",
+           between(0, 1, /*hi_open=*/true));
+  r.value("--moe-token-dispatcher-type", ch.moe_token_dispatcher_type,
+          "MoE token dispatcher: allgather, alltoall or alltoall_seq")
+      ->check(CLI::IsMember({"allgather", "alltoall", "alltoall_seq"}));
+  r.value("--moe-router-dtype", ch.moe_router_dtype, "MoE: routing precision; fp32 (the router always computes in "
+          "fp32 here)")
+      ->check(CLI::IsMember({"fp32"}));
+  r.flag("--moe-grouped-gemm", moe.grouped_gemm, "MoE: the local experts as one grouped GEMM (npu_gmm)");
+  r.flag("--gemm-gradient-accumulation-fusion", ch.gemm_gradient_accumulation_fusion,
+         "MindSpeed: grouped GEMM weight gradients accumulated into the fp32 gradient (needs --moe-grouped-gemm)");
+  r.flag("--moe-permute-fusion", moe.permute_fusion, "MoE: fused token permute/unpermute with probabilities");
+  r.flag("--use-fused-moe-token-permute-and-unpermute", ch.use_fused_moe_token_permute_and_unpermute,
+         "MindSpeed spelling of --moe-permute-fusion");
+  r.number("--moe-shared-expert-intermediate-size", moe.shared_expert_intermediate_size,
+           "MoE: FFN size of the shared experts (a dense MLP on every token)", between(1, 1 << 24));
+  r.number("--n-shared-experts", ch.n_shared_experts,
+           "MindSpeed: shared experts; sets --moe-shared-expert-intermediate-size = k x the expert FFN size",
+           between(1, 1 << 16, false, "experts"));
+  r.flag("--shared-expert-gate", moe.shared_expert_gate, "MindSpeed-LLM: the shared experts' output times "
+         "sigmoid(x . gate)");
+  r.flag("--moe-shared-expert-overlap", moe.shared_expert_overlap,
+         "MoE: the shared experts compute while the dispatcher communicates (alltoall)");
+  r.number("--expert-tensor-parallel-size", p.expert_tensor_parallel_size,
+           "MoE: tensor-parallel size of the experts (default --tensor-model-parallel-size)",
+           between(1, 1 << 20, false, "ranks"));
+  r.flag("--moe-tp-extend-ep", p.moe_tp_extend_ep, "MindSpeed: the tp x ep ranks hold whole experts");
+  r.flag("--moe-permutation-async-comm", moe.permutation_async_comm,
+         "MindSpeed: the dispatcher's collectives are asynchronous and overlap each other and the permutation");
+  r.flag("--moe-alltoall-overlap-comm", moe.alltoall_overlap_comm,
+         "MindSpeed: the dispatch/combine all-to-alls run while router, shared experts and permutation compute");
+  r.flag("--moe-allgather-overlap-comm", moe.allgather_overlap_comm,
+         "MindSpeed: the allgather dispatcher's gathers run while the router and shared experts compute");
+}
+
+// --moe-layer-freq: an integer N (layers 0, N, 2N, ... are MoE) or a list "[1,0,1,0]".
+Status parse_moe_layer_freq(const std::string& text, int64_t num_layers, std::vector<int>* pattern) {
+  pattern->clear();
+  if (text.empty()) return ok_status();
+  std::string t;
+  for (char ch : text)
+    if (ch != ' ') t += ch;
+  if (!t.empty() && t.front() == '[' && t.back() == ']') {
+    size_t begin = 1;
+    while (begin < t.size()) {
+      const size_t end = std::min(t.find(',', begin), t.size() - 1);
+      const std::string item = t.substr(begin, end - begin);
+      if (item != "0" && item != "1") {
+        return invalid_argument("--moe-layer-freq \"", text, "\": list items must be 0 or 1, got '", item, "'");
+      }
+      pattern->push_back(item == "1" ? 1 : 0);
+      begin = end + 1;
+    }
+    return ok_status();
+  }
+  if (!check_integer<int64_t>(t).empty() || std::strtoll(t.c_str(), nullptr, 10) < 1) {
+    return invalid_argument("--moe-layer-freq \"", text, "\": expected an integer >= 1 or a list such as [1,0,1,0]");
+  }
+  const int64_t every = std::strtoll(t.c_str(), nullptr, 10);
+  for (int64_t layer = 0; layer < num_layers; ++layer) pattern->push_back(layer % every == 0 ? 1 : 0);
+  return ok_status();
+}
+
+Status apply_moe_choices(Configs& c, const Choices& ch) {
+  MoeConfig& moe = c.model.moe;
+  MS_RETURN_IF_ERROR(parse_moe_layer_freq(ch.moe_layer_freq, c.model.num_layers, &moe.layer_pattern));
+  moe.score_function =
+      ch.moe_router_score_function == "sigmoid" ? MoeScoreFunction::kSigmoid : MoeScoreFunction::kSoftmax;
+  moe.load_balancing = ch.moe_router_load_balancing_type == "seq_aux_loss" ? MoeLoadBalancing::kSeqAuxLoss
+                       : ch.moe_router_load_balancing_type == "sinkhorn"   ? MoeLoadBalancing::kSinkhorn
+                       : ch.moe_router_load_balancing_type == "none"       ? MoeLoadBalancing::kNone
+                                                                           : MoeLoadBalancing::kAuxLoss;
+  moe.drop_policy = ch.moe_token_drop_policy == "position" ? MoeDropPolicy::kPosition : MoeDropPolicy::kProbs;
+  moe.dispatcher = ch.moe_token_dispatcher_type == "alltoall"       ? MoeDispatcher::kAllToAll
+                   : ch.moe_token_dispatcher_type == "alltoall_seq" ? MoeDispatcher::kAllToAllSeq
+                                                                    : MoeDispatcher::kAllGather;
+  moe.permute_fusion = moe.permute_fusion || ch.use_fused_moe_token_permute_and_unpermute;
+  if (ch.gemm_gradient_accumulation_fusion && !moe.grouped_gemm) {
+    return invalid_argument("--gemm-gradient-accumulation-fusion needs --moe-grouped-gemm (MindSpeed's rule)");
+  }
+  moe.gemm_gradient_accumulation_fusion = ch.gemm_gradient_accumulation_fusion;
+  if (ch.n_shared_experts > 0) {
+    // MindSpeed's conversion: both flags are accepted only when they agree.
+    const int64_t expert_ffn = c.model.expert_ffn_hidden_size();
+    const int64_t size = ch.n_shared_experts * expert_ffn;
+    if (expert_ffn <= 0) {
+      return invalid_argument("--n-shared-experts needs --moe-ffn-hidden-size or --ffn-hidden-size");
+    }
+    if (moe.shared_expert_intermediate_size > 0 && moe.shared_expert_intermediate_size != size) {
+      return invalid_argument("--n-shared-experts ", ch.n_shared_experts, " means --moe-shared-expert-intermediate-size ",
+                              size, " (", ch.n_shared_experts, " x ", expert_ffn, "), but ",
+                              moe.shared_expert_intermediate_size, " was given");
+    }
+    moe.shared_expert_intermediate_size = size;
+  }
+  return ok_status();
+}
 
 void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   ModelConfig& m = c.model;
@@ -245,6 +385,7 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
          "Ulysses: all-gather keys and values along the sequence instead of the all-to-all");
   r.number("--expert-model-parallel-size", p.expert_model_parallel_size, "Expert-parallel size",
            between(1, 1 << 20, false, "ranks"));
+  register_moe_flags(r, m.moe, p, ch);
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
   CLI::Option* distopt = r.flag("--use-distributed-optimizer", p.use_distributed_optimizer,
                                 "Shard optimizer state over data parallelism (ZeRO-1)");
@@ -500,6 +641,7 @@ Status apply_attention_mask_flags(ModelConfig& m, const Choices& ch) {
 Status apply_choices(Configs& c, const Choices& ch) {
   MS_RETURN_IF_ERROR(apply_attention_mask_flags(c.model, ch));
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
+  MS_RETURN_IF_ERROR(apply_moe_choices(c, ch));
   c.parallel.dualpipev = ch.schedules_method == "dualpipev";
   ContextParallelConfig& cp = c.parallel.cp;
   cp.algo = ch.context_parallel_algo == "ulysses_cp_algo"  ? CpAlgo::kUlysses

@@ -1,6 +1,8 @@
 // architecture_differences (model_config.h).
 #include "config/model_config.h"
 
+#include <algorithm>
+
 #include "core/str_cat.h"
 
 namespace mindspeed {
@@ -45,6 +47,17 @@ std::string architecture_differences(const ModelConfig& f, const ModelConfig& c,
   check("--rotary-seq-len-interpolation-factor", f.rotary_seq_len_interpolation_factor,
         c.rotary_seq_len_interpolation_factor);
   check("--add-qkv-bias (with --disable-bias-linear)", f.qkv_bias(), c.qkv_bias());
+  check("--num-experts", f.moe.num_experts, c.moe.num_experts);
+  if (c.moe.enabled() && f.moe.enabled()) {
+    check("--moe-router-topk", f.moe.router_topk, c.moe.router_topk);
+    check("--moe-ffn-hidden-size", f.expert_ffn_hidden_size(), c.expert_ffn_hidden_size());
+    for (int64_t l = 0; l < std::min(f.num_layers, c.num_layers); ++l) {
+      check(str_cat("MoE layer ", l, " (--moe-layer-freq)").c_str(), f.moe.is_moe_layer(l), c.moe.is_moe_layer(l));
+    }
+    check("--moe-shared-expert-intermediate-size", f.moe.shared_expert_intermediate_size,
+          c.moe.shared_expert_intermediate_size);
+    check("--shared-expert-gate", f.moe.shared_expert_gate, c.moe.shared_expert_gate);
+  }
   return problems;
 }
 

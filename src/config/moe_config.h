@@ -41,13 +41,16 @@ struct MoeConfig {
   float input_jitter_eps = 0.0f;      ///< --moe-input-jitter-eps (0: none)
   MoeDispatcher dispatcher = MoeDispatcher::kAllGather;
   bool grouped_gemm = false;          ///< --moe-grouped-gemm
+  /// MindSpeed --gemm-gradient-accumulation-fusion: the grouped GEMM's weight gradient is
+  /// accumulated straight into the fp32 gradient (npu_groupmatmul_add_fp32) instead of
+  /// computed into a temporary and added.
+  bool gemm_gradient_accumulation_fusion = false;
   bool permute_fusion = false;        ///< --moe-permute-fusion / --use-fused-moe-token-permute-and-unpermute
   /// --moe-shared-expert-intermediate-size (MindSpeed --n-shared-experts k gives
   /// k * moe ffn size); 0: no shared experts.
   int64_t shared_expert_intermediate_size = 0;
   bool shared_expert_gate = false;    ///< MindSpeed-LLM --shared-expert-gate
   bool shared_expert_overlap = false;  ///< --moe-shared-expert-overlap
-  bool tp_extend_ep = false;          ///< MindSpeed --moe-tp-extend-ep
   bool permutation_async_comm = false;  ///< MindSpeed --moe-permutation-async-comm
   bool alltoall_overlap_comm = false;   ///< MindSpeed --moe-alltoall-overlap-comm
   bool allgather_overlap_comm = false;  ///< MindSpeed --moe-allgather-overlap-comm

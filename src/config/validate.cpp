@@ -1,5 +1,6 @@
 // validate_configs (validate.h).
 #include "config/validate.h"
+#include "config/validate_moe.h"
 
 #include "config/pipeline_layout.h"
 
@@ -254,10 +255,6 @@ Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size
                             "both the embedding and the output layer; MindSpeed refuses tied embeddings)");
   }
   MS_RETURN_IF_ERROR(validate_context_parallel(p, m));
-  if (p.expert_model_parallel_size > 1) {
-    return unimplemented("--expert-model-parallel-size ", p.expert_model_parallel_size,
-                         ": expert parallelism (MoE) is not implemented yet in mindspeed-cpp (use 1)");
-  }
   const int64_t model_size = static_cast<int64_t>(p.tensor_model_parallel_size) *
                              p.pipeline_model_parallel_size * p.context_parallel_size;
   if (world_size % model_size != 0) {
@@ -386,6 +383,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   MS_RETURN_IF_ERROR(validate_parallel_sizes(c.parallel, world_size));
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
+  MS_RETURN_IF_ERROR(validate_moe(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
   {
     // The layer split and schedule, with the schedule's minimum number of micro-batches per

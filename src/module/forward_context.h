@@ -5,6 +5,7 @@
 // per module (ModuleScope sets `weights`), never shared mutable state.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -46,6 +47,19 @@ struct LossSums {
 class ComputeWeights;
 class WeightGradQueue;
 
+/// The MoE routers' auxiliary losses of one iteration, per global layer (Megatron's
+/// moe_layer_wise_logging_tracker): "load_balancing_loss" (aux / coeff) and "z_loss"
+/// (z / coeff), summed over the micro-batches; the log line reduces and averages them.
+struct MoeAuxLosses {
+  std::vector<double> load_balancing;  ///< [num_layers]
+  std::vector<double> z;               ///< [num_layers]
+  bool any_load_balancing = false, any_z = false;
+  void clear() {
+    std::fill(load_balancing.begin(), load_balancing.end(), 0.0);
+    std::fill(z.begin(), z.end(), 0.0);
+  }
+};
+
 /// Called by the model around each module's use of its parameters, so the data-parallel
 /// layer can overlap communication with compute (Megatron's forward pre-hooks and
 /// gradient-ready backward hooks): before_forward waits for a pending parameter all-gather,
@@ -80,6 +94,11 @@ struct ForwardContext {
   WeightGradQueue* wgrad_queue = nullptr;
   /// How attention spans the context-parallel group (sizes and ranks are in ps).
   ContextParallelConfig cp;
+  /// MoE: the gradient scale of the routers' auxiliary and z losses (Megatron's
+  /// MoEAuxLossAutoScaler scale: 1 / number of micro-batches), and where their values are
+  /// recorded for the log (null: not recorded).
+  float moe_aux_loss_scale = 1.0f;
+  MoeAuxLosses* moe_aux_losses = nullptr;
 
   const KernelTable& k() const { return backend->kernels; }
   const KernelContext& kc() const { return backend->context; }

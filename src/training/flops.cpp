@@ -1,6 +1,8 @@
 // num_floating_point_operations (flops.h).
 #include "training/flops.h"
 
+#include <algorithm>
+
 namespace mindspeed {
 
 double num_floating_point_operations(const ModelConfig& c, int64_t batch_size) {
@@ -15,7 +17,20 @@ double num_floating_point_operations(const ModelConfig& c, int64_t batch_size) {
   const double F = static_cast<double>(c.ffn_hidden_size);
   const double V = static_cast<double>(c.padded_vocab_size);
   const double attention = (1.0 + g / n + s / (2.0 * h)) * q;
-  const double mlp = (F / h) * gamma;
+  double mlp = (F / h) * gamma;
+  if (c.moe.enabled()) {
+    // Megatron: dense layers F, MoE layers the top-k routed experts plus the shared experts
+    // (the router's GEMM is not counted).
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const bool noop = std::find(c.noop_layers.begin(), c.noop_layers.end(), l) != c.noop_layers.end();
+      if (!noop && c.moe.is_moe_layer(l)) ++moe_layers;
+    }
+    const double moe_share = static_cast<double>(moe_layers) / L;
+    const double routed = static_cast<double>(c.expert_ffn_hidden_size()) * static_cast<double>(c.moe.router_topk);
+    const double shared = static_cast<double>(c.moe.shared_expert_intermediate_size);
+    mlp = gamma / h * (F * (1.0 - moe_share) + (routed + shared) * moe_share);
+  }
   const double logits = V / (2.0 * L * h);
   return 12.0 * static_cast<double>(batch_size) * s * L * h * h * (attention + mlp + logits);
 }

@@ -144,6 +144,32 @@ StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, const 
 
 // Runs eval_iters global batches forward-only; returns the token-weighted mean loss over the
 // data-parallel group (Megatron 0.12: sum of losses / sum of tokens).
+// Megatron's track_moe_metrics for one iteration: each tracked loss's per-layer sums (over
+// the micro-batches) summed over the pipeline stages (and, for the load-balancing loss, over
+// the tensor x context sequence partition), times 1 / micro-batches, averaged over the MoE
+// layers. Clears the tracker.
+std::vector<std::pair<std::string, double>> moe_losses_of_iteration(const Configs& c, const ParallelState& ps,
+                                                                    int64_t num_micro, MoeAuxLosses& losses) {
+  std::vector<std::pair<std::string, double>> out;
+  const MoeConfig& moe = c.model.moe;
+  if (!moe.enabled()) return out;
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < c.model.num_layers; ++l) moe_layers += moe.is_moe_layer(l) ? 1 : 0;
+  auto reduce = [&](std::vector<double>& values, bool over_partition) {
+    double sum = 0.0;
+    for (double v : values) sum += v;
+    sum = ps.pp().all_reduce_scalar(sum, ReduceOp::kSum);
+    if (over_partition) sum = ps.tp_cp().all_reduce_scalar(sum, ReduceOp::kSum);
+    return sum / static_cast<double>(num_micro) / static_cast<double>(std::max<int64_t>(moe_layers, 1));
+  };
+  if (moe.load_balancing == MoeLoadBalancing::kAuxLoss || moe.load_balancing == MoeLoadBalancing::kSeqAuxLoss) {
+    out.emplace_back("load_balancing_loss", reduce(losses.load_balancing, /*over_partition=*/true));
+  }
+  if (moe.z_loss_coeff > 0) out.emplace_back("z_loss", reduce(losses.z, /*over_partition=*/false));
+  losses.clear();
+  return out;
+}
+
 StatusOr<double> evaluate(const GPTModelChunks& model, const ForwardContext& ctx, GptDataLoader& loader,
                           const Configs& c, int64_t num_micro, const ParallelState& ps) {
   LossSums sums;
@@ -181,7 +207,8 @@ Status load_megatron_weights(const Configs& c, const ParallelState& ps, const Pa
     MS_ASSIGN_OR_RETURN(std::vector<float> full, ckpt.full_tensor(source));
     // Re-padded for this run's tensor-parallel size: the rows are kept, padding added or cut.
     if (vocab) full.resize(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
-    set_parameter_from_full(*p, full.data(), ps.tp_rank, ps.sizes.tensor);
+    const ShardCoords at = shard_coords(p->spec, ps);
+    set_parameter_from_full(*p, full.data(), at.rank, at.count);
   }
   if (!c.training.finetune) {
     start->iteration = ckpt.iteration();
@@ -334,6 +361,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
   bopts.data_parallel_size = ps.dp_cp().size();
+  bopts.expert_data_parallel_size = ps.expert_dp().size();
   if (c.parallel.overlap_grad_reduce) {
     bopts.bucket_size = c.parallel.ddp_bucket_size > 0
                             ? c.parallel.ddp_bucket_size
@@ -358,11 +386,15 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
                megatron_start.iteration);
     }
   } else {
-    initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps.tp_rank, ps.sizes.tensor);
+    initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps);
   }
+  // Dense parameters summed over tensor x pipeline, routed experts over expert tensor x
+  // expert x pipeline (each counted once).
+  int64_t local_dense = 0, local_expert = 0;
+  for (const auto& p : model.registry().params()) (p->spec.expert_parallel ? local_expert : local_dense) += p->local_shape.numel();
   const int64_t total_params =
-      static_cast<int64_t>(ps.mp().all_reduce_scalar(static_cast<double>(model.registry().num_local_elements()),
-                                                     ReduceOp::kSum));
+      static_cast<int64_t>(ps.mp().all_reduce_scalar(static_cast<double>(local_dense), ReduceOp::kSum) +
+                           ps.tp_ep_pp().all_reduce_scalar(static_cast<double>(local_expert), ReduceOp::kSum));
   if (log_rank0) {
     log_info(" > number of parameters on (tensor, pipeline) model parallel rank (", ps.tp_rank, ", ", ps.pp_rank,
              "): ", model.registry().num_local_elements(), " (model total ", total_params, ")");
@@ -472,6 +504,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   Timer interval;
   double interval_loss = 0.0;
   int64_t interval_iters = 0;
+  // MoE: the routers' aux and z losses per layer (Megatron's layer-wise tracker).
+  MoeAuxLosses moe_losses;
+  moe_losses.load_balancing.assign(static_cast<size_t>(c.model.num_layers), 0.0);
+  moe_losses.z.assign(static_cast<size_t>(c.model.num_layers), 0.0);
+  if (c.model.moe.enabled()) ctx.moe_aux_losses = &moe_losses;
+  std::vector<std::pair<std::string, double>> interval_moe;
   double last_grad_norm = 0.0;
   std::vector<MicroBatch> mbs;
   CheckpointState progress = start;
@@ -538,6 +576,10 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
         ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum), ReduceOp::kSum);
     interval_loss += tokens > 0.0 ? loss_sum / tokens : 0.0;
     ++interval_iters;
+    const std::vector<std::pair<std::string, double>> moe_now = moe_losses_of_iteration(c, ps, num_micro, moe_losses);
+    if (interval_moe.empty()) interval_moe = moe_now;
+    else
+      for (size_t i = 0; i < moe_now.size(); ++i) interval_moe[i].second += moe_now[i].second;
     last_grad_norm = r.optimizer.grad_norm;
     metrics->training_iteration({.iteration = it,
                                  .consumed_train_samples = progress.consumed_train_samples + c.training.global_batch_size,
@@ -547,7 +589,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
                                  .loss_scale = 1.0,  // no fp16 loss scaler
                                  .grad_norm = last_grad_norm,
                                  .world_size = world.size,
-                                 .allocator = &alloc});
+                                 .allocator = &alloc,
+                                 .moe_losses = moe_now});
     if (c.training.check_for_nan_in_loss_and_grad && (!std::isfinite(loss_sum) || !std::isfinite(last_grad_norm))) {
       return diagnose_non_finite(registry, ps, backend, alloc, it, r.loss_sum);
     }
@@ -562,6 +605,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       l.learning_rate = scheduler.lr(it);  // Megatron logs the rate after the scheduler step
       l.global_batch_size = c.training.global_batch_size;
       l.lm_loss = interval_loss / static_cast<double>(interval_iters);
+      for (auto [name, value] : interval_moe) l.moe_losses.emplace_back(name, value / static_cast<double>(interval_iters));
       l.grad_norm = last_grad_norm;
       l.tokens_per_second_per_rank = tokens_per_iter / seconds / world.size;
       if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
@@ -579,6 +623,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       }
       interval_loss = 0.0;
       interval_iters = 0;
+      interval_moe.clear();
       interval.restart();
     }
     MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/false));

@@ -1,6 +1,8 @@
 // gpt_forward_step / train_step / evaluate_step (train_step.h).
 #include "training/train_step.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/profiler.h"
 #include "distributed/distributed_data_parallel.h"
@@ -85,6 +87,9 @@ TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const Pipel
   MS_CHECK(ctx_in.training, "train_step needs a training context");
   ForwardContext ctx = ctx_in;
   ctx.hooks = ddp;
+  // Megatron's MoEAuxLossAutoScaler.set_loss_scale(1 / num_microbatches): the routers' aux
+  // and z losses enter each micro-batch's gradient with this scale.
+  ctx.moe_aux_loss_scale = 1.0f / static_cast<float>(std::max<size_t>(microbatches.size(), 1));
   TrainStepResult result;
   buffer.zero_grad(*ctx.backend);
   const ForwardBackwardResult fb = run_schedule(std::move(model), layout, ctx, microbatches, false, ddp, options);

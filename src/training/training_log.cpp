@@ -29,6 +29,9 @@ std::string format_iteration_line(const IterationLog& l, const std::string& time
   s += fmt(" learning rate: %.6E |", l.learning_rate);
   s += fmt(" global batch size: %5lld |", static_cast<long long>(l.global_batch_size));
   s += fmt(" lm loss: %.6E |", l.lm_loss);
+  for (const auto& [name, value] : l.moe_losses) {
+    if (value > 0.0) s += fmt(" %s: %.6E |", name.c_str(), value);
+  }
   s += fmt(" loss scale: %.1f |", l.loss_scale);
   s += fmt(" grad norm: %.3f |", l.grad_norm);
   s += fmt(" number of skipped iterations: %3lld |", static_cast<long long>(l.skipped_iterations));

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/allocator.h"
 
@@ -21,6 +23,9 @@ struct IterationLog {
   double learning_rate = 0.0;
   int64_t global_batch_size = 0;
   double lm_loss = 0.0;              ///< averaged over the logged iterations
+  /// MoE: "load_balancing_loss", "z_loss" averaged over the logged iterations (Megatron's
+  /// track_moe_metrics entries of total_loss_dict; shown when positive).
+  std::vector<std::pair<std::string, double>> moe_losses;
   double loss_scale = 1.0;
   double grad_norm = 0.0;
   int64_t skipped_iterations = 0;

@@ -87,7 +87,10 @@ void TrainingMetrics::append_line(const std::string& line) {
 }
 
 void TrainingMetrics::training_iteration(const IterationScalars& s) {
-  if (!tensorboard_ || s.iteration % config_.tensorboard_log_interval != 0) return;
+  if (!tensorboard_) return;
+  // MoE: Megatron's track_moe_metrics writes these every iteration.
+  for (const auto& [name, value] : s.moe_losses) tensorboard_->add_scalar(name, value, s.iteration);
+  if (s.iteration % config_.tensorboard_log_interval != 0) return;
   SummaryWriter& w = *tensorboard_;
   const double now = unix_time_now();
   const int64_t it = s.iteration, samples = s.consumed_train_samples;
@@ -128,6 +131,7 @@ void TrainingMetrics::log_line(const IterationLog& l) {
   j["learning_rate"] = number(l.learning_rate);
   j["global_batch_size"] = l.global_batch_size;
   j["lm_loss"] = number(l.lm_loss);
+  for (const auto& [name, value] : l.moe_losses) j[name] = number(value);
   j["loss_scale"] = number(l.loss_scale);
   j["grad_norm"] = number(l.grad_norm);
   j["skipped_iterations"] = l.skipped_iterations;

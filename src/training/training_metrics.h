@@ -34,6 +34,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 #include "config/logging_config.h"
@@ -55,6 +57,8 @@ struct IterationScalars {
   double grad_norm = 0.0;
   int world_size = 1;
   const Allocator* allocator = nullptr;  ///< for --log-memory-to-tensorboard
+  /// MoE: this iteration's "load_balancing_loss" / "z_loss" (written every iteration).
+  std::vector<std::pair<std::string, double>> moe_losses = {};
 };
 
 class TrainingMetrics {

@@ -15,7 +15,8 @@ enum class AttentionKind {
 
 /// The MLP slot.
 enum class MlpKind {
-  kDense,  ///< MLP: linear_fc1, GELU or SwiGLU, linear_fc2 (the MoE issue adds kMoE)
+  kDense,  ///< MLP: linear_fc1, GELU or SwiGLU, linear_fc2
+  kMoE,    ///< MoELayer: router, token dispatcher, routed experts, optional shared experts
 };
 
 struct TransformerLayerSpec {

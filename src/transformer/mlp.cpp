@@ -8,17 +8,18 @@
 namespace mindspeed {
 
 MLP::MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
-         int tp_size, bool sequence_parallel)
+         int tp_size, bool sequence_parallel, int64_t ffn_hidden_size)
     : swiglu_(config.swiglu),
       gelu_(config.openai_gelu ? GeluApproximation::kTanh : GeluApproximation::kErf),
-      ffn_local_(config.ffn_hidden_size / tp_size),
+      ffn_local_((ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size) / tp_size),
       linear_fc1_(registry, prefix + ".linear_fc1", config.hidden_size,
-                  config.ffn_hidden_size * (config.swiglu ? 2 : 1),
+                  (ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size) * (config.swiglu ? 2 : 1),
                   LinearOptions{.bias = config.add_bias_linear,
                                 .init_std = config.init_method_std,
                                 .glu = config.swiglu},
                   tp_size),
-      linear_fc2_(registry, prefix + ".linear_fc2", config.ffn_hidden_size, config.hidden_size,
+      linear_fc2_(registry, prefix + ".linear_fc2", ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size,
+                  config.hidden_size,
                   LinearOptions{.bias = config.add_bias_linear,
                                 .sequence_parallel = sequence_parallel,
                                 .init_std = config.init_method_std /

@@ -18,8 +18,9 @@ class MLP {
     Tensor act_out;  ///< [N, F/tp]: linear_fc2's input
   };
 
+  /// ffn_hidden_size 0: config.ffn_hidden_size (MoE shared experts pass their own size).
   MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
-      int tp_size, bool sequence_parallel);
+      int tp_size, bool sequence_parallel, int64_t ffn_hidden_size = 0);
   /// out = linear_fc2(act(linear_fc1(x))), reduced over tp, without fc2 bias. N is the full
   /// row count; x and out are [N/tp, h] with sequence parallelism.
   void forward(const ForwardContext& ctx, const float* x, int64_t N, float* out, Saved& saved) const;

@@ -15,13 +15,13 @@ std::vector<Parameter*> params_since(const ParameterRegistry& registry, size_t f
 TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfig& config,
                                    const std::vector<TransformerLayerSpec>& specs, int64_t first_layer,
                                    bool post_process, int tp_size, int tp_rank, bool sequence_parallel,
-                                   const float* rope_cos, const float* rope_sin)
+                                   const float* rope_cos, const float* rope_sin, const ExpertPlacement& experts)
     : hidden_(config.hidden_size), post_process_(post_process) {
   for (size_t i = 0; i < specs.size(); ++i) {
     const size_t first = registry.params().size();
     layers_.push_back(std::make_unique<TransformerLayer>(registry, config, specs[i],
                                                          first_layer + static_cast<int64_t>(i), tp_size, tp_rank,
-                                                         sequence_parallel, rope_cos, rope_sin));
+                                                         sequence_parallel, rope_cos, rope_sin, experts));
     layer_params_.push_back(params_since(registry, first));
     layer_names_.push_back("decoder.layers." + std::to_string(first_layer + static_cast<int64_t>(i)));
   }

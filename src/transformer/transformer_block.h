@@ -30,7 +30,8 @@ class TransformerBlock {
   /// decoder.final_layernorm.
   TransformerBlock(ParameterRegistry& registry, const ModelConfig& config,
                    const std::vector<TransformerLayerSpec>& specs, int64_t first_layer, bool post_process,
-                   int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos, const float* rope_sin);
+                   int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos, const float* rope_sin,
+                   const ExpertPlacement& experts = {});
 
   /// hidden [n, h] -> the last layer's output [n, h], or with post_process the final
   /// layernorm's output [n, h]. With `inference` (generation) the attention runs over its

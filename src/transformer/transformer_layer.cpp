@@ -11,7 +11,7 @@ std::string layer_prefix(int64_t index) { return "decoder.layers." + std::to_str
 TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfig& config,
                                    const TransformerLayerSpec& spec, int64_t layer_index, int tp_size,
                                    int tp_rank, bool sequence_parallel, const float* rope_cos,
-                                   const float* rope_sin)
+                                   const float* rope_sin, const ExpertPlacement& experts)
     : layer_index_(layer_index), hidden_(config.hidden_size), hidden_dropout_(config.hidden_dropout) {
   if (spec.noop) return;
   const std::string prefix = layer_prefix(layer_index);
@@ -28,6 +28,10 @@ TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfi
   switch (spec.mlp) {
     case MlpKind::kDense:
       mlp_ = std::make_unique<MLP>(registry, prefix + ".mlp", config, tp_size, sequence_parallel);
+      break;
+    case MlpKind::kMoE:
+      moe_ = std::make_unique<MoELayer>(registry, prefix + ".mlp", config, layer_index, experts, tp_size,
+                                        sequence_parallel);
       break;
   }
 }
@@ -82,9 +86,13 @@ Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb
   round(saved.mid);
   pre_mlp_layernorm_->forward(ctx, saved.mid.f32(), n, saved.pre_mlp_layernorm);
   round(saved.pre_mlp_layernorm.out);
-  mlp_->forward(ctx, saved.pre_mlp_layernorm.out.f32(), N, branch.f32(), saved.mlp);
+  if (moe_) {
+    moe_->forward(ctx, mb, saved.pre_mlp_layernorm.out.f32(), N, branch.f32(), saved.moe);
+  } else {
+    mlp_->forward(ctx, saved.pre_mlp_layernorm.out.f32(), N, branch.f32(), saved.mlp);
+  }
   Tensor output(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
-  Parameter* fc2_bias = mlp_->fc2_bias();
+  Parameter* fc2_bias = moe_ ? nullptr : mlp_->fc2_bias();
   ctx.k().bias_dropout_add_forward(ctx.kc(), output.f32(), branch.f32(), fc2_bias ? ctx.w(*fc2_bias) : nullptr,
                                    saved.mid.f32(), n, hidden_,
                                    residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
@@ -102,10 +110,14 @@ void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb,
   Tensor dbranch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   Tensor dnorm(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   // MLP half: dresid holds d(output) = d(mid) through the residual.
-  Parameter* fc2_bias = mlp_->fc2_bias();
+  Parameter* fc2_bias = moe_ ? nullptr : mlp_->fc2_bias();
   ctx.k().bias_dropout_add_backward(ctx.kc(), dbranch.f32(), fc2_bias ? fc2_bias->g() : nullptr, dresid, n,
                                     hidden_, residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
-  mlp_->backward(ctx, saved.mlp, saved.pre_mlp_layernorm.out.f32(), dbranch.f32(), dnorm.f32(), N);
+  if (moe_) {
+    moe_->backward(ctx, mb, saved.moe, saved.pre_mlp_layernorm.out.f32(), dbranch.f32(), dnorm.f32(), N);
+  } else {
+    mlp_->backward(ctx, saved.mlp, saved.pre_mlp_layernorm.out.f32(), dbranch.f32(), dnorm.f32(), N);
+  }
   pre_mlp_layernorm_->backward(ctx, saved.pre_mlp_layernorm, saved.mid.f32(), dnorm.f32(), dresid, n);
   // Attention half: dresid now holds d(mid).
   Parameter* proj_bias = self_attention_->proj_bias();

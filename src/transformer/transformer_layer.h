@@ -20,6 +20,7 @@
 #include "transformer/layer_spec.h"
 #include "module/forward_context.h"
 #include "transformer/mlp.h"
+#include "transformer/moe/moe_layer.h"
 #include "transformer/norm.h"
 
 namespace mindspeed {
@@ -33,6 +34,7 @@ class TransformerLayer {
     Tensor mid;                    ///< [n, h] residual after attention
     Norm::Saved pre_mlp_layernorm;
     MLP::Saved mlp;
+    MoELayer::Saved moe;           ///< MoE layers
     /// The activations kept in bf16 with --bf16 (statistics stay fp32).
     std::array<Tensor*, 14> activations();
     /// bf16 storage of the saved activations (forward end) and back to fp32 (backward start).
@@ -43,7 +45,7 @@ class TransformerLayer {
   /// layer_index: global 0-based index (Megatron's layer_number - 1).
   TransformerLayer(ParameterRegistry& registry, const ModelConfig& config, const TransformerLayerSpec& spec,
                    int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos,
-                   const float* rope_sin);
+                   const float* rope_sin, const ExpertPlacement& experts = {});
   bool is_noop() const { return self_attention_ == nullptr; }
   /// Takes the input [n, h] and returns the output [n, h]. With `inference` the attention
   /// runs over the key/value cache (SelfAttention::forward).
@@ -62,6 +64,7 @@ class TransformerLayer {
   std::unique_ptr<SelfAttention> self_attention_;
   std::unique_ptr<Norm> pre_mlp_layernorm_;
   std::unique_ptr<MLP> mlp_;
+  std::unique_ptr<MoELayer> moe_;
 };
 
 }  // namespace mindspeed

@@ -11,7 +11,7 @@ TransformerLayerSpec get_gpt_layer_local_spec(const ModelConfig& config, int64_t
   spec.input_layernorm = config.normalization;
   spec.pre_mlp_layernorm = config.normalization;
   spec.self_attention = AttentionKind::kSelfAttention;
-  spec.mlp = MlpKind::kDense;
+  spec.mlp = config.moe.is_moe_layer(layer_index) ? MlpKind::kMoE : MlpKind::kDense;
   return spec;
 }
 

@@ -74,6 +74,18 @@ std::vector<Mapping> mappings(const ModelConfig& c, HfArchitecture arch, const s
     }
     m.push_back({o + "self_attention.linear_proj.weight", {h + "self_attn.o_proj.weight"}, Layout::kCopy});
     m.push_back({o + "pre_mlp_layernorm.weight", {h + "post_attention_layernorm.weight"}, Layout::kCopy});
+    if (c.moe.is_moe_layer(l)) {
+      // Mixtral's block_sparse_moe: gate = the router, experts.N.{w1 gate, w3 up, w2 down}.
+      const std::string b = h + "block_sparse_moe.";
+      m.push_back({o + "mlp.router.weight", {b + "gate.weight"}, Layout::kCopy});
+      for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+        const std::string x = o + "mlp.experts.local_experts." + std::to_string(e) + ".";
+        const std::string hx = b + "experts." + std::to_string(e) + ".";
+        m.push_back({x + "linear_fc1.weight", {hx + "w1.weight", hx + "w3.weight"}, Layout::kConcatRows});
+        m.push_back({x + "linear_fc2.weight", {hx + "w2.weight"}, Layout::kCopy});
+      }
+      continue;
+    }
     m.push_back({o + "mlp.linear_fc1.weight", {h + "mlp.gate_proj.weight", h + "mlp.up_proj.weight"}, Layout::kConcatRows});
     m.push_back({o + "mlp.linear_fc2.weight", {h + "mlp.down_proj.weight"}, Layout::kCopy});
   }
@@ -84,9 +96,15 @@ std::vector<Mapping> mappings(const ModelConfig& c, HfArchitecture arch, const s
   return m;
 }
 
+// The FFN size of the MLP a mapping belongs to: a routed expert's or the dense one.
+int64_t ffn_of(const Mapping& m, const ModelConfig& c) {
+  return m.ours.find(".mlp.experts.") != std::string::npos ? c.expert_ffn_hidden_size() : c.ffn_hidden_size;
+}
+
 // Expected Hugging Face shapes of the tensors of a mapping.
 std::vector<std::vector<int64_t>> hf_shapes(const Mapping& m, const ModelConfig& c, HfArchitecture arch) {
   const int64_t h = c.hidden_size, D = c.kv_channels, nq = c.num_attention_heads, ng = c.query_groups();
+  const int64_t F = ffn_of(m, c);
   const bool bias = m.ours.ends_with(".bias");
   switch (m.layout) {
     case Layout::kPadRows: return {{c.vocab_size, h}};
@@ -95,7 +113,7 @@ std::vector<std::vector<int64_t>> hf_shapes(const Mapping& m, const ModelConfig&
     case Layout::kLlamaQkv:
       if (bias) return {{nq * D}, {ng * D}, {ng * D}};
       return {{nq * D, h}, {ng * D, h}, {ng * D, h}};
-    case Layout::kConcatRows: return {{c.ffn_hidden_size, h}, {c.ffn_hidden_size, h}};
+    case Layout::kConcatRows: return {{F, h}, {F, h}};
     case Layout::kTranspose:
       if (m.ours.ends_with("linear_proj.weight")) return {{h, h}};
       if (m.ours.ends_with("linear_fc1.weight")) return {{h, c.ffn_hidden_size}};
@@ -103,8 +121,9 @@ std::vector<std::vector<int64_t>> hf_shapes(const Mapping& m, const ModelConfig&
     case Layout::kCopy:
       if (m.ours == "embedding.position_embeddings.weight") return {{c.max_position_embeddings, h}};
       if (m.ours.ends_with("linear_proj.weight")) return {{h, nq * D}};
-      if (m.ours.ends_with("linear_fc2.weight")) return {{h, c.ffn_hidden_size}};
+      if (m.ours.ends_with("linear_fc2.weight")) return {{h, F}};
       if (m.ours.ends_with("linear_fc1.bias")) return {{c.ffn_hidden_size}};
+      if (m.ours.ends_with("mlp.router.weight")) return {{c.moe.num_experts, h}};
       return {{h}};
   }
   (void)arch;
@@ -155,7 +174,10 @@ HfRow hf_row_of(const Mapping& m, const ModelConfig& c, int64_t row) {
     case Layout::kCopy:
     case Layout::kTranspose: return {0, row};
     case Layout::kPadRows: return row < c.vocab_size ? HfRow{0, row} : HfRow{};
-    case Layout::kConcatRows: return row < c.ffn_hidden_size ? HfRow{0, row} : HfRow{1, row - c.ffn_hidden_size};
+    case Layout::kConcatRows: {
+      const int64_t F = ffn_of(m, c);
+      return row < F ? HfRow{0, row} : HfRow{1, row - F};
+    }
     case Layout::kGpt2Qkv:
     case Layout::kGpt2QkvBias: return {0, qkv_block_row(row, nq, nq, D)};
     case Layout::kLlamaQkv: {
@@ -349,15 +371,30 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
     c.position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
     c.untie_embeddings_and_output_weights = false;
     c.add_bias_linear = true;
-  } else if (type == "llama" || type == "qwen2" || type == "mistral") {
-    // Qwen2 and Mistral are LLaMA with a QKV bias (Qwen2) or a sliding window (Mistral).
+  } else if (type == "llama" || type == "qwen2" || type == "mistral" || type == "mixtral") {
+    // Qwen2 and Mistral are LLaMA with a QKV bias (Qwen2) or a sliding window (Mistral);
+    // Mixtral is Mistral with every MLP a mixture of experts.
     info.architecture = type == "qwen2"     ? HfArchitecture::kQwen2
                         : type == "mistral" ? HfArchitecture::kMistral
+                        : type == "mixtral" ? HfArchitecture::kMixtral
                                             : HfArchitecture::kLlama;
+    if (info.architecture == HfArchitecture::kMixtral) {
+      MS_RETURN_IF_ERROR(f.positive_int("num_local_experts", &c.moe.num_experts));
+      MS_RETURN_IF_ERROR(f.positive_int("num_experts_per_tok", &c.moe.router_topk));
+      double jitter = 0.0;
+      if (f.has("router_jitter_noise") && j.at("router_jitter_noise").is_number()) {
+        jitter = j.at("router_jitter_noise").get<double>();
+      }
+      if (jitter != 0.0) {
+        return unimplemented(path, ": router_jitter_noise ", jitter, " (Hugging Face's multiplicative jitter of the "
+                             "router input); train with --moe-input-jitter-eps instead");
+      }
+    }
     MS_RETURN_IF_ERROR(f.positive_int("hidden_size", &c.hidden_size));
     MS_RETURN_IF_ERROR(f.positive_int("num_hidden_layers", &c.num_layers));
     MS_RETURN_IF_ERROR(f.positive_int("num_attention_heads", &c.num_attention_heads));
     MS_RETURN_IF_ERROR(f.positive_int("intermediate_size", &c.ffn_hidden_size));
+    if (type == "mixtral") c.moe.ffn_hidden_size = c.ffn_hidden_size;
     MS_RETURN_IF_ERROR(f.positive_int("max_position_embeddings", &c.max_position_embeddings));
     MS_RETURN_IF_ERROR(f.positive_int("vocab_size", &c.vocab_size));
     MS_RETURN_IF_ERROR(
@@ -403,7 +440,8 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
         return unimplemented(path, ": rope_scaling type '", kind, "' (supported: llama3, linear)");
       }
     }
-    if (info.architecture == HfArchitecture::kMistral && f.has("sliding_window") && !j.at("sliding_window").is_null()) {
+    if ((info.architecture == HfArchitecture::kMistral || info.architecture == HfArchitecture::kMixtral) &&
+        f.has("sliding_window") && !j.at("sliding_window").is_null()) {
       int64_t window = 0;
       MS_RETURN_IF_ERROR(f.optional_positive_int("sliding_window", &window));
       if (window < c.max_position_embeddings) {
@@ -435,7 +473,7 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
     c.add_bias_linear = false;
     c.add_qkv_bias = attention_bias;
   } else {
-    return unimplemented(path, ": model_type '", type, "' (supported: gpt2, llama, qwen2, mistral)");
+    return unimplemented(path, ": model_type '", type, "' (supported: gpt2, llama, qwen2, mistral, mixtral)");
   }
   if (c.kv_channels == 0) c.kv_channels = c.hidden_size / c.num_attention_heads;
   if (!c.group_query_attention) c.num_query_groups = c.num_attention_heads;
@@ -558,7 +596,8 @@ Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const Paralle
                               target->spec.global_shape.to_string());
       }
       std::vector<float> shard(static_cast<size_t>(target->local_shape.numel()));
-      for (const ShardRun& run : shard_runs(target->spec, ps.tp_rank, ps.sizes.tensor)) {
+      const ShardCoords at = shard_coords(target->spec, ps);
+      for (const ShardRun& run : shard_runs(target->spec, at.rank, at.count)) {
         const HfRow source = hf_row_of(m, c, run.row);
         float* out = shard.data() + run.local_offset;
         const int64_t count = run.col_end - run.col_begin;
@@ -625,8 +664,12 @@ std::string hf_config_json(const ModelConfig& c, HfArchitecture arch) {
          {"torch_dtype", "float32"}};
   } else {
     const bool qwen2 = arch == HfArchitecture::kQwen2, mistral = arch == HfArchitecture::kMistral;
-    j = {{"architectures", {qwen2 ? "Qwen2ForCausalLM" : mistral ? "MistralForCausalLM" : "LlamaForCausalLM"}},
-         {"model_type", qwen2 ? "qwen2" : mistral ? "mistral" : "llama"},
+    const bool mixtral = arch == HfArchitecture::kMixtral;
+    j = {{"architectures", {qwen2     ? "Qwen2ForCausalLM"
+                            : mistral ? "MistralForCausalLM"
+                            : mixtral ? "MixtralForCausalLM"
+                                      : "LlamaForCausalLM"}},
+         {"model_type", qwen2 ? "qwen2" : mistral ? "mistral" : mixtral ? "mixtral" : "llama"},
          {"hidden_size", c.hidden_size},
          {"num_hidden_layers", c.num_layers},
          {"num_attention_heads", c.num_attention_heads},
@@ -641,6 +684,13 @@ std::string hf_config_json(const ModelConfig& c, HfArchitecture arch) {
          {"attention_bias", c.add_qkv_bias},
          {"head_dim", c.kv_channels},
          {"torch_dtype", "float32"}};
+    if (mixtral) {
+      j["intermediate_size"] = c.expert_ffn_hidden_size();
+      j["num_local_experts"] = c.moe.num_experts;
+      j["num_experts_per_tok"] = c.moe.router_topk;
+      j["router_aux_loss_coef"] = c.moe.aux_loss_coeff;
+      j["output_router_logits"] = false;
+    }
     if (c.rope_scaling == RopeScaling::kLlama3) {
       j["rope_scaling"] = {{"rope_type", "llama3"},
                            {"factor", c.rope_scaling_factor},

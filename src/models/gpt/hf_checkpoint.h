@@ -22,7 +22,7 @@
 namespace mindspeed {
 
 /// kQwen2 and kMistral use the LLaMA names and layouts (Qwen2 with q/k/v biases).
-enum class HfArchitecture { kGpt2, kLlama, kQwen2, kMistral };
+enum class HfArchitecture { kGpt2, kLlama, kQwen2, kMistral, kMixtral };
 
 struct HfModelInfo {
   HfArchitecture architecture = HfArchitecture::kGpt2;

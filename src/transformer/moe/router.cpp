@@ -1,0 +1,149 @@
+// TopKRouter (router.h).
+#include "transformer/moe/router.h"
+
+#include "core/check.h"
+#include "tensor_parallel/layers.h"
+
+namespace mindspeed {
+namespace {
+
+// The sequence-partition group of the router's losses.
+ProcessGroup& partition_group(const ForwardContext& ctx) { return ctx.ps->tp_cp(); }
+
+}  // namespace
+
+TopKRouter::TopKRouter(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
+                       int64_t layer_index, bool sequence_parallel)
+    : moe_(config.moe), layer_index_(layer_index), hidden_(config.hidden_size) {
+  weight_ = registry.add({.name = prefix + ".weight",
+                          .global_shape = Shape{config.moe.num_experts, config.hidden_size},
+                          .split = TensorParallelSplit::kReplicated,
+                          .init = InitMethod::kNormal,
+                          .init_std = config.init_method_std,
+                          .sequence_parallel = sequence_parallel},
+                         1);
+}
+
+void TopKRouter::forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x, int64_t n,
+                         Saved& saved) const {
+  const int64_t E = moe_.num_experts, h = hidden_;
+  const float* gate_input = x;
+  if (moe_.input_jitter_eps > 0 && ctx.training) {
+    // x * U(1 - eps, 1 + eps), keyed by (iteration, layer, sample position, channel) so every
+    // layout draws the same noise for a token.
+    const RngStream rng = ctx.dropout_stream(layer_index_, static_cast<DropoutSite>(0x6a6974));  // "jit"
+    saved.jitter.resize(static_cast<size_t>(n * h));
+    saved.jittered = Tensor(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kActivations);
+    const int64_t offset = ctx.sequence_offset(mb.T);
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t s_local = r / mb.B + offset, b = r % mb.B;
+      const int64_t s = mb.seq_index.empty() ? s_local : mb.seq_index[s_local];
+      const uint64_t token = static_cast<uint64_t>((mb.first_sample + b) * mb.sample_length() + s);
+      for (int64_t c = 0; c < h; ++c) {
+        const float u = rng.uniform(token * static_cast<uint64_t>(h) + static_cast<uint64_t>(c));
+        const float f = 1.0f - moe_.input_jitter_eps + 2.0f * moe_.input_jitter_eps * u;
+        saved.jitter[r * h + c] = f;
+        saved.jittered.f32()[r * h + c] = x[r * h + c] * f;
+      }
+    }
+    gate_input = saved.jittered.f32();
+  }
+  saved.logits.assign(static_cast<size_t>(n * E), 0.0f);
+  ctx.k().linear_forward(ctx.kc(), saved.logits.data(), gate_input, ctx.w(*weight_), nullptr, n, h, E);
+  const int partition = partition_group(ctx).size();
+  saved.z = ctx.training && moe_.z_loss_coeff > 0;
+  if (saved.z && ctx.moe_aux_losses != nullptr) {
+    const float coeff = moe_.z_loss_coeff / static_cast<float>(ctx.ps->sizes.tensor * ctx.ps->sizes.context);
+    const float z = z_loss(saved.logits, n, E, coeff);
+    ctx.moe_aux_losses->z[layer_index_] += z / coeff;
+    ctx.moe_aux_losses->any_z = true;
+  }
+  if (moe_.load_balancing == MoeLoadBalancing::kSinkhorn) {
+    SinkhornRouting r = sinkhorn_routing_forward(saved.logits, n, E, moe_.router_topk, ctx.training);
+    saved.probs = std::move(r.probs);
+    saved.routing_map = std::move(r.routing_map);
+    saved.sinkhorn = std::move(r.saved);
+    return;
+  }
+  StatusOr<RoutingOutput> routed = topk_routing_forward(saved.logits, n, E, router_options(moe_));
+  MS_CHECK(routed.ok(), "layer ", layer_index_, " router: ", routed.status().to_string());
+  saved.probs = std::move(routed->probs);
+  saved.routing_map = std::move(routed->routing_map);
+  saved.routing = std::move(routed->saved);
+  saved.aux = ctx.training && moe_.aux_loss_coeff > 0 &&
+              (moe_.load_balancing == MoeLoadBalancing::kAuxLoss || moe_.load_balancing == MoeLoadBalancing::kSeqAuxLoss);
+  if (!saved.aux) return;
+  AuxScores scores = aux_loss_scores_forward(saved.logits, n, E, moe_.score_function, moe_.router_topk);
+  saved.aux_scores = std::move(scores.saved);
+  double aux = 0.0;
+  if (moe_.load_balancing == MoeLoadBalancing::kAuxLoss) {
+    // The counts of the whole sequence (summed over the partition group), the scores local.
+    std::vector<float> counts(routed->tokens_per_expert.begin(), routed->tokens_per_expert.end());
+    if (partition > 1) partition_group(ctx).all_reduce(counts.data(), E);
+    saved.global_tokens_per_expert.assign(counts.begin(), counts.end());
+    aux = switch_load_balancing_loss(scores.scores, n, E, saved.global_tokens_per_expert, partition,
+                                     moe_.router_topk, moe_.aux_loss_coeff);
+  } else {
+    std::vector<float> full(static_cast<size_t>(n * E * partition));
+    if (partition > 1) {
+      partition_group(ctx).all_gather(full.data(), scores.scores.data(), n * E);
+    } else {
+      full = scores.scores;
+    }
+    aux = sequence_load_balancing_loss(full, saved.routing_map, n / mb.B, mb.B, partition, E, moe_.router_topk,
+                                       moe_.aux_loss_coeff);
+  }
+  if (ctx.moe_aux_losses != nullptr) {
+    ctx.moe_aux_losses->load_balancing[layer_index_] += aux / moe_.aux_loss_coeff;
+    ctx.moe_aux_losses->any_load_balancing = true;
+  }
+}
+
+void TopKRouter::backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved, const float* x,
+                          const float* dprobs, float* dx, int64_t n) const {
+  const int64_t E = moe_.num_experts, h = hidden_;
+  const int partition = partition_group(ctx).size();
+  std::vector<float> dlogits(static_cast<size_t>(n * E)), part(static_cast<size_t>(n * E));
+  std::span<const float> dp(dprobs, static_cast<size_t>(n * E));
+  if (moe_.load_balancing == MoeLoadBalancing::kSinkhorn) {
+    sinkhorn_routing_backward(saved.sinkhorn, dp, dlogits);
+  } else {
+    topk_routing_backward(saved.routing, dp, dlogits);
+  }
+  const float scale = ctx.moe_aux_loss_scale;
+  if (saved.aux) {
+    std::vector<float> dscores(static_cast<size_t>(n * E));
+    if (moe_.load_balancing == MoeLoadBalancing::kAuxLoss) {
+      switch_load_balancing_loss_backward(n, E, saved.global_tokens_per_expert, partition, moe_.router_topk,
+                                          moe_.aux_loss_coeff, scale, dscores);
+    } else {
+      std::vector<float> dfull(static_cast<size_t>(n * E * partition));
+      sequence_load_balancing_loss_backward(saved.routing_map, n / mb.B, mb.B, partition, E, moe_.router_topk,
+                                            moe_.aux_loss_coeff, scale, dfull);
+      // The gather's backward: the gradient of every rank's loss for this rank's scores.
+      if (partition > 1) {
+        partition_group(ctx).reduce_scatter(dscores.data(), dfull.data(), n * E);
+      } else {
+        dscores = dfull;
+      }
+    }
+    aux_loss_scores_backward(saved.aux_scores, dscores, part);
+    for (size_t i = 0; i < dlogits.size(); ++i) dlogits[i] += part[i];
+  }
+  if (saved.z) {
+    const float coeff = moe_.z_loss_coeff / static_cast<float>(ctx.ps->sizes.tensor * ctx.ps->sizes.context);
+    z_loss_backward(saved.logits, n, E, coeff, scale, part);
+    for (size_t i = 0; i < dlogits.size(); ++i) dlogits[i] += part[i];
+  }
+  const float* gate_input = saved.jittered.empty() ? x : saved.jittered.f32();
+  accumulate_weight_grad(ctx, weight_, nullptr, dlogits.data(), gate_input, Tensor(), n, h, E);
+  Tensor dgate(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
+  ctx.k().linear_backward_input(ctx.kc(), dgate.f32(), dlogits.data(), ctx.w(*weight_), n, h, E,
+                                /*accumulate=*/false);
+  if (!saved.jittered.empty()) {
+    for (int64_t i = 0; i < n * h; ++i) dgate.f32()[i] *= saved.jitter[i];
+  }
+  ctx.k().add_inplace(ctx.kc(), dx, dgate.f32(), n * h);
+}
+
+}  // namespace mindspeed
