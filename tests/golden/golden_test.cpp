@@ -1,7 +1,8 @@
 // The model against PyTorch golden fixtures (tests/golden/generate_fixtures.py): tiny
 // GPT-2-style and LLaMA-style (GQA) models, and a LLaMA-style one with 260 tokens (two flash
 // key blocks) and hidden size 36 (vector tails), and a Qwen2-style one (q/k/v biases, head
-// size 12 with hidden 32, tied embeddings, Llama 3.1 rope scaling), loaded through the Hugging
+// size 12 with hidden 32, tied embeddings, Llama 3.1 rope scaling) and a Mixtral-style one (4 SwiGLU
+// experts, top 2, the load-balancing and z losses on), loaded through the Hugging
 // Face checkpoint path;
 // logits, loss and every parameter gradient of one micro-batch, then the losses and grad
 // norms of 5 AdamW steps with warmup, cosine decay, weight decay and clipping, within 1e-5
@@ -44,6 +45,15 @@ class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kerne
     config_ = info_.config;
     config_.padded_vocab_size = padded_vocab(config_.vocab_size, 128, 1);
     config_.attention_dropout = config_.hidden_dropout = 0.0f;
+    {
+      // MoE fixtures: Megatron's aux and z loss coefficients (training flags, not in config.json).
+      std::ifstream in_json(dir_ + "/training.json");
+      const nlohmann::json t = nlohmann::json::parse(in_json);
+      config_.moe.aux_loss_coeff = t.value("moe_aux_loss_coeff", 0.0f);
+      config_.moe.z_loss_coeff = t.value("moe_z_loss_coeff", 0.0f);
+      moe_losses_.load_balancing.assign(static_cast<size_t>(config_.num_layers), 0.0);
+      moe_losses_.z.assign(static_cast<size_t>(config_.num_layers), 0.0);
+    }
     auto expected = SafetensorsFile::open(dir_ + "/expected.safetensors");
     ASSERT_TRUE(expected.ok()) << expected.status().to_string();
     expected_ = std::make_unique<SafetensorsFile>(std::move(*expected));
@@ -70,6 +80,7 @@ class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kerne
     ctx.backend = &backend_;
     ctx.alloc = &alloc_;
     ctx.ps = ps_.get();
+    if (config_.moe.enabled()) ctx.moe_aux_losses = &moe_losses_;
     return ctx;
   }
   MicroBatch batch(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
@@ -106,6 +117,15 @@ class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kerne
   Backend backend_;
   Allocator alloc_;
   std::unique_ptr<ParallelState> ps_;
+  MoeAuxLosses moe_losses_;
+  /// Sum over layers of the tracked losses (aux / coeff, z / coeff), then cleared.
+  std::pair<double, double> take_moe_losses() {
+    double lb = 0.0, z = 0.0;
+    for (double v : moe_losses_.load_balancing) lb += v;
+    for (double v : moe_losses_.z) z += v;
+    moe_losses_.clear();
+    return {lb, z};
+  }
 };
 
 TEST_P(GoldenTest, LogitsLossAndGradientsMatchPyTorch) {
@@ -135,6 +155,12 @@ TEST_P(GoldenTest, LogitsLossAndGradientsMatchPyTorch) {
   }
   testing::expect_recorded("golden/" + test_name() + ".grads", record);
   EXPECT_NEAR(loss, f32("loss")[0], kTolerance * std::fabs(f32("loss")[0]));
+  if (config_.moe.enabled()) {
+    // The routers' losses (summed over the layers, coefficients included).
+    const auto [lb, z] = take_moe_losses();
+    EXPECT_NEAR(lb * config_.moe.aux_loss_coeff, f32("aux_loss")[0], kTolerance * f32("aux_loss")[0]);
+    EXPECT_NEAR(z * config_.moe.z_loss_coeff, f32("z_loss")[0], kTolerance * f32("z_loss")[0]);
+  }
 
   FullTensors grads;
   for (const auto& p : in.model->registry().params()) {
@@ -191,6 +217,13 @@ TEST_P(GoldenTest, FiveAdamWStepsMatchPyTorch) {
     record.push_back(r.optimizer.grad_norm);
     EXPECT_NEAR(loss, want_losses[step], kTolerance * want_losses[step]) << "step " << step + 1;
     EXPECT_NEAR(r.optimizer.grad_norm, want_norms[step], kTolerance * want_norms[step]) << "step " << step + 1;
+    if (config_.moe.enabled()) {
+      // Megatron's logged load_balancing_loss / z_loss: per layer, per micro-batch.
+      const auto [lb, z] = take_moe_losses();
+      const double per = static_cast<double>(config_.num_layers * micro);
+      EXPECT_NEAR(lb / per, f32("train_aux_losses")[step], kTolerance * f32("train_aux_losses")[step]) << step + 1;
+      EXPECT_NEAR(z / per, f32("train_z_losses")[step], kTolerance * f32("train_z_losses")[step]) << step + 1;
+    }
   }
   testing::expect_recorded("golden/" + test_name() + ".adamw", record);
 
@@ -242,7 +275,8 @@ std::string name_of(const ::testing::TestParamInfo<GoldenTest::ParamType>& info)
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
-                         ::testing::Combine(::testing::Values("gpt2_tiny", "llama_tiny", "llama_long_odd", "qwen2_scaled"),
+                         ::testing::Combine(::testing::Values("gpt2_tiny", "llama_tiny", "llama_long_odd", "qwen2_scaled",
+                                                              "mixtral_tiny"),
                                             ::testing::Values(Kernels::kReference, Kernels::kFast,
                                                               Kernels::kFlash)),
                          name_of);

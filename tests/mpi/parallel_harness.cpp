@@ -239,6 +239,9 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     pc.cp.window_size = layout.cp_window;
     pc.cp.send_recv_overlap = layout.cp_overlap;
     pc.cp.ulysses_allgather_kv = layout.allgather_kv;
+    pc.expert_model_parallel_size = layout.ep;
+    pc.expert_tensor_parallel_size = layout.etp;
+    pc.moe_tp_extend_ep = layout.tp_extend_ep;
   }
   std::unique_ptr<ParallelState> ps;
   if (single) {
@@ -263,9 +266,10 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   bo.param_dtype = layout.bf16 ? DType::kBFloat16 : DType::kFloat32;
   bo.pad_for_distributed_optimizer = !single && layout.distributed_optimizer;
   bo.data_parallel_size = ps->dp_cp().size();
+  bo.expert_data_parallel_size = ps->expert_dp().size();
   bo.bucket_size = single ? 0 : layout.bucket_size;
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
-  initialize_parameters(model.registry(), run.seed, ps->tp_rank, ps->sizes.tensor);
+  initialize_parameters(model.registry(), run.seed, *ps);
   DdpConfig dc;
   dc.use_distributed_optimizer = bo.pad_for_distributed_optimizer;
   dc.overlap_grad_reduce = !single && layout.overlap_grad_reduce;
@@ -290,6 +294,10 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.gradient_accumulation_fusion = single || layout.gradient_accumulation_fusion;
   ctx.bf16 = layout.bf16;
   ctx.cp = pc.cp;
+  MoeAuxLosses moe_losses;
+  moe_losses.load_balancing.assign(static_cast<size_t>(run.model.num_layers), 0.0);
+  moe_losses.z.assign(static_cast<size_t>(run.model.num_layers), 0.0);
+  if (run.model.moe.enabled()) ctx.moe_aux_losses = &moe_losses;
 
   RunResult result;
   for (int step = 0; step < run.steps; ++step) {
@@ -306,18 +314,62 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
                         ps->dp_cp().all_reduce_scalar(tokens, ReduceOp::kSum);
     result.losses.push_back(loss);
     result.grad_norms.push_back(r.optimizer.grad_norm);
+    if (run.model.moe.enabled()) {
+      // As pretrain logs them (summed over pipeline stages and, for the load-balancing loss,
+      // over the sequence partition; per micro-batch, per MoE layer), then averaged over the
+      // data-parallel ranks (and the z-loss over the partition) to compare with one process.
+      int64_t moe_layers = 0;
+      for (int64_t l = 0; l < run.model.num_layers; ++l) moe_layers += run.model.moe.is_moe_layer(l) ? 1 : 0;
+      auto logged = [&](const std::vector<double>& v, bool partition) {
+        double s = 0.0;
+        for (double x : v) s += x;
+        s = ps->pp().all_reduce_scalar(s, ReduceOp::kSum);
+        s = ps->tp_cp().all_reduce_scalar(s, ReduceOp::kSum);
+        if (!partition) s /= ps->tp_cp().size();
+        s = ps->dp().all_reduce_scalar(s, ReduceOp::kSum) / ps->dp().size();
+        return s / static_cast<double>(mbs.size()) / static_cast<double>(moe_layers);
+      };
+      result.load_balancing_losses.push_back(logged(moe_losses.load_balancing, true));
+      result.z_losses.push_back(logged(moe_losses.z, false));
+      moe_losses.clear();
+    }
     if (run.eval_interval > 0 && (step + 1) % run.eval_interval == 0) {
       result.eval_losses.push_back(evaluate_layout(model, ddp, ctx, layout.pipeline_by_hand, run));
     }
   }
   ddp.finish_param_sync();
   for (const auto& p : model.registry().params()) {
+    if (p->spec.expert_parallel) continue;  // below
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
     const ComputeWeights w(backend, alloc, {p.get()});
     const float* values = p->data.dtype == DType::kFloat32 ? p->data.f32() : w.find(*p);
     unslice_from_rank(full.data(), values, p->spec, ps->tp_rank, ps->sizes.tensor);
     if (p->is_tensor_parallel()) ps->tp().all_reduce(full.data(), static_cast<int64_t>(full.size()));
     result.weights[p->spec.name] = std::move(full);
+  }
+  // Routed experts: every expert of this stage's MoE layers, summed over the expert tensor x
+  // expert group from the ranks holding its slices (the others add zeros).
+  const MoeConfig& moe = run.model.moe;
+  for (const auto& p : model.registry().params()) {
+    const std::string& name = p->spec.name;
+    if (!name.ends_with(".mlp.router.weight")) continue;
+    const std::string layer = name.substr(0, name.size() - std::string("router.weight").size());
+    for (int64_t e = 0; e < moe.num_experts; ++e) {
+      for (const char* linear : {"linear_fc1", "linear_fc2"}) {
+        const std::string expert = layer + "experts.local_experts." + std::to_string(e) + "." + linear + ".weight";
+        const int64_t F = run.model.expert_ffn_hidden_size(), h = run.model.hidden_size;
+        std::vector<float> full(static_cast<size_t>(F * h * (std::string(linear) == "linear_fc1" && run.model.swiglu ? 2 : 1)),
+                                0.0f);
+        if (const Parameter* q = model.registry().find(expert)) {
+          const ComputeWeights w(backend, alloc, {const_cast<Parameter*>(q)});
+          const float* values = q->data.dtype == DType::kFloat32 ? q->data.f32() : w.find(*q);
+          const ShardCoords at = shard_coords(q->spec, *ps);
+          unslice_from_rank(full.data(), values, q->spec, at.rank, at.count);
+        }
+        ps->tp_ep().all_reduce(full.data(), static_cast<int64_t>(full.size()));
+        result.weights[expert] = std::move(full);
+      }
+    }
   }
   const MemoryStats stats = alloc.stats();
   result.param_bytes = stats.current_of(MemoryCategory::kParameters);

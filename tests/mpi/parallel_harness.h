@@ -49,6 +49,10 @@ struct LayoutOptions {
   int cp_window = 1;           ///< --cp-window-size
   bool cp_overlap = false;     ///< --use-cp-send-recv-overlap
   bool allgather_kv = false;   ///< --use-ulysses-allgather-kv
+  // Mixture of experts (the MoE options themselves are in RunOptions::model.moe).
+  int ep = 1;                  ///< --expert-model-parallel-size
+  int etp = 0;                 ///< --expert-tensor-parallel-size (0: tp)
+  bool tp_extend_ep = false;   ///< --moe-tp-extend-ep
 };
 
 struct RunOptions {
@@ -81,7 +85,11 @@ struct RunResult {
   std::vector<double> losses;
   std::vector<double> grad_norms;
   std::vector<double> eval_losses;  ///< one per evaluation; the last stage's, on every rank
-  std::map<std::string, std::vector<float>> weights;  ///< full tensors of this rank's stage, by Megatron name
+  /// Full tensors of this rank's stage, by Megatron name (every routed expert's, gathered
+  /// from the ranks that hold them).
+  std::map<std::string, std::vector<float>> weights;
+  /// MoE: each step's logged "load_balancing_loss" and "z_loss" (pretrain's reduction).
+  std::vector<double> load_balancing_losses, z_losses;
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< this rank's allocator
   int64_t num_params_local = 0;
 };
