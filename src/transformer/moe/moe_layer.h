@@ -36,7 +36,7 @@ class MoELayer {
     Tensor expert_input;  ///< [R, h] the local experts' rows
     Experts::Saved experts;
     MLP::Saved shared;
-    Tensor shared_out;    ///< [n, h] before the gate (with --shared-expert-gate)
+    Tensor shared_out;    ///< [n, h] the shared experts' output before the gate
     std::vector<float> gate_score;  ///< [n] sigmoid(x · gate_weight)
   };
 
@@ -50,12 +50,19 @@ class MoELayer {
                 float* dx, int64_t N) const;
 
  private:
+  /// saved.shared_out [n, h] (and the gate's scores) from x [n, h].
+  void shared_forward(const ForwardContext& ctx, const float* x, int64_t N, Saved& saved) const;
+  /// dx_shared [n, h] (=) through the gate and the shared MLP; their weight gradients +=.
+  void shared_backward(const ForwardContext& ctx, Saved& saved, const float* x, const float* dout, float* dx_shared,
+                       int64_t N) const;
+
   int64_t hidden_;
   TopKRouter router_;
   TokenDispatcher dispatcher_;
   Experts experts_;
   std::unique_ptr<MLP> shared_experts_;
   Parameter* shared_gate_ = nullptr;  ///< [1, h]
+  bool overlap_;  ///< shared experts and router backward run while the dispatcher communicates
 };
 
 }  // namespace mindspeed

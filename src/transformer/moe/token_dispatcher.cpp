@@ -48,18 +48,14 @@ void TokenDispatcher::collect_copies(const float* probs, const uint8_t* map, int
   }
 }
 
-void TokenDispatcher::exchange_counts(const ForwardContext& ctx, const std::vector<int64_t>& local_counts,
-                                      Saved& saved) const {
+void TokenDispatcher::plan_splits(const ForwardContext& ctx, const std::vector<int64_t>& local_counts,
+                                  const std::vector<int64_t>& all, Saved& saved) const {
   const ParallelState& ps = *ctx.ps;
   const int ep = ps.sizes.expert, etp = ps.sizes.expert_tensor, me = ps.etp_rank;
-  ProcessGroup& tp_ep = ps.tp_ep();
-  MS_CHECK(tp_ep.size() == ep * etp && tp_ep.rank() == ps.ep_rank * etp + ps.etp_rank,
-           "the tp_ep group is not ordered expert-tp fastest");
-  // [ep * etp][E]: group rank q = ep index * etp + expert-tp index (Megatron's [ep, tp, E]).
-  std::vector<int64_t> all(static_cast<size_t>(tp_ep.size() * num_experts_));
-  tp_ep.all_gather_bytes_async(all.data(), local_counts.data(), num_experts_ * static_cast<int64_t>(sizeof(int64_t)))
-      ->wait();
-  auto global = [&](int i, int j, int64_t e) { return all[(static_cast<size_t>(j) * etp + i) * num_experts_ + first_expert_ + e]; };
+  // Group rank q of tp_ep = ep index * etp + expert-tp index (Megatron's [ep, tp, E] view).
+  auto global = [&](int i, int j, int64_t e) {
+    return all[(static_cast<size_t>(j) * etp + i) * num_experts_ + first_expert_ + e];
+  };
   saved.input_splits.assign(ep, 0);
   saved.output_splits.assign(ep, 0);
   saved.output_splits_tp.assign(etp, 0);
@@ -137,61 +133,85 @@ Tensor TokenDispatcher::reduce_scatter_expert_tp(const ForwardContext& ctx, cons
   return out;
 }
 
-Tensor TokenDispatcher::dispatch(const ForwardContext& ctx, const float* x, int64_t n, const float* probs,
-                                 const uint8_t* routing_map, Saved& saved) const {
+void TokenDispatcher::unpermute(const ForwardContext& ctx, float* out, const float* rows_in, int64_t T,
+                                const Saved& saved) const {
+  const int64_t R = static_cast<int64_t>(saved.rows.size()), h = hidden_;
+  if (config_.moe.permute_fusion) {
+    ctx.k().moe_unpermute_forward(ctx.kc(), out, rows_in, saved.probs.data(), saved.rows.data(), T, R, h);
+    return;
+  }
+  // Megatron's unfused unpermute: the rows times their probabilities, then a scatter-add.
+  Tensor weighted = workspace(ctx, R, h);
+  ctx.k().scale_rows(ctx.kc(), weighted.f32(), rows_in, saved.probs.data(), R, h);
+  ctx.k().moe_unpermute_forward(ctx.kc(), out, weighted.f32(), nullptr, saved.rows.data(), T, R, h);
+}
+
+void TokenDispatcher::start_dispatch(const ForwardContext& ctx, const float* x, int64_t n, const float* probs,
+                                     const uint8_t* routing_map, Saved& saved) const {
   const ParallelState& ps = *ctx.ps;
   const int64_t h = hidden_, E = num_experts_;
+  Pending& p = saved.pending;
   saved.n = n;
+  const bool async = config_.moe.permutation_async_comm || config_.moe.allgather_overlap_comm ||
+                     config_.moe.alltoall_overlap_comm;
   if (!all_to_all()) {
     ProcessGroup& group = ps.tp_ep();
-    const int g = group.size();
-    const int64_t T = g * n;
-    Tensor gx, gp;
-    std::vector<uint8_t> gm;
-    const float* X = x;
-    const float* P = probs;
-    const uint8_t* M = routing_map;
-    if (g > 1) {
-      gx = workspace(ctx, T, h);
-      gp = workspace(ctx, T, E);
-      gm.resize(static_cast<size_t>(T * E));
-      if (config_.moe.permutation_async_comm || config_.moe.allgather_overlap_comm) {
-        // MindSpeed's allgather optimisation: the three gathers in flight together.
-        auto wm = group.all_gather_bytes_async(gm.data(), routing_map, n * E);
-        auto wp = group.all_gather_async(gp.f32(), probs, n * E);
-        auto wx = group.all_gather_async(gx.f32(), x, n * h);
-        wm->wait();
-        wp->wait();
-        wx->wait();
-      } else {
-        group.all_gather(gx.f32(), x, n * h);
-        group.all_gather(gp.f32(), probs, n * E);
-        group.all_gather_bytes_async(gm.data(), routing_map, n * E)->wait();
-      }
-      X = gx.f32();
-      P = gp.f32();
-      M = gm.data();
-    }
-    collect_copies(P, M, T, first_expert_, first_expert_ + num_local_, saved);
-    saved.tokens_per_expert.assign(num_local_, 0);
-    for (int32_t e : saved.experts) ++saved.tokens_per_expert[e - first_expert_];
-    const int64_t R = static_cast<int64_t>(saved.rows.size());
-    Tensor input(*ctx.alloc, Shape{R, h}, DType::kFloat32, MemoryCategory::kActivations);
-    ctx.k().moe_permute_forward(ctx.kc(), input.f32(), X, saved.rows.data(), R, h);
-    return input;
+    const int64_t T = group.size() * n;
+    p.recv = workspace(ctx, T, h);
+    p.recv2 = workspace(ctx, T, E);
+    p.recv_map.resize(static_cast<size_t>(T * E));
+    // The three gathers; with MindSpeed's allgather optimisation all in flight together.
+    p.work3 = group.all_gather_bytes_async(p.recv_map.data(), routing_map, n * E);
+    if (!async) p.work3->wait();
+    p.work2 = group.all_gather_async(p.recv2.f32(), probs, n * E);
+    if (!async) p.work2->wait();
+    p.work = group.all_gather_async(p.recv.f32(), x, n * h);
+    return;
   }
   // alltoall: every routed copy of this rank's tokens, expert-major over all experts.
   collect_copies(probs, routing_map, n, 0, E, saved);
   std::vector<int64_t> local_counts(static_cast<size_t>(E), 0);
   for (int32_t e : saved.experts) ++local_counts[e];
-  exchange_counts(ctx, local_counts, saved);
+  // The count exchange over tp_ep (MindSpeed --moe-permutation-async-comm: in flight while
+  // the tokens are permuted).
+  ProcessGroup& tp_ep = ps.tp_ep();
+  MS_CHECK(tp_ep.size() == ps.sizes.expert * ps.sizes.expert_tensor &&
+               tp_ep.rank() == ps.ep_rank * ps.sizes.expert_tensor + ps.etp_rank,
+           "the tp_ep group is not ordered expert-tp fastest");
+  std::vector<int64_t> all(static_cast<size_t>(tp_ep.size() * E));
+  std::unique_ptr<Work> counts =
+      tp_ep.all_gather_bytes_async(all.data(), local_counts.data(), E * static_cast<int64_t>(sizeof(int64_t)));
+  if (!async) counts->wait();
   const int64_t R_src = static_cast<int64_t>(saved.rows.size());
-  Tensor permuted = workspace(ctx, R_src, h);
-  ctx.k().moe_permute_forward(ctx.kc(), permuted.f32(), x, saved.rows.data(), R_src, h);
-  Tensor received = workspace(ctx, sum(saved.output_splits), h);
-  ps.ep().all_to_all_async(received.f32(), times(saved.output_splits, h), permuted.f32(), times(saved.input_splits, h))
-      ->wait();
-  permuted.reset();
+  p.send = workspace(ctx, R_src, h);
+  ctx.k().moe_permute_forward(ctx.kc(), p.send.f32(), x, saved.rows.data(), R_src, h);
+  counts->wait();
+  plan_splits(ctx, local_counts, all, saved);
+  p.recv = workspace(ctx, sum(saved.output_splits), h);
+  p.work = ps.ep().all_to_all_async(p.recv.f32(), times(saved.output_splits, h), p.send.f32(),
+                                    times(saved.input_splits, h));
+}
+
+Tensor TokenDispatcher::finish_dispatch(const ForwardContext& ctx, Saved& saved) const {
+  const ParallelState& ps = *ctx.ps;
+  const int64_t h = hidden_;
+  Pending& p = saved.pending;
+  p.work->wait();
+  if (!all_to_all()) {
+    p.work2->wait();
+    p.work3->wait();
+    const int64_t T = ps.tp_ep().size() * saved.n;
+    collect_copies(p.recv2.f32(), p.recv_map.data(), T, first_expert_, first_expert_ + num_local_, saved);
+    saved.tokens_per_expert.assign(num_local_, 0);
+    for (int32_t e : saved.experts) ++saved.tokens_per_expert[e - first_expert_];
+    const int64_t R = static_cast<int64_t>(saved.rows.size());
+    Tensor input(*ctx.alloc, Shape{R, h}, DType::kFloat32, MemoryCategory::kActivations);
+    ctx.k().moe_permute_forward(ctx.kc(), input.f32(), p.recv.f32(), saved.rows.data(), R, h);
+    saved.pending = Pending{};
+    return input;
+  }
+  Tensor received = std::move(p.recv);
+  saved.pending = Pending{};
   if (ps.sizes.expert_tensor > 1) received = gather_expert_tp(ctx, received.f32(), saved);
   const int64_t R = sum(saved.tokens_per_expert);
   Tensor input(*ctx.alloc, Shape{R, h}, DType::kFloat32, MemoryCategory::kActivations);
@@ -199,31 +219,18 @@ Tensor TokenDispatcher::dispatch(const ForwardContext& ctx, const float* x, int6
   return input;
 }
 
-void TokenDispatcher::combine(const ForwardContext& ctx, Tensor y, float* out, Saved& saved) const {
+void TokenDispatcher::start_combine(const ForwardContext& ctx, Tensor y, Saved& saved) const {
   const ParallelState& ps = *ctx.ps;
   const int64_t h = hidden_;
-  auto unpermute = [&](float* dst, const float* rows_in, int64_t T) {
-    const int64_t R = static_cast<int64_t>(saved.rows.size());
-    if (config_.moe.permute_fusion) {
-      ctx.k().moe_unpermute_forward(ctx.kc(), dst, rows_in, saved.probs.data(), saved.rows.data(), T, R, h);
-      return;
-    }
-    // Megatron's unfused unpermute: the rows times their probabilities, then a scatter-add.
-    Tensor weighted = workspace(ctx, R, h);
-    ctx.k().scale_rows(ctx.kc(), weighted.f32(), rows_in, saved.probs.data(), R, h);
-    ctx.k().moe_unpermute_forward(ctx.kc(), dst, weighted.f32(), nullptr, saved.rows.data(), T, R, h);
-  };
+  Pending& p = saved.pending;
   if (!all_to_all()) {
     ProcessGroup& group = ps.tp_ep();
     const int64_t T = group.size() * saved.n;
-    Tensor z = workspace(ctx, T, h);
-    unpermute(z.f32(), y.f32(), T);
+    p.send = workspace(ctx, T, h);
+    unpermute(ctx, p.send.f32(), y.f32(), T, saved);
     saved.combined = std::move(y);
-    if (group.size() > 1) {
-      group.reduce_scatter(out, z.f32(), saved.n * h);
-    } else {
-      ctx.k().copy(ctx.kc(), out, z.f32(), T * h);
-    }
+    p.recv = workspace(ctx, saved.n, h);
+    p.work = group.reduce_scatter_async(p.recv.f32(), p.send.f32(), saved.n * h, ReduceOp::kSum);
     return;
   }
   const int64_t R = y.shape()[0];
@@ -233,31 +240,56 @@ void TokenDispatcher::combine(const ForwardContext& ctx, Tensor y, float* out, S
   if (ps.sizes.expert_tensor > 1) unsorted = reduce_scatter_expert_tp(ctx, unsorted.f32(), saved);
   const int64_t R_src = static_cast<int64_t>(saved.rows.size());
   saved.combined = Tensor(*ctx.alloc, Shape{R_src, h}, DType::kFloat32, MemoryCategory::kActivations);
-  ps.ep().all_to_all_async(saved.combined.f32(), times(saved.input_splits, h), unsorted.f32(),
-                           times(saved.output_splits, h))
-      ->wait();
-  unpermute(out, saved.combined.f32(), saved.n);
+  p.send = std::move(unsorted);
+  p.work = ps.ep().all_to_all_async(saved.combined.f32(), times(saved.input_splits, h), p.send.f32(),
+                                    times(saved.output_splits, h));
 }
 
-Tensor TokenDispatcher::combine_backward(const ForwardContext& ctx, const float* dout, float* dprobs,
-                                         Saved& saved) const {
+void TokenDispatcher::finish_combine(const ForwardContext& ctx, float* out, Saved& saved) const {
+  Pending& p = saved.pending;
+  p.work->wait();
+  if (!all_to_all()) {
+    ctx.k().copy(ctx.kc(), out, p.recv.f32(), saved.n * hidden_);
+  } else {
+    unpermute(ctx, out, saved.combined.f32(), saved.n, saved);
+  }
+  saved.pending = Pending{};
+}
+
+void TokenDispatcher::start_combine_backward(const ForwardContext& ctx, const float* dout, Saved& saved) const {
+  const ParallelState& ps = *ctx.ps;
+  const int64_t h = hidden_;
+  Pending& p = saved.pending;
+  if (!all_to_all()) {
+    ProcessGroup& group = ps.tp_ep();
+    p.recv = workspace(ctx, group.size() * saved.n, h);
+    p.work = group.all_gather_async(p.recv.f32(), dout, saved.n * h);
+    return;
+  }
+  const int64_t R_src = static_cast<int64_t>(saved.rows.size());
+  p.send = workspace(ctx, R_src, h);
+  p.recv2 = workspace(ctx, std::max<int64_t>(R_src, 1), 1);  // dp: the probabilities' gradients
+  ctx.k().moe_unpermute_backward(ctx.kc(), p.send.f32(), p.recv2.f32(), dout, saved.combined.f32(), saved.probs.data(),
+                                 saved.rows.data(), saved.n, R_src, h);
+  p.recv = workspace(ctx, sum(saved.output_splits), h);
+  p.work = ps.ep().all_to_all_async(p.recv.f32(), times(saved.output_splits, h), p.send.f32(),
+                                    times(saved.input_splits, h));
+}
+
+Tensor TokenDispatcher::finish_combine_backward(const ForwardContext& ctx, float* dprobs, Saved& saved) const {
   const ParallelState& ps = *ctx.ps;
   const int64_t h = hidden_, E = num_experts_;
   const int64_t R_src = static_cast<int64_t>(saved.rows.size());
-  std::vector<float> dp(static_cast<size_t>(R_src));
+  Pending& p = saved.pending;
+  p.work->wait();
   if (!all_to_all()) {
     ProcessGroup& group = ps.tp_ep();
     const int64_t T = group.size() * saved.n;
-    Tensor dz;
-    const float* DZ = dout;
-    if (group.size() > 1) {
-      dz = workspace(ctx, T, h);
-      group.all_gather(dz.f32(), dout, saved.n * h);
-      DZ = dz.f32();
-    }
+    std::vector<float> dp(static_cast<size_t>(R_src));
     Tensor dy(*ctx.alloc, Shape{R_src, h}, DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.k().moe_unpermute_backward(ctx.kc(), dy.f32(), dp.data(), DZ, saved.combined.f32(), saved.probs.data(),
-                                   saved.rows.data(), T, R_src, h);
+    ctx.k().moe_unpermute_backward(ctx.kc(), dy.f32(), dp.data(), p.recv.f32(), saved.combined.f32(),
+                                   saved.probs.data(), saved.rows.data(), T, R_src, h);
+    saved.pending = Pending{};
     Tensor dP = Tensor::zeros(*ctx.alloc, Shape{T, E}, DType::kFloat32, MemoryCategory::kWorkspace);
     for (int64_t i = 0; i < R_src; ++i) dP.f32()[saved.rows[i] * E + saved.experts[i]] = dp[i];
     if (group.size() > 1) {
@@ -267,15 +299,10 @@ Tensor TokenDispatcher::combine_backward(const ForwardContext& ctx, const float*
     }
     return dy;
   }
-  Tensor dcomb = workspace(ctx, R_src, h);
-  ctx.k().moe_unpermute_backward(ctx.kc(), dcomb.f32(), dp.data(), dout, saved.combined.f32(), saved.probs.data(),
-                                 saved.rows.data(), saved.n, R_src, h);
   std::memset(dprobs, 0, sizeof(float) * static_cast<size_t>(saved.n * E));
-  for (int64_t i = 0; i < R_src; ++i) dprobs[saved.rows[i] * E + saved.experts[i]] = dp[i];
-  Tensor received = workspace(ctx, sum(saved.output_splits), h);
-  ps.ep().all_to_all_async(received.f32(), times(saved.output_splits, h), dcomb.f32(), times(saved.input_splits, h))
-      ->wait();
-  dcomb.reset();
+  for (int64_t i = 0; i < R_src; ++i) dprobs[saved.rows[i] * E + saved.experts[i]] = p.recv2.f32()[i];
+  Tensor received = std::move(p.recv);
+  saved.pending = Pending{};
   if (ps.sizes.expert_tensor > 1) received = gather_expert_tp(ctx, received.f32(), saved);
   const int64_t R = sum(saved.tokens_per_expert);
   Tensor dy(*ctx.alloc, Shape{R, h}, DType::kFloat32, MemoryCategory::kWorkspace);
@@ -283,21 +310,18 @@ Tensor TokenDispatcher::combine_backward(const ForwardContext& ctx, const float*
   return dy;
 }
 
-void TokenDispatcher::dispatch_backward(const ForwardContext& ctx, const float* dinput, float* dx,
-                                        Saved& saved) const {
+void TokenDispatcher::start_dispatch_backward(const ForwardContext& ctx, const float* dinput, Saved& saved) const {
   const ParallelState& ps = *ctx.ps;
   const int64_t h = hidden_;
+  Pending& p = saved.pending;
   if (!all_to_all()) {
     ProcessGroup& group = ps.tp_ep();
     const int64_t T = group.size() * saved.n;
     const int64_t R = static_cast<int64_t>(saved.rows.size());
-    Tensor dX = workspace(ctx, T, h);
-    ctx.k().moe_permute_backward(ctx.kc(), dX.f32(), dinput, saved.rows.data(), T, R, h);
-    if (group.size() > 1) {
-      group.reduce_scatter(dx, dX.f32(), saved.n * h);
-    } else {
-      ctx.k().copy(ctx.kc(), dx, dX.f32(), T * h);
-    }
+    p.send = workspace(ctx, T, h);
+    ctx.k().moe_permute_backward(ctx.kc(), p.send.f32(), dinput, saved.rows.data(), T, R, h);
+    p.recv = workspace(ctx, saved.n, h);
+    p.work = group.reduce_scatter_async(p.recv.f32(), p.send.f32(), saved.n * h, ReduceOp::kSum);
     return;
   }
   const int64_t R = sum(saved.tokens_per_expert);
@@ -305,10 +329,22 @@ void TokenDispatcher::dispatch_backward(const ForwardContext& ctx, const float* 
   sort_chunks(ctx, unsorted.f32(), dinput, saved, /*inverse=*/true);
   if (ps.sizes.expert_tensor > 1) unsorted = reduce_scatter_expert_tp(ctx, unsorted.f32(), saved);
   const int64_t R_src = static_cast<int64_t>(saved.rows.size());
-  Tensor back = workspace(ctx, R_src, h);
-  ps.ep().all_to_all_async(back.f32(), times(saved.input_splits, h), unsorted.f32(), times(saved.output_splits, h))
-      ->wait();
-  ctx.k().moe_permute_backward(ctx.kc(), dx, back.f32(), saved.rows.data(), saved.n, R_src, h);
+  p.send = std::move(unsorted);
+  p.recv = workspace(ctx, R_src, h);
+  p.work = ps.ep().all_to_all_async(p.recv.f32(), times(saved.input_splits, h), p.send.f32(),
+                                    times(saved.output_splits, h));
+}
+
+void TokenDispatcher::finish_dispatch_backward(const ForwardContext& ctx, float* dx, Saved& saved) const {
+  Pending& p = saved.pending;
+  p.work->wait();
+  if (!all_to_all()) {
+    ctx.k().copy(ctx.kc(), dx, p.recv.f32(), saved.n * hidden_);
+  } else {
+    const int64_t R_src = static_cast<int64_t>(saved.rows.size());
+    ctx.k().moe_permute_backward(ctx.kc(), dx, p.recv.f32(), saved.rows.data(), saved.n, R_src, hidden_);
+  }
+  saved.pending = Pending{};
 }
 
 }  // namespace mindspeed
