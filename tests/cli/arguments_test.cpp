@@ -272,6 +272,108 @@ TEST(Arguments, ContextParallelFlags) {
   EXPECT_FALSE(parse_with({"--attention-mask-type", "padding"}).ok());
 }
 
+TEST(Arguments, MixtureOfExpertsFlags) {
+  auto parsed = parse_with({"--num-experts", "8", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "48",
+                            "--moe-layer-freq", "[1,0]", "--moe-router-score-function", "sigmoid",
+                            "--moe-router-num-groups", "4", "--moe-router-group-topk", "2",
+                            "--moe-router-topk-scaling-factor", "2.5", "--moe-router-load-balancing-type",
+                            "seq_aux_loss", "--moe-aux-loss-coeff", "0.01", "--moe-z-loss-coeff", "0.001",
+                            "--moe-expert-capacity-factor", "1.25", "--moe-pad-expert-input-to-capacity",
+                            "--moe-token-drop-policy", "position", "--moe-input-jitter-eps", "0.01",
+                            "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm",
+                            "--gemm-gradient-accumulation-fusion", "--use-fused-moe-token-permute-and-unpermute",
+                            "--n-shared-experts", "2", "--shared-expert-gate", "--moe-shared-expert-overlap",
+                            "--expert-model-parallel-size", "2", "--expert-tensor-parallel-size", "1",
+                            "--moe-permutation-async-comm", "--moe-router-dtype", "fp32"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  const MoeConfig& m = parsed->configs.model.moe;
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_EQ(m.router_topk, 2);
+  EXPECT_EQ(m.layer_pattern, (std::vector<int>{1, 0}));
+  EXPECT_TRUE(m.is_moe_layer(0));
+  EXPECT_FALSE(m.is_moe_layer(1));
+  EXPECT_EQ(m.score_function, MoeScoreFunction::kSigmoid);
+  EXPECT_EQ(m.router_num_groups, 4);
+  EXPECT_EQ(m.router_group_topk, 2);
+  EXPECT_FLOAT_EQ(m.router_topk_scaling_factor, 2.5f);
+  EXPECT_EQ(m.load_balancing, MoeLoadBalancing::kSeqAuxLoss);
+  EXPECT_FLOAT_EQ(m.aux_loss_coeff, 0.01f);
+  EXPECT_FLOAT_EQ(m.z_loss_coeff, 0.001f);
+  EXPECT_FLOAT_EQ(m.expert_capacity_factor, 1.25f);
+  EXPECT_TRUE(m.pad_expert_input_to_capacity);
+  EXPECT_EQ(m.drop_policy, MoeDropPolicy::kPosition);
+  EXPECT_EQ(m.dispatcher, MoeDispatcher::kAllToAll);
+  EXPECT_TRUE(m.grouped_gemm && m.gemm_gradient_accumulation_fusion && m.permute_fusion);
+  // MindSpeed's --n-shared-experts k: k x the expert FFN size.
+  EXPECT_EQ(m.shared_expert_intermediate_size, 96);
+  EXPECT_TRUE(m.shared_expert_gate && m.shared_expert_overlap && m.permutation_async_comm);
+  EXPECT_EQ(parsed->configs.parallel.expert_model_parallel_size, 2);
+  EXPECT_EQ(parsed->configs.parallel.expert_tensor_parallel_size, 1);
+  // --moe-layer-freq N: layers 0, N, 2N, ...
+  auto every = parse_with({"--num-experts", "4", "--num-layers", "5", "--moe-layer-freq", "2"});
+  ASSERT_TRUE(every.ok());
+  EXPECT_EQ(every->configs.model.moe.layer_pattern, (std::vector<int>{1, 0, 1, 0, 1}));
+  // The conversion both ways must agree.
+  auto disagree = parse_with({"--num-experts", "4", "--moe-ffn-hidden-size", "48", "--n-shared-experts", "2",
+                              "--moe-shared-expert-intermediate-size", "64"});
+  ASSERT_FALSE(disagree.ok());
+  EXPECT_NE(disagree.status().message().find("--n-shared-experts 2 means --moe-shared-expert-intermediate-size 96"),
+            std::string::npos)
+      << disagree.status().message();
+  EXPECT_FALSE(parse_with({"--moe-layer-freq", "[1,2]", "--num-experts", "4"}).ok());
+  EXPECT_FALSE(parse_with({"--moe-token-dispatcher-type", "flex"}).ok());
+  EXPECT_FALSE(parse_with({"--gemm-gradient-accumulation-fusion"}).ok()) << "needs --moe-grouped-gemm";
+}
+
+TEST(Validate, MixtureOfExpertsRules) {
+  const std::vector<std::string> moe = {"--num-experts", "4", "--disable-bias-linear", "--moe-token-dispatcher-type",
+                                        "alltoall"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = moe;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto refused = [&](std::vector<std::string> extra, int world, const std::string& text) {
+    const std::string e = validation_error(with(std::move(extra)), world);
+    EXPECT_NE(e.find(text), std::string::npos) << "got: " << e;
+  };
+  EXPECT_EQ(validation_error(with({}), 1), "");
+  EXPECT_EQ(validation_error(with({"--expert-model-parallel-size", "4"}), 4), "");
+  EXPECT_EQ(validation_error(with({"--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-model-parallel-size",
+                                   "2", "--moe-tp-extend-ep", "--moe-permutation-async-comm", "--moe-grouped-gemm",
+                                   "--moe-token-dispatcher-type", "alltoall_seq"}),
+                              4),
+            "");
+  refused({"--expert-model-parallel-size", "3"}, 3, "--num-experts (4) must be a multiple of --expert-model-parallel-size (3)");
+  refused({"--tensor-model-parallel-size", "2"}, 2, "needs --sequence-parallel");
+  refused({"--moe-router-topk", "5"}, 1, "--moe-router-topk (5) must be in [1, --num-experts (4)]");
+  refused({"--moe-router-topk", "1"}, 1, "needs --moe-router-pre-softmax");
+  EXPECT_NE(validation_error({"--num-experts", "4"}, 1).find("add --disable-bias-linear"), std::string::npos);
+  refused({"--moe-router-group-topk", "2"}, 1, "needs both --moe-router-num-groups and --moe-router-group-topk");
+  refused({"--moe-router-num-groups", "3", "--moe-router-group-topk", "1"}, 1, "divisible by --moe-router-num-groups (3)");
+  refused({"--moe-router-load-balancing-type", "sinkhorn", "--moe-aux-loss-coeff", "0.1"}, 1, "sinkhorn does not take");
+  refused({"--moe-expert-capacity-factor", "1", "--moe-token-dispatcher-type", "allgather"}, 1,
+          "--moe-expert-capacity-factor needs --moe-token-dispatcher-type alltoall");
+  refused({"--moe-pad-expert-input-to-capacity"}, 1, "needs --moe-expert-capacity-factor");
+  refused({"--moe-shared-expert-overlap"}, 1, "--moe-shared-expert-overlap needs shared experts");
+  refused({"--moe-shared-expert-intermediate-size", "32", "--moe-shared-expert-overlap", "--moe-token-dispatcher-type",
+           "allgather"},
+          1, "only works with --moe-token-dispatcher-type alltoall");
+  refused({"--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid"}, 1,
+          "--moe-router-enable-expert-bias (aux-loss-free balancing");
+  // MindSpeed's feature rules.
+  refused({"--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-model-parallel-size", "2",
+           "--moe-tp-extend-ep"},
+          4, "--moe-tp-extend-ep needs --moe-permutation-async-comm, --moe-grouped-gemm");
+  refused({"--moe-alltoall-overlap-comm"}, 1, "--moe-alltoall-overlap-comm needs --expert-model-parallel-size > 1");
+  refused({"--moe-allgather-overlap-comm", "--expert-model-parallel-size", "2", "--moe-grouped-gemm"}, 2,
+          "--moe-allgather-overlap-comm needs --moe-token-dispatcher-type allgather");
+  refused({"--moe-token-dispatcher-type", "alltoall_seq", "--moe-permute-fusion"}, 1,
+          "--moe-permute-fusion does not work with the alltoall_seq dispatcher");
+  EXPECT_NE(validation_error({"--expert-model-parallel-size", "2"}, 2).find("needs --num-experts"), std::string::npos);
+  refused({"--moe-layer-freq", "[1,0,1]"}, 1, "--moe-layer-freq lists 3 layers but --num-layers is 2");
+}
+
 TEST(Validate, ContextParallelRules) {
   // seq 32, 4 heads (base_args).
   EXPECT_EQ(validation_error({"--context-parallel-size", "2"}, 2), "");

@@ -6,6 +6,8 @@
 //  * resharding: saved at TP2 x DP2 (distributed optimizer) and continued at TP1 x PP2, DP4,
 //    TP4, PP2 x VPP2, ring CP2 x DP2 and hybrid CP4, the final weights equal the never-stopped
 //    run within 1e-5;
+//  * mixture of experts: saved at EP2 x DP2, resumed bit-exactly and continued at EP4, EP1 and
+//    EP2 x TP2 (expert-TP 2);
 //  * damaged checkpoints (truncated, corrupted, missing files, another architecture) are
 //    refused naming the file or the flag; saves killed with SIGKILL never leave an unloadable
 //    `latest`; SIGTERM with --exit-signal-handler saves and exits 0.
@@ -153,6 +155,53 @@ TEST(Checkpoint, ReshardsToOtherLayouts) {
     for (const auto& [name, values] : want) {
       ASSERT_EQ(got.count(name), 1u) << name;
       EXPECT_LE(normwise_error(without_key_bias(name, got.at(name)), without_key_bias(name, values)), 1e-5) << name;
+    }
+    const auto la = losses(a.output), lb = losses(b.output);
+    for (int it = 5; it <= 8; ++it) {
+      EXPECT_NEAR(std::stod(lb.at(it)), std::stod(la.at(it)), 1e-5 * std::stod(la.at(it))) << "iteration " << it;
+    }
+  }
+}
+
+// Mixture of experts: each routed expert is its own tensor under its global index, so a
+// checkpoint saved at EP2 x DP2 (distributed optimizer, experts sharded over expert-DP)
+// resumes bit-exactly at that layout and continues at EP4, EP1 x DP2 and EP2 x TP2 (expert-TP
+// 2), the final weights equal to the never-stopped run within 1e-5.
+TEST(Checkpoint, MixtureOfExpertsReshardsOverExpertParallelism) {
+  ScratchDir scratch;
+  const std::string moe =
+      " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 96 --moe-aux-loss-coeff 1e-2"
+      " --moe-z-loss-coeff 1e-3 --disable-bias-linear --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
+  const std::string from = moe + " --expert-model-parallel-size 2 --use-distributed-optimizer";
+  const std::string base = scratch.file("base");
+  const CommandResult a = train(4, from, " --train-iters 8 --save " + scratch.file("straight"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_NE(a.output.find("load_balancing_loss:"), std::string::npos) << a.output;
+  const CommandResult half = train(4, from, " --train-iters 8 --exit-interval 4 --save " + base);
+  ASSERT_EQ(half.exit_code, 0) << half.output;
+  const auto want = tensors(scratch.file("straight"), 8, "param");
+  ASSERT_EQ(want.count("decoder.layers.3.mlp.experts.local_experts.3.linear_fc2.weight"), 1u);
+  const Layout targets[] = {
+      {"ep2_dp2_distopt", 4, from},
+      {"ep4", 4, moe + " --expert-model-parallel-size 4"},
+      {"ep1_dp2", 2, moe},
+      {"ep2_tp2_etp2", 4, moe + " --expert-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel"},
+  };
+  for (const Layout& l : targets) {
+    SCOPED_TRACE(l.name);
+    const std::string out = scratch.file(l.name);
+    const CommandResult b = train(l.np, l.flags, " --train-iters 8 --load " + base + " --save " + out);
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    const auto got = tensors(out, 8, "param");
+    ASSERT_EQ(got.size(), want.size());
+    const bool same_layout = std::string(l.name) == "ep2_dp2_distopt";
+    for (const auto& [name, values] : want) {
+      ASSERT_EQ(got.count(name), 1u) << name;
+      if (same_layout) {
+        EXPECT_EQ(got.at(name), values) << name;
+      } else {
+        EXPECT_LE(normwise_error(got.at(name), values), 1e-5) << name;
+      }
     }
     const auto la = losses(a.output), lb = losses(b.output);
     for (int it = 5; it <= 8; ++it) {

@@ -100,6 +100,38 @@ TEST(EndToEnd, ContextParallelRunsLogTheLossesOfThePlainRun) {
   }
 }
 
+// A Mixtral-style MoE trains under pretrain_gpt with its aux and z losses in the iteration
+// line (Megatron's fields), and expert parallelism (alltoall with grouped GEMM and the
+// distributed optimizer; allgather with TP x SP and expert-TP 1) logs the losses of the
+// plain data-parallel run.
+TEST(EndToEnd, MixtureOfExpertsTrainsAndLogsItsLosses) {
+  const std::string args = kTiny + " --train-iters 30 --log-interval 5 --eval-interval 30 --eval-iters 2"
+                                   " --attention-dropout 0 --hidden-dropout 0 --swiglu --normalization RMSNorm"
+                                   " --disable-bias-linear --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 96"
+                                   " --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3"
+                                   " --vocab-size 4095";  // 4096 with EOD: the same padding at TP 1 and 2
+  const Result plain = run(kMpirun + " -np 2 " + kBin + args);
+  const Result alltoall = run(kMpirun + " -np 4 " + kBin + args +
+                              " --expert-model-parallel-size 4 --moe-token-dispatcher-type alltoall --moe-grouped-gemm"
+                              " --moe-permute-fusion --use-distributed-optimizer --global-batch-size 16");
+  const Result allgather = run(kMpirun + " -np 4 " + kBin + args +
+                               " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2"
+                               " --expert-tensor-parallel-size 1 --moe-token-dispatcher-type allgather");
+  for (const Result* r : {&plain, &alltoall, &allgather}) {
+    ASSERT_EQ(r->exit_code, 0) << r->output;
+    EXPECT_TRUE(std::regex_search(r->output, std::regex(R"(\| lm loss: [0-9.E+-]+ \| load_balancing_loss: [0-9.E+-]+ \| z_loss: [0-9.E+-]+ \| loss scale:)")))
+        << r->output;
+  }
+  const auto want = logged_losses(plain.output);
+  ASSERT_EQ(want.size(), 6u) << plain.output;
+  EXPECT_LT(want.back(), 0.9 * want.front());
+  for (const Result* r : {&alltoall, &allgather}) {
+    const auto got = logged_losses(r->output);
+    ASSERT_EQ(got.size(), want.size()) << r->output;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5 * want[i]) << "log line " << i;
+  }
+}
+
 TEST(EndToEnd, UnimplementedFlagStopsEveryRank) {
   const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --recompute-granularity full");
   EXPECT_NE(r.exit_code, 0);
