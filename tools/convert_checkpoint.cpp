@@ -219,7 +219,9 @@ Status load_whole_model(const Options& o, WholeModel& w, Allocator& alloc, const
     MS_ASSIGN_OR_RETURN(iteration_dir, tracked_iteration_dir(o.load_dir));
     MS_ASSIGN_OR_RETURN(c, checkpoint_model_config(iteration_dir));
   }
-  if (o.load_type != "hf") w.source_arch = c.swiglu ? HfArchitecture::kLlama : HfArchitecture::kGpt2;
+  if (o.load_type != "hf") {
+    w.source_arch = c.moe.enabled() ? HfArchitecture::kMixtral : c.swiglu ? HfArchitecture::kLlama : HfArchitecture::kGpt2;
+  }
   w.model = std::make_unique<GPTModel>(c, ps, w.registry);
   w.buffer = std::make_unique<ParamAndGradBuffer>(w.registry, alloc, BufferOptions{});
   if (o.load_type == "hf") return load_hf_checkpoint(o.load_dir, *w.model, ps);
@@ -303,6 +305,10 @@ Status run(const Options& o) {
     }
     MS_RETURN_IF_ERROR(write_hf_checkpoint(o.save_dir, w.configs.model, arch, tensors));
   } else {
+    if (w.configs.model.moe.enabled()) {
+      return unimplemented("writing a mixture-of-experts model as a Megatron torch checkpoint (expert-parallel rank "
+                           "files, local expert numbering) is not implemented; save as mg or hf (Mixtral)");
+    }
     MS_RETURN_IF_ERROR(write_megatron_torch(o.save_dir, w.configs.model, w.registry, o.target_tp, o.target_pp,
                                             o.layers_per_virtual_stage));
   }
@@ -326,8 +332,8 @@ int main(int argc, char** argv) {
   app.add_option("--load-dir", o.load_dir, "Directory to read")->required();
   app.add_option("--save-dir", o.save_dir, "Directory to write")->required();
   app.add_option("--model-type-hf", o.model_type_hf,
-                 "gpt2, llama2, llama, qwen2 or mistral (default: gpt2 or llama, from the checkpoint)")
-      ->check(CLI::IsMember({"gpt2", "llama2", "llama", "qwen2", "mistral"}));
+                 "gpt2, llama2, llama, qwen2, mistral or mixtral (default: gpt2, llama or mixtral, from the checkpoint)")
+      ->check(CLI::IsMember({"gpt2", "llama2", "llama", "qwen2", "mistral", "mixtral"}));
   auto* target_tp = app.add_option("--target-tensor-parallel-size", o.target_tp,
                  "mg-torch output: tensor-parallel size (mg checkpoints load at any)")
       ->check(CLI::PositiveNumber);

@@ -151,6 +151,11 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
     return invalid_argument(first.path(), ": no 'args' namespace (not a Megatron checkpoint?)");
   }
   const MegatronArgs a{args_value, first.path()};
+  if (a.integer_or("num_experts", 0) > 0) {
+    return unimplemented(first.path(), ": a mixture-of-experts Megatron torch checkpoint (num_experts ",
+                         a.integer_or("num_experts", 0), "; expert-parallel rank files and local expert numbering) is "
+                         "not read yet; convert it to Hugging Face (Mixtral) first");
+  }
   ckpt.tp_ = a.integer_or("tensor_model_parallel_size", 1);
   ckpt.pp_ = a.integer_or("pipeline_model_parallel_size", 1);
   if (static_cast<int64_t>(ckpt.files_.size()) != ckpt.tp_ * ckpt.pp_) {

@@ -1,5 +1,5 @@
 // convert_checkpoint: Hugging Face -> mindspeed-cpp checkpoint -> Hugging Face gives back the
-// same tensors byte for byte (GPT-2 and LLaMA fixtures), the checkpoint in between carries
+// same tensors byte for byte (GPT-2, LLaMA, Qwen2 and Mixtral fixtures), the checkpoint in between carries
 // the model's arguments, and the unsupported directions are refused by name.
 #include <gtest/gtest.h>
 
@@ -46,7 +46,7 @@ void expect_same_architecture(const std::string& want_dir, const std::string& go
 }
 
 TEST(ConvertCheckpoint, HfToMgToHfIsByteIdentical) {
-  for (const char* model : {"gpt2_tiny", "llama_tiny", "qwen2_scaled"}) {
+  for (const char* model : {"gpt2_tiny", "llama_tiny", "qwen2_scaled", "mixtral_tiny"}) {
     SCOPED_TRACE(model);
     testing::ScratchDir dir;
     const std::string hf = source_path(std::string("tests/golden/") + model);
@@ -268,6 +268,19 @@ TEST(ConvertCheckpoint, UnsupportedDirectionsAreRefused) {
                                       dir.file("missing"), "--save-dir", dir.file("y")});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("latest_checkpointed_iteration.txt' does not exist"), std::string::npos) << r.output;
+  // A mixture-of-experts model as a Megatron torch checkpoint, or as a dense family.
+  const std::string mixtral = source_path("tests/golden/mixtral_tiny");
+  r = run_tool("convert_checkpoint", {"--load-model-type", "hf", "--save-model-type", "mg-torch", "--load-dir", mixtral,
+                                      "--save-dir", dir.file("moe_torch")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("mixture-of-experts model as a Megatron torch checkpoint"), std::string::npos) << r.output;
+  r = run_tool("convert_checkpoint", {"--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", mixtral,
+                                      "--save-dir", dir.file("moe_mg")});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_tool("convert_checkpoint", {"--load-model-type", "mg", "--save-model-type", "hf", "--load-dir",
+                                      dir.file("moe_mg"), "--save-dir", dir.file("moe_llama"), "--model-type-hf", "llama"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("a mixture-of-experts model: use mixtral"), std::string::npos) << r.output;
 }
 
 }  // namespace
