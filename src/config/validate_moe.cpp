@@ -138,10 +138,9 @@ Status validate_moe(ModelConfig& m, const ParallelConfig& p) {
                               moe.router_group_topk, ") with at most the experts of a group per selected group");
     }
   }
-  if (moe.router_enable_expert_bias) {
-    return unimplemented("--moe-router-enable-expert-bias (aux-loss-free balancing: the expert bias updated from the "
-                         "token counts after every step and kept in checkpoints) is not implemented yet in "
-                         "mindspeed-cpp; balance with --moe-aux-loss-coeff instead");
+  if (moe.router_enable_expert_bias && moe.load_balancing == MoeLoadBalancing::kSinkhorn) {
+    return invalid_argument("--moe-router-enable-expert-bias with --moe-router-load-balancing-type sinkhorn: the "
+                            "sinkhorn selection does not use the bias");
   }
   if (moe.router_enable_expert_bias && moe.score_function != MoeScoreFunction::kSigmoid) {
     return invalid_argument("--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid (Megatron's "

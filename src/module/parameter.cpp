@@ -35,6 +35,13 @@ Parameter* ParameterRegistry::add(ParameterSpec spec, int tp_size) {
   return params_.back().get();
 }
 
+ModelBuffer* ParameterRegistry::add_buffer(std::string name, int64_t n, bool persistent) {
+  MS_CHECK(by_name_.count(name) == 0, "buffer ", name, " has a parameter's name");
+  for (const auto& b : buffers_) MS_CHECK(b->name != name, "buffer ", name, " declared twice");
+  buffers_.push_back(std::make_unique<ModelBuffer>(ModelBuffer{std::move(name), std::vector<float>(static_cast<size_t>(n), 0.0f), persistent}));
+  return buffers_.back().get();
+}
+
 Parameter* ParameterRegistry::find(const std::string& name) const {
   const auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;

@@ -59,8 +59,18 @@ struct Parameter {
   float* g() const { return main_grad.f32(); }
 };
 
+/// Model state that the optimizer does not train (Megatron's registered buffers, e.g. the MoE
+/// router's expert_bias): fp32, replicated, zero-initialised; persistent ones are saved in
+/// checkpoints beside the parameters.
+struct ModelBuffer {
+  std::string name;
+  std::vector<float> values;
+  bool persistent = true;
+};
+
 /// Owns the Parameter records of every model chunk of this rank (stable addresses for the
-/// modules), in declaration order; the gradient buffer lays them all out together.
+/// modules), in declaration order; the gradient buffer lays them all out together. It also
+/// owns the model's buffers.
 class ParameterRegistry {
  public:
   /// Declares a parameter; local_shape follows from `split` and the tensor-parallel size.
@@ -68,10 +78,14 @@ class ParameterRegistry {
   const std::vector<std::unique_ptr<Parameter>>& params() const { return params_; }
   Parameter* find(const std::string& name) const;
   int64_t num_local_elements() const;
+  /// Declares a buffer of n zeros.
+  ModelBuffer* add_buffer(std::string name, int64_t n, bool persistent = true);
+  const std::vector<std::unique_ptr<ModelBuffer>>& buffers() const { return buffers_; }
 
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
   std::unordered_map<std::string, Parameter*> by_name_;
+  std::vector<std::unique_ptr<ModelBuffer>> buffers_;
 };
 
 /// Which slice of its tensor-parallel split this rank holds: (expert-tp rank, expert-tp size)

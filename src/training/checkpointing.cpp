@@ -364,6 +364,18 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
                                 {"split", static_cast<int>(p->spec.split)}};
     }
   }
+  // The model's persistent buffers (the MoE routers' expert biases): replicated, written by
+  // the first tensor- and data-parallel rank of each pipeline stage.
+  if (ps.tp_rank != 0 || ps.dp_cp().rank() != 0) return;
+  for (const auto& b : t.registry.buffers()) {
+    if (!b->persistent) continue;
+    const int64_t n = static_cast<int64_t>(b->values.size());
+    Chunk c{"param", b->name, file, "param/" + b->name + "#0", 0, 1, 0, n};
+    tensors->push_back({c.key, {n}, b->values, {}});
+    chunks->push_back(to_json(c));
+    (*specs)[b->name] = {{"global_shape", std::vector<int64_t>{n}},
+                         {"split", static_cast<int>(TensorParallelSplit::kReplicated)}};
+  }
 }
 
 // What one rank writes for one save, copied out of the live buffers (so training may go on
@@ -646,6 +658,15 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
           for (const OwnedRange& r : owned_by_optimizer) std::copy(mine.begin() + r.lo, mine.begin() + r.hi, state + r.shard);
         }
       }
+    }
+    for (const auto& b : target.registry.buffers()) {
+      if (!b->persistent) continue;
+      if (index.shapes().count(b->name) == 0) {
+        return not_found("checkpoint '", iteration_dir, "' holds no buffer '", b->name,
+                         "' (saved without --moe-router-enable-expert-bias?)");
+      }
+      ParameterSpec spec{.name = b->name, .global_shape = Shape{static_cast<int64_t>(b->values.size())}};
+      MS_RETURN_IF_ERROR(index.read_shard("param", spec, 0, 1, b->values.data()));
     }
     target.optimizer.set_step_count(load_optimizer ? index.meta().at("optimizer_step").get<int64_t>() : 0);
     CheckpointState state;

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/profiler.h"
 #include "distributed/distributed_data_parallel.h"
+#include "transformer/moe/router.h"
 
 namespace mindspeed {
 
@@ -81,9 +82,9 @@ ForwardBackwardResult run_schedule(std::vector<const ModelChunk*> model, const P
 }
 
 TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const PipelineLayout& layout,
-                               ParamAndGradBuffer& buffer, Optimizer& optimizer, DistributedDataParallel* ddp,
-                               const ForwardContext& ctx_in, std::span<const MicroBatch> microbatches, double lr,
-                               const TrainStepOptions& options) {
+                               const GPTModel& first_chunk, ParamAndGradBuffer& buffer, Optimizer& optimizer,
+                               DistributedDataParallel* ddp, const ForwardContext& ctx_in,
+                               std::span<const MicroBatch> microbatches, double lr, const TrainStepOptions& options) {
   MS_CHECK(ctx_in.training, "train_step needs a training context");
   ForwardContext ctx = ctx_in;
   ctx.hooks = ddp;
@@ -98,6 +99,9 @@ TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const Pipel
   {
     profiler::Scope profile(profiler::category::kOptimizer, "finish grad sync");
     if (ddp) ddp->finish_grad_sync();
+    // MoE aux-loss-free balancing: the routers' expert biases from this iteration's counts
+    // (Megatron's finalize_model_grads).
+    update_expert_biases(first_chunk.registry(), *ctx.ps, first_chunk.config().moe.router_bias_update_rate);
   }
   {
     profiler::Scope profile(profiler::category::kOptimizer, "optimizer step");
@@ -112,13 +116,15 @@ TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const Pipel
 TrainStepResult train_step(const GPTModelChunks& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
                            DistributedDataParallel* ddp, const ForwardContext& ctx, std::span<const MicroBatch> microbatches,
                            double lr, const TrainStepOptions& options) {
-  return run_train_step(model.model_chunks(), model.layout(), buffer, optimizer, ddp, ctx, microbatches, lr, options);
+  return run_train_step(model.model_chunks(), model.layout(), model[0], buffer, optimizer, ddp, ctx, microbatches, lr,
+                        options);
 }
 
 TrainStepResult train_step(const GPTModel& model, ParamAndGradBuffer& buffer, Optimizer& optimizer,
                            DistributedDataParallel* ddp, const ForwardContext& ctx, std::span<const MicroBatch> microbatches,
                            double lr, const TrainStepOptions& options) {
-  return run_train_step({&model}, single_chunk_layout(*ctx.ps), buffer, optimizer, ddp, ctx, microbatches, lr, options);
+  return run_train_step({&model}, single_chunk_layout(*ctx.ps), model, buffer, optimizer, ddp, ctx, microbatches, lr,
+                        options);
 }
 
 // Hooks (parameter gathers) stay as the caller set them.

@@ -359,8 +359,8 @@ TEST(Validate, MixtureOfExpertsRules) {
   refused({"--moe-shared-expert-intermediate-size", "32", "--moe-shared-expert-overlap", "--moe-token-dispatcher-type",
            "allgather"},
           1, "only works with --moe-token-dispatcher-type alltoall");
-  refused({"--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid"}, 1,
-          "--moe-router-enable-expert-bias (aux-loss-free balancing");
+  EXPECT_EQ(validation_error(with({"--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid"}), 1), "");
+  refused({"--moe-router-enable-expert-bias"}, 1, "needs --moe-router-score-function sigmoid");
   // MindSpeed's feature rules.
   refused({"--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-model-parallel-size", "2",
            "--moe-tp-extend-ep"},

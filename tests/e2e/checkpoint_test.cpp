@@ -163,7 +163,8 @@ TEST(Checkpoint, ReshardsToOtherLayouts) {
   }
 }
 
-// Mixture of experts: each routed expert is its own tensor under its global index, so a
+// Mixture of experts: each routed expert is its own tensor under its global index (and each
+// router's aux-loss-free expert bias a saved buffer), so a
 // checkpoint saved at EP2 x DP2 (distributed optimizer, experts sharded over expert-DP)
 // resumes bit-exactly at that layout and continues at EP4, EP1 x DP2 and EP2 x TP2 (expert-TP
 // 2), the final weights equal to the never-stopped run within 1e-5.
@@ -171,7 +172,8 @@ TEST(Checkpoint, MixtureOfExpertsReshardsOverExpertParallelism) {
   ScratchDir scratch;
   const std::string moe =
       " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 96 --moe-aux-loss-coeff 1e-2"
-      " --moe-z-loss-coeff 1e-3 --disable-bias-linear --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
+      " --moe-z-loss-coeff 1e-3 --disable-bias-linear --moe-token-dispatcher-type alltoall --moe-grouped-gemm"
+      " --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 1e-2";
   const std::string from = moe + " --expert-model-parallel-size 2 --use-distributed-optimizer";
   const std::string base = scratch.file("base");
   const CommandResult a = train(4, from, " --train-iters 8 --save " + scratch.file("straight"));
@@ -181,6 +183,11 @@ TEST(Checkpoint, MixtureOfExpertsReshardsOverExpertParallelism) {
   ASSERT_EQ(half.exit_code, 0) << half.output;
   const auto want = tensors(scratch.file("straight"), 8, "param");
   ASSERT_EQ(want.count("decoder.layers.3.mlp.experts.local_experts.3.linear_fc2.weight"), 1u);
+  // The aux-loss-free expert biases are model state: saved, resumed and resharded too.
+  ASSERT_EQ(want.count("decoder.layers.3.mlp.router.expert_bias"), 1u);
+  float moved = 0.0f;
+  for (float b : want.at("decoder.layers.3.mlp.router.expert_bias")) moved += std::fabs(b);
+  EXPECT_GT(moved, 0.0f) << "the expert biases must have been updated";
   const Layout targets[] = {
       {"ep2_dp2_distopt", 4, from},
       {"ep4", 4, moe + " --expert-model-parallel-size 4"},

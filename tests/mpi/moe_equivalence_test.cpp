@@ -165,6 +165,21 @@ const MoeCase kMoeCases[] = {
        m.load_balancing = MoeLoadBalancing::kSinkhorn;
        m.aux_loss_coeff = 0.0f;
      }},
+    // Aux-loss-free balancing: the expert bias from the token counts summed over tp x dp x cp.
+    {"ep2_expert_bias_sigmoid", 2, {.ep = 2}, MoeDispatcher::kAllToAll, false, false, 0, false, 0.0f, false,
+     MoeDropPolicy::kProbs, false, 2, false,
+     [](MoeConfig& m) {
+       m.score_function = MoeScoreFunction::kSigmoid;
+       m.router_enable_expert_bias = true;
+       m.router_bias_update_rate = 0.01f;
+     }},
+    {"ep2_tp2_sp_expert_bias", 4, {.tp = 2, .sequence_parallel = true, .ep = 2}, MoeDispatcher::kAllToAll, false, false,
+     0, false, 0.0f, false, MoeDropPolicy::kProbs, false, 2, false,
+     [](MoeConfig& m) {
+       m.score_function = MoeScoreFunction::kSigmoid;
+       m.router_enable_expert_bias = true;
+       m.router_bias_update_rate = 0.01f;
+     }},
     {"ep4_jitter_gemm_fusion", 4, {.ep = 4}, MoeDispatcher::kAllToAll, true, true, 0, false, 0.0f, false,
      MoeDropPolicy::kProbs, false, 2, false,
      [](MoeConfig& m) {

@@ -22,6 +22,32 @@ TopKRouter::TopKRouter(ParameterRegistry& registry, const std::string& prefix, c
                           .init_std = config.init_method_std,
                           .sequence_parallel = sequence_parallel},
                          1);
+  if (config.moe.router_enable_expert_bias) {
+    expert_bias_ = registry.add_buffer(prefix + ".expert_bias", config.moe.num_experts);
+    local_tokens_per_expert_ =
+        registry.add_buffer(prefix + ".local_tokens_per_expert", config.moe.num_experts, /*persistent=*/false);
+  }
+}
+
+void update_expert_biases(const ParameterRegistry& registry, const ParallelState& ps, float update_rate) {
+  std::vector<ModelBuffer*> biases, counts;
+  for (const auto& b : registry.buffers()) {
+    if (b->name.ends_with(".router.expert_bias")) biases.push_back(b.get());
+    if (b->name.ends_with(".router.local_tokens_per_expert")) counts.push_back(b.get());
+  }
+  MS_CHECK(biases.size() == counts.size(), "expert-bias routers without their token counts");
+  if (biases.empty()) return;
+  // One all-reduce for every router of this rank (the same routers on every rank of the group).
+  std::vector<float> all;
+  for (ModelBuffer* c : counts) all.insert(all.end(), c->values.begin(), c->values.end());
+  ps.tp_dp_cp().all_reduce(all.data(), static_cast<int64_t>(all.size()));
+  size_t at = 0;
+  for (size_t i = 0; i < biases.size(); ++i) {
+    const size_t E = counts[i]->values.size();
+    biases[i]->values = updated_expert_bias(std::span<const float>(all.data() + at, E), biases[i]->values, update_rate);
+    std::fill(counts[i]->values.begin(), counts[i]->values.end(), 0.0f);
+    at += E;
+  }
 }
 
 void TopKRouter::forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x, int64_t n,
@@ -65,11 +91,19 @@ void TopKRouter::forward(const ForwardContext& ctx, const MicroBatch& mb, const 
     saved.sinkhorn = std::move(r.saved);
     return;
   }
-  StatusOr<RoutingOutput> routed = topk_routing_forward(saved.logits, n, E, router_options(moe_));
+  std::span<const float> bias;
+  if (expert_bias_ != nullptr) bias = expert_bias_->values;
+  StatusOr<RoutingOutput> routed = topk_routing_forward(saved.logits, n, E, router_options(moe_), bias);
   MS_CHECK(routed.ok(), "layer ", layer_index_, " router: ", routed.status().to_string());
   saved.probs = std::move(routed->probs);
   saved.routing_map = std::move(routed->routing_map);
   saved.routing = std::move(routed->saved);
+  if (local_tokens_per_expert_ != nullptr && ctx.training) {
+    // The final map's counts (after capacity), as Megatron's routing() accumulates them.
+    std::vector<float>& counts = local_tokens_per_expert_->values;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t e = 0; e < E; ++e) counts[e] += saved.routing_map[t * E + e];
+  }
   saved.aux = ctx.training && moe_.aux_loss_coeff > 0 &&
               (moe_.load_balancing == MoeLoadBalancing::kAuxLoss || moe_.load_balancing == MoeLoadBalancing::kSeqAuxLoss);
   if (!saved.aux) return;

@@ -7,7 +7,9 @@
 // ctx.moe_aux_loss_scale (1 / micro-batches); we add them in backward the same way.
 // The sequence-partition group of the losses is tensor x context parallel (with sequence
 // parallelism each tp rank routes its own tokens): the aux loss uses the token counts summed
-// over it, so the ranks' losses add up to the whole sequence's.
+// over it, so the ranks' losses add up to the whole sequence's. With
+// --moe-router-enable-expert-bias the sigmoid scores get a per-expert bias for the selection
+// only (aux-loss-free balancing), a model buffer updated after every iteration.
 #pragma once
 
 #include <string>
@@ -48,6 +50,17 @@ class TopKRouter {
   MoeConfig moe_;
   int64_t layer_index_, hidden_;
   Parameter* weight_ = nullptr;
+  // Aux-loss-free balancing (--moe-router-enable-expert-bias): the bias added to the scores
+  // for the selection (saved in checkpoints) and the tokens each expert got since the last
+  // update (update_expert_biases).
+  ModelBuffer* expert_bias_ = nullptr;              ///< [E] "<prefix>.expert_bias"
+  ModelBuffer* local_tokens_per_expert_ = nullptr;  ///< [E] "<prefix>.local_tokens_per_expert"
 };
+
+/// Megatron's _update_router_expert_bias (finalize_model_grads, once per iteration): every
+/// router's token counts since the last update summed over tensor x data x context parallel,
+/// its bias moved by rate * sign(mean count - count), the counts cleared. No-op without
+/// expert-bias routers.
+void update_expert_biases(const ParameterRegistry& registry, const ParallelState& ps, float update_rate);
 
 }  // namespace mindspeed
