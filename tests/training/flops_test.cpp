@@ -92,6 +92,36 @@ TEST(Flops, KvChannelsNotHiddenOverHeadsWithGqaAndSwiglu) {
   EXPECT_NEAR(num_floating_point_operations(c, 2), 245366784.0, 1e-9 * 245366784.0);
 }
 
+TEST(Flops, MixtureOfExpertsCountsTheRoutedAndSharedExperts) {
+  // Megatron core_v0.12's transformer_flops() with MoE: 4 layers with --moe-layer-freq 2 (layers
+  // 0 and 2 MoE), dense F = 512, expert F = 128, top-2, shared experts 256, SwiGLU; h = 64,
+  // n = 4 (kv 16, no GQA), s = 32, V = 1024, global batch 2.
+  ModelConfig c;
+  c.num_layers = 4;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.kv_channels = 16;
+  c.ffn_hidden_size = 512;
+  c.swiglu = true;
+  c.seq_length = 32;
+  c.padded_vocab_size = 1024;
+  c.moe.num_experts = 8;
+  c.moe.router_topk = 2;
+  c.moe.ffn_hidden_size = 128;
+  c.moe.shared_expert_intermediate_size = 256;
+  c.moe.layer_pattern = {1, 0, 1, 0};
+  // MLP term: 12 L h [F * 1.5 * (2/4) + 128 * 2 * 1.5 * (2/4) + 256 * 1.5 * (2/4)]
+  //   = 12*4*64 * (384 + 192 + 192) = 3072 * 768 = 2,359,296;
+  // attention: 12 L h^2 (1 + 1 + 32/64/2) * 1 = 12*4*4096 * 2.25 = 442,368;
+  // logits: 6 h V = 6*64*1024 = 393,216; per token 3,194,880; x 2*32 tokens = 204,472,320.
+  EXPECT_NEAR(num_floating_point_operations(c, 2), 204472320.0, 1e-9 * 204472320.0);
+  // A dense model with F = top-k x expert F + shared has the same FLOPs in its MoE layers.
+  c.moe = MoeConfig{};
+  c.ffn_hidden_size = 512;
+  const double dense = num_floating_point_operations(c, 2);
+  EXPECT_NEAR(dense, 2 * 32 * (12.0 * 4 * 64 * 768 + 442368 + 393216), 1.0);
+}
+
 }  // namespace
 // MindSpeed: with --noop-layers the FLOPs count only the real layers: a 4-layer model with
 // layers 0 and 3 as no-ops costs exactly what the 2-layer model does.
