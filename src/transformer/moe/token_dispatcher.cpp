@@ -133,6 +133,24 @@ Tensor TokenDispatcher::reduce_scatter_expert_tp(const ForwardContext& ctx, cons
   return out;
 }
 
+Tensor TokenDispatcher::arrive_at_experts(const ForwardContext& ctx, Tensor received, const Saved& saved,
+                                         MemoryCategory category) const {
+  if (ctx.ps->sizes.expert_tensor > 1) received = gather_expert_tp(ctx, received.f32(), saved);
+  Tensor rows(*ctx.alloc, Shape{sum(saved.tokens_per_expert), hidden_}, DType::kFloat32, category);
+  sort_chunks(ctx, rows.f32(), received.f32(), saved, /*inverse=*/false);
+  return rows;
+}
+
+void TokenDispatcher::start_return_home(const ForwardContext& ctx, const float* rows, float* out, Saved& saved) const {
+  const int64_t h = hidden_;
+  Tensor unsorted = workspace(ctx, sum(saved.tokens_per_expert), h);
+  sort_chunks(ctx, unsorted.f32(), rows, saved, /*inverse=*/true);
+  if (ctx.ps->sizes.expert_tensor > 1) unsorted = reduce_scatter_expert_tp(ctx, unsorted.f32(), saved);
+  Pending& p = saved.pending;
+  p.send = std::move(unsorted);
+  p.work = ctx.ps->ep().all_to_all_async(out, times(saved.input_splits, h), p.send.f32(), times(saved.output_splits, h));
+}
+
 void TokenDispatcher::unpermute(const ForwardContext& ctx, float* out, const float* rows_in, int64_t T,
                                 const Saved& saved) const {
   const int64_t R = static_cast<int64_t>(saved.rows.size()), h = hidden_;
@@ -212,11 +230,7 @@ Tensor TokenDispatcher::finish_dispatch(const ForwardContext& ctx, Saved& saved)
   }
   Tensor received = std::move(p.recv);
   saved.pending = Pending{};
-  if (ps.sizes.expert_tensor > 1) received = gather_expert_tp(ctx, received.f32(), saved);
-  const int64_t R = sum(saved.tokens_per_expert);
-  Tensor input(*ctx.alloc, Shape{R, h}, DType::kFloat32, MemoryCategory::kActivations);
-  sort_chunks(ctx, input.f32(), received.f32(), saved, /*inverse=*/false);
-  return input;
+  return arrive_at_experts(ctx, std::move(received), saved, MemoryCategory::kActivations);
 }
 
 void TokenDispatcher::start_combine(const ForwardContext& ctx, Tensor y, Saved& saved) const {
@@ -233,16 +247,9 @@ void TokenDispatcher::start_combine(const ForwardContext& ctx, Tensor y, Saved& 
     p.work = group.reduce_scatter_async(p.recv.f32(), p.send.f32(), saved.n * h, ReduceOp::kSum);
     return;
   }
-  const int64_t R = y.shape()[0];
-  Tensor unsorted = workspace(ctx, R, h);
-  sort_chunks(ctx, unsorted.f32(), y.f32(), saved, /*inverse=*/true);
-  y.reset();
-  if (ps.sizes.expert_tensor > 1) unsorted = reduce_scatter_expert_tp(ctx, unsorted.f32(), saved);
   const int64_t R_src = static_cast<int64_t>(saved.rows.size());
   saved.combined = Tensor(*ctx.alloc, Shape{R_src, h}, DType::kFloat32, MemoryCategory::kActivations);
-  p.send = std::move(unsorted);
-  p.work = ps.ep().all_to_all_async(saved.combined.f32(), times(saved.input_splits, h), p.send.f32(),
-                                    times(saved.output_splits, h));
+  start_return_home(ctx, y.f32(), saved.combined.f32(), saved);
 }
 
 void TokenDispatcher::finish_combine(const ForwardContext& ctx, float* out, Saved& saved) const {
@@ -303,11 +310,7 @@ Tensor TokenDispatcher::finish_combine_backward(const ForwardContext& ctx, float
   for (int64_t i = 0; i < R_src; ++i) dprobs[saved.rows[i] * E + saved.experts[i]] = p.recv2.f32()[i];
   Tensor received = std::move(p.recv);
   saved.pending = Pending{};
-  if (ps.sizes.expert_tensor > 1) received = gather_expert_tp(ctx, received.f32(), saved);
-  const int64_t R = sum(saved.tokens_per_expert);
-  Tensor dy(*ctx.alloc, Shape{R, h}, DType::kFloat32, MemoryCategory::kWorkspace);
-  sort_chunks(ctx, dy.f32(), received.f32(), saved, /*inverse=*/false);
-  return dy;
+  return arrive_at_experts(ctx, std::move(received), saved, MemoryCategory::kWorkspace);
 }
 
 void TokenDispatcher::start_dispatch_backward(const ForwardContext& ctx, const float* dinput, Saved& saved) const {
@@ -324,15 +327,8 @@ void TokenDispatcher::start_dispatch_backward(const ForwardContext& ctx, const f
     p.work = group.reduce_scatter_async(p.recv.f32(), p.send.f32(), saved.n * h, ReduceOp::kSum);
     return;
   }
-  const int64_t R = sum(saved.tokens_per_expert);
-  Tensor unsorted = workspace(ctx, R, h);
-  sort_chunks(ctx, unsorted.f32(), dinput, saved, /*inverse=*/true);
-  if (ps.sizes.expert_tensor > 1) unsorted = reduce_scatter_expert_tp(ctx, unsorted.f32(), saved);
-  const int64_t R_src = static_cast<int64_t>(saved.rows.size());
-  p.send = std::move(unsorted);
-  p.recv = workspace(ctx, R_src, h);
-  p.work = ps.ep().all_to_all_async(p.recv.f32(), times(saved.input_splits, h), p.send.f32(),
-                                    times(saved.output_splits, h));
+  p.recv = workspace(ctx, static_cast<int64_t>(saved.rows.size()), h);
+  start_return_home(ctx, dinput, p.recv.f32(), saved);
 }
 
 void TokenDispatcher::finish_dispatch_backward(const ForwardContext& ctx, float* dx, Saved& saved) const {

@@ -86,6 +86,14 @@ class TokenDispatcher {
   /// its partner reduce-scatter-v (sum of the expert-TP ranks' partial rows).
   Tensor gather_expert_tp(const ForwardContext& ctx, const float* in, const Saved& saved) const;
   Tensor reduce_scatter_expert_tp(const ForwardContext& ctx, const float* in, const Saved& saved) const;
+  /// alltoall, toward the experts: what the EP all-to-all brought ([R_ep, h]) all-gathered
+  /// over expert-TP and sorted by local expert -> [R, h].
+  Tensor arrive_at_experts(const ForwardContext& ctx, Tensor received, const Saved& saved,
+                           MemoryCategory category) const;
+  /// alltoall, toward the tokens' ranks: rows in local-expert order [R, h] unsorted,
+  /// reduce-scattered over expert-TP and sent back over EP into out [R_src, h] (left in flight
+  /// in saved.pending).
+  void start_return_home(const ForwardContext& ctx, const float* rows, float* out, Saved& saved) const;
   /// The probabilities applied in the unpermute: fused (--moe-permute-fusion) or Megatron's
   /// scale-then-scatter-add.
   void unpermute(const ForwardContext& ctx, float* out, const float* rows_in, int64_t T, const Saved& saved) const;
