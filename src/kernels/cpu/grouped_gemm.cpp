@@ -18,7 +18,7 @@ struct Group {
   int64_t g, row, m;  // expert, first row, rows
 };
 
-// True when greedy longest-first scheduling of groups[begin, end) on `threads` threads
+// True when greedy longest-first scheduling of groups[begin..] on `threads` threads
 // (what schedule(dynamic, 1) over the sorted list does) ends within 10% of a perfect split,
 // taking a group's time as proportional to its rows (N and K are shared).
 bool balanced(const std::vector<Group>& groups, size_t begin, int threads) {
@@ -57,7 +57,7 @@ void for_each_group(const KernelContext& kc, const int64_t* counts, int64_t G, c
   if (groups.size() - first_shared < 2) first_shared = groups.size();
   for (size_t i = 0; i < first_shared; ++i) run(groups[i].g, groups[i].row, groups[i].m);
   const int64_t shared = static_cast<int64_t>(groups.size() - first_shared);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (shared > 1)
   for (int64_t i = 0; i < shared; ++i) {
     const Group& gr = groups[first_shared + static_cast<size_t>(i)];
     run(gr.g, gr.row, gr.m);
