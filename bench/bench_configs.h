@@ -1,5 +1,6 @@
-// The benchmark model configurations (issue: tiny, small LLaMA, GPT-2 124M), shared by the
-// C++ benchmarks; bench/pytorch_train.py builds the same models in PyTorch.
+// The benchmark model configurations (issue: tiny, small LLaMA, GPT-2 124M; issue 13: a small
+// Mixtral-style MoE model and its dense twin of the same active parameters), shared by the
+// C++ benchmarks; bench/pytorch_train.py builds the dense models in PyTorch.
 #pragma once
 
 #include <string>
@@ -63,6 +64,31 @@ inline std::vector<BenchConfig> bench_configs() {
     m.vocab_size = 50257;
     m.padded_vocab_size = 50304;
     m.openai_gelu = true;
+    out.push_back(b);
+  }
+  const ModelConfig llama_small = out[1].model;
+  {
+    // llama-small with every MLP an MoE layer: 8 experts of ffn 1408, top-2 (Mixtral's
+    // routing), grouped GEMM, fused permutation (alltoall dispatcher, one process), aux loss.
+    BenchConfig b{"mixtral-small", {}, 4};
+    ModelConfig& m = b.model;
+    m = llama_small;
+    m.moe.num_experts = 8;
+    m.moe.router_topk = 2;
+    m.moe.ffn_hidden_size = 1408;
+    m.moe.dispatcher = MoeDispatcher::kAllToAll;
+    m.moe.grouped_gemm = true;
+    m.moe.permute_fusion = true;
+    m.moe.load_balancing = MoeLoadBalancing::kAuxLoss;
+    m.moe.aux_loss_coeff = 0.01f;
+    out.push_back(b);
+  }
+  {
+    // mixtral-small's dense twin: the same active parameters per token (ffn = top-k x 1408).
+    BenchConfig b{"mixtral-small-dense", {}, 4};
+    ModelConfig& m = b.model;
+    m = llama_small;
+    m.ffn_hidden_size = 2 * 1408;
     out.push_back(b);
   }
   for (auto& b : out) b.model.attention_dropout = b.model.hidden_dropout = 0.0f;

@@ -3,6 +3,8 @@
 // random tokens (fp32, fused kernels, flash attention). Prints tokens/s, model TFLOP/s
 // (Megatron's formula), MFU against the GEMM peak given with --peak-gflops, and the
 // allocator's peak memory plus the process's peak RSS, as one JSON line per configuration.
+// For MoE configurations "active_params" counts the parameters one token uses (the routed
+// experts' parameters scaled by top-k / experts); for dense ones it equals "params".
 //   train_throughput [--config NAME] [--steps N] [--warmup N] [--peak-gflops G]
 #include <sys/resource.h>
 
@@ -12,6 +14,8 @@
 
 #include "bench_configs.h"
 #include "bench_model.h"
+#include "config/validate_moe.h"
+#include "core/check.h"
 #include "core/timers.h"
 #include "training/flops.h"
 
@@ -37,7 +41,19 @@ int main(int argc, char** argv) {
   for (const auto& bc : bench::bench_configs()) {
     if (!only.empty() && bc.name != only) continue;
     ModelConfig m = bc.model;
+    if (m.moe.enabled()) {
+      const Status valid = validate_moe(m, ParallelConfig{});
+      if (!valid.ok()) fatal(valid.to_string());
+    }
     bench::BenchModel bm(m, flash, bc.micro_batch);
+    // Routed experts count top-k / experts of their parameters per token.
+    double active_params = 0.0;
+    for (const auto& p : bm.model.registry().params()) {
+      const double n = static_cast<double>(p->data.numel());
+      const bool routed = p->spec.name.find(".experts.local_experts.") != std::string::npos;
+      active_params +=
+          routed ? n * static_cast<double>(m.moe.router_topk) / static_cast<double>(m.moe.num_experts) : n;
+    }
     for (int s = 0; s < warmup; ++s) bm.step(s + 1);
     bm.alloc.reset_peaks();
     Timer timer;
@@ -52,10 +68,11 @@ int main(int argc, char** argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const MemoryStats st = bm.alloc.stats();
-    std::printf("{\"impl\": \"mindspeed-cpp\", \"config\": \"%s\", \"params\": %lld, \"step_s\": %.4f, "
+    std::printf("{\"impl\": \"mindspeed-cpp\", \"config\": \"%s\", \"params\": %lld, \"active_params\": %.0f, "
+                "\"step_s\": %.4f, "
                 "\"tokens_per_s\": %.1f, \"tflops\": %.4f, \"mfu\": %.4f, \"loss\": %.4f, "
                 "\"alloc_peak_mib\": %.1f, \"max_rss_mib\": %.1f}\n",
-                bc.name.c_str(), static_cast<long long>(bm.model.registry().num_local_elements()), sec,
+                bc.name.c_str(), static_cast<long long>(bm.model.registry().num_local_elements()), active_params, sec,
                 tokens / sec, flops / sec / 1e12, peak_gflops > 0 ? flops / sec / 1e9 / peak_gflops : 0.0, loss,
                 static_cast<double>(st.total_peak) / (1 << 20), static_cast<double>(ru.ru_maxrss) / 1024.0);
     std::fflush(stdout);
