@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# MoE layer benchmark on this machine (bench/moe_layer.cpp under mpirun; EP = number of ranks,
+# one thread per rank, the ranks share the machine's cores):
+#  1. one MoE layer's forward + backward per micro-batch with each dispatcher (allgather,
+#     alltoall; grouped GEMM) at EP = 1, 2, 4, with the dispatcher's and the bare
+#     collectives' time and the bytes per step;
+#  2. with shared experts, the step time without and with the overlap flags and the share of
+#     the overlappable communication they hide.
+# Each configuration runs REPEATS times in rounds (the VM is shared); the fastest run is kept.
+# Prints Markdown tables. SECTIONS="1 2" picks which; extra moe_layer flags (sizes) in ARGS.
+#   bench/run_moe_bench.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build/release}
+BIN="$BUILD/bench/moe_layer"
+SECTIONS=${SECTIONS:-1 2}
+REPEATS=${REPEATS:-3}
+STEPS=${STEPS:-5}
+NPS=${NPS:-2 4}
+SHARED=${SHARED:-2816}
+read -r -a EXTRA <<<"${ARGS:-}"
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+run() {  # run NP ARGS...: one JSON line
+  local np=$1
+  shift
+  mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE \
+    -np "$np" "$BIN" --steps "$STEPS" "${EXTRA[@]}" "$@" </dev/null | grep '^{'
+}
+field() { sed "s/.*\"$1\": \([0-9.]*\).*/\1/"; }
+sfield() { sed "s/.*\"$1\": \"\([^\"]*\)\".*/\1/"; }
+# best KEY: from the JSON lines on stdin, the one with the smallest step_ms.
+best() { awk -F'"step_ms": ' '{split($2, a, ","); if (!n || a[1] + 0 < m) {m = a[1] + 0; l = $0; n = 1}} END {print l}'; }
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; $BIN ${EXTRA[*]:-}"
+echo
+if want 1; then
+  echo "### MoE layer forward + backward per micro-batch, each dispatcher (fastest of $REPEATS runs)"
+  echo
+  echo "| EP (ranks) | dispatcher | step (ms) | fwd (ms) | bwd (ms) | max expert rows | dispatcher alone, 4 steps (ms) | bare collectives (ms) | comm share of step | traffic per step and rank |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  declare -A out1
+  for round in $(seq "$REPEATS"); do
+    for np in 1 $NPS; do
+      for d in allgather alltoall; do
+        out1[$np,$d]+="$(run "$np" --dispatcher "$d")"$'\n'
+      done
+    done
+  done
+  for np in 1 $NPS; do
+    for d in allgather alltoall; do
+      j=$(printf '%s' "${out1[$np,$d]}" | best)
+      s=$(echo "$j" | field step_ms)
+      c=$(echo "$j" | field comm_ms)
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$np" "$d" "$s" "$(echo "$j" | field fwd_ms)" \
+        "$(echo "$j" | field bwd_ms)" "$(echo "$j" | field max_expert_rows)" "$(echo "$j" | field dispatcher_ms)" "$c" \
+        "$(awk -v c="$c" -v s="$s" 'BEGIN{printf "%.1f%%", 100*c/s}')" "$(echo "$j" | sfield comm)"
+    done
+  done
+  echo
+fi
+if want 2; then
+  echo "### Communication hidden by the overlap flags (shared experts $SHARED; fastest of $REPEATS runs in rounds)"
+  echo
+  echo "| EP | dispatcher | flags | step (ms) | best step (ms) | saved vs no overlap (ms) | overlappable collectives (ms) | overlapped compute (ms) | hideable = sum of min (ms) | share hidden |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  configs=("alltoall|" "alltoall|--moe-shared-expert-overlap" "alltoall|--moe-alltoall-overlap-comm"
+           "allgather|" "allgather|--moe-allgather-overlap-comm")
+  for np in $NPS; do
+    declare -A out2=()
+    for round in $(seq "$REPEATS"); do
+      for c in "${configs[@]}"; do
+        d=${c%%|*}
+        flags=${c#*|}
+        # shellcheck disable=SC2086
+        out2[$c]+="$(run "$np" --dispatcher "$d" --shared "$SHARED" $flags)"$'\n'
+      done
+    done
+    for c in "${configs[@]}"; do
+      d=${c%%|*}
+      flags=${c#*|}
+      j=$(printf '%s' "${out2[$c]}" | best)
+      base=$(printf '%s' "${out2[$d|]}" | best | field step_ms)
+      s=$(echo "$j" | field step_ms)
+      coll=$(awk -v a="$(echo "$j" | field coll_dispatch_ms)" -v b="$(echo "$j" | field coll_combine_bwd_ms)" \
+        -v c="$(echo "$j" | field coll_dispatch_bwd_ms)" 'BEGIN{printf "%.2f", a+b+c}')
+      hide=$(echo "$j" | field hideable_ms)
+      if [[ -z "$flags" ]]; then
+        saved="" share=""
+      else
+        saved=$(awk -v a="$base" -v b="$s" 'BEGIN{printf "%.2f", a-b}')
+        share=$(awk -v a="$base" -v b="$s" -v h="$hide" 'BEGIN{printf "%.0f%%", 100*(a-b)/h}')
+      fi
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$np" "$d" "${flags:-none}" "$s" \
+        "$(echo "$j" | field best_step_ms)" "$saved" "$coll" "$(echo "$j" | field overlapped_compute_ms)" "$hide" "$share"
+    done
+    unset out2
+  done
+  echo
+fi
