@@ -12,7 +12,8 @@
 // combine's backward collective and the router's backward during the dispatch's backward
 // collective; "hideable_ms" sums min(collective, compute) over those three pairs, so the
 // share of communication hidden is (step without overlap - step with) / hideable_ms. Every
-// time is the slowest rank's (max over ranks), the mean over --steps after --warmup.
+// time is the slowest rank's (max over ranks); the layer's step is the median over --steps
+// after --warmup (also the mean and the best), the parts' the median of their repetitions.
 // Prints one JSON line from rank 0.
 //   mpirun -np P moe_layer [--dispatcher allgather|alltoall] [--no-grouped-gemm]
 //       [--shared F] [--moe-shared-expert-overlap] [--moe-alltoall-overlap-comm]
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -48,20 +50,26 @@ double max_over_ranks(double v) {
   return out;
 }
 
-// Mean over `reps` of the slowest rank's time of f(), each rep after a barrier (after one
-// untimed call: first-touch allocations, the communication thread's first job).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Median over `reps` of the slowest rank's time of f() in ms, each rep after a barrier (after
+// one untimed call: first-touch allocations, the communication thread's first job).
 template <typename F>
 double time_ms(int reps, F&& f) {
   MPI_Barrier(MPI_COMM_WORLD);
   f();
-  double total = 0.0;
+  std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
     MPI_Barrier(MPI_COMM_WORLD);
     Timer t;
     f();
-    total += max_over_ranks(t.seconds());
+    ms.push_back(1e3 * max_over_ranks(t.seconds()));
   }
-  return 1e3 * total / reps;
+  return median(ms);
 }
 
 std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t h) {
@@ -219,7 +227,7 @@ int main(int argc, char** argv) {
 
   // 1. The layer: forward + backward per micro-batch.
   std::vector<ProcessGroup*> groups = {&ps.ep(), &ps.tp_ep(), &ps.tp_cp()};
-  double fwd = 0.0, bwd = 0.0, step = 0.0, best = 1e30;
+  std::vector<double> fwd, bwd, step;  // ms, the slowest rank's
   int64_t routed_rows = 0;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup) {
@@ -235,10 +243,9 @@ int main(int argc, char** argv) {
     const double t_step = t.seconds();
     const double slowest = max_over_ranks(t_step);
     if (s < warmup) continue;
-    fwd += max_over_ranks(t_fwd);
-    bwd += max_over_ranks(t_step - t_fwd);
-    step += slowest;
-    best = std::min(best, slowest);
+    fwd.push_back(1e3 * max_over_ranks(t_fwd));
+    bwd.push_back(1e3 * max_over_ranks(t_step - t_fwd));
+    step.push_back(1e3 * slowest);
     routed_rows = std::max<int64_t>(routed_rows, saved.expert_input.shape()[0]);
   }
   const std::string comm = comm_summary(groups, steps);
@@ -267,26 +274,27 @@ int main(int argc, char** argv) {
         time_ms(steps, [&] { shared_mlp->backward(ctx, ss, x.f32(), dout.f32(), dx.f32(), n); });
   }
 
+  const int comm_reps = std::max(steps, 20);  // short and noisy: more repetitions
   // 3. The dispatcher alone (the router's routing of x; the experts' output = their input).
   TokenDispatcher::Saved ds;
   Tensor expert_rows, dy;
-  const double disp_dispatch = time_ms(steps, [&] {
+  const double disp_dispatch = time_ms(comm_reps, [&] {
     ds = TokenDispatcher::Saved{};
     token_dispatcher.start_dispatch(ctx, x.f32(), n, rs.probs.data(), rs.routing_map.data(), ds);
     expert_rows = token_dispatcher.finish_dispatch(ctx, ds);
   });
   const int64_t R = expert_rows.shape()[0];
-  const double disp_combine = time_ms(steps, [&] {
+  const double disp_combine = time_ms(comm_reps, [&] {
     Tensor y(alloc, Shape{R, h}, DType::kFloat32, MemoryCategory::kActivations);
     std::memcpy(y.f32(), expert_rows.f32(), sizeof(float) * static_cast<size_t>(R * h));
     token_dispatcher.start_combine(ctx, std::move(y), ds);
     token_dispatcher.finish_combine(ctx, out.f32(), ds);
   });
-  const double disp_combine_bwd = time_ms(steps, [&] {
+  const double disp_combine_bwd = time_ms(comm_reps, [&] {
     token_dispatcher.start_combine_backward(ctx, dout.f32(), ds);
     dy = token_dispatcher.finish_combine_backward(ctx, dprobs.data(), ds);
   });
-  const double disp_dispatch_bwd = time_ms(steps, [&] {
+  const double disp_dispatch_bwd = time_ms(comm_reps, [&] {
     token_dispatcher.start_dispatch_backward(ctx, dy.f32(), ds);
     token_dispatcher.finish_dispatch_backward(ctx, dx.f32(), ds);
   });
@@ -303,7 +311,7 @@ int main(int argc, char** argv) {
     Tensor dst = random_rows(alloc, std::max<int64_t>(sum(ds.output_splits), 1), h, 8);
     std::vector<int64_t> counts(static_cast<size_t>(ps.tp_ep().size() * E));
     std::vector<int64_t> mine(static_cast<size_t>(E), 1);
-    c_other = time_ms(steps, [&] {
+    c_other = time_ms(comm_reps, [&] {
       ps.tp_ep()
           .all_gather_bytes_async(counts.data(), mine.data(),
                                   E * static_cast<int64_t>(sizeof(int64_t)))
@@ -320,10 +328,10 @@ int main(int argc, char** argv) {
           ->wait();
     };
     // dispatch: the tokens out; combine: back; their backwards the same two ways.
-    c_dispatch = time_ms(steps, forward_a2a);
-    c_combine = time_ms(steps, reverse_a2a);
-    c_combine_bwd = time_ms(steps, forward_a2a);
-    c_dispatch_bwd = time_ms(steps, reverse_a2a);
+    c_dispatch = time_ms(comm_reps, forward_a2a);
+    c_combine = time_ms(comm_reps, reverse_a2a);
+    c_combine_bwd = time_ms(comm_reps, forward_a2a);
+    c_dispatch_bwd = time_ms(comm_reps, reverse_a2a);
   } else {
     ProcessGroup& g = ps.tp_ep();
     const int64_t T = g.size() * n;
@@ -335,7 +343,7 @@ int main(int argc, char** argv) {
     // dispatch: the routing map, the probabilities and the tokens gathered; combine: the
     // outputs reduce-scattered; backward: dout gathered, then the input gradients
     // reduce-scattered.
-    c_dispatch = time_ms(steps, [&] {
+    c_dispatch = time_ms(comm_reps, [&] {
       g.all_gather_bytes_async(map_all.data(), map.data(), n * E)->wait();
       g.all_gather_async(big_e.f32(), small_e.f32(), n * E)->wait();
       g.all_gather_async(big.f32(), small.f32(), n * h)->wait();
@@ -343,13 +351,13 @@ int main(int argc, char** argv) {
     auto reduce_scatter = [&] {
       g.reduce_scatter_async(small.f32(), big.f32(), n * h, ReduceOp::kSum)->wait();
     };
-    c_combine = time_ms(steps, reduce_scatter);
+    c_combine = time_ms(comm_reps, reduce_scatter);
     c_combine_bwd =
-        time_ms(steps, [&] { g.all_gather_async(big.f32(), small.f32(), n * h)->wait(); });
-    c_other = time_ms(steps, [&] {
+        time_ms(comm_reps, [&] { g.all_gather_async(big.f32(), small.f32(), n * h)->wait(); });
+    c_other = time_ms(comm_reps, [&] {
       g.reduce_scatter_async(small_e.f32(), big_e.f32(), n * E, ReduceOp::kSum)->wait();
     });
-    c_dispatch_bwd = time_ms(steps, reduce_scatter);
+    c_dispatch_bwd = time_ms(comm_reps, reduce_scatter);
   }
   const double comm_ms = c_dispatch + c_combine + c_combine_bwd + c_dispatch_bwd + c_other;
   // The pairs the overlap flags run together.
@@ -365,7 +373,8 @@ int main(int argc, char** argv) {
         "\"permutation_async_comm\": %d, "
         "\"hidden\": %lld, \"ffn\": %lld, \"experts\": %lld, \"topk\": %lld, \"tokens_per_rank\": "
         "%lld, "
-        "\"step_ms\": %.2f, \"best_step_ms\": %.2f, \"fwd_ms\": %.2f, \"bwd_ms\": %.2f, "
+        "\"step_ms\": %.2f, \"mean_step_ms\": %.2f, \"best_step_ms\": %.2f, \"fwd_ms\": %.2f, "
+        "\"bwd_ms\": %.2f, "
         "\"max_expert_rows\": %lld, "
         "\"router_fwd_ms\": %.2f, \"router_bwd_ms\": %.2f, \"shared_fwd_ms\": %.2f, "
         "\"shared_bwd_ms\": %.2f, "
@@ -381,7 +390,8 @@ int main(int argc, char** argv) {
         moe.shared_expert_overlap, moe.alltoall_overlap_comm, moe.allgather_overlap_comm,
         moe.permutation_async_comm, static_cast<long long>(hidden), static_cast<long long>(ffn),
         static_cast<long long>(experts), static_cast<long long>(topk), static_cast<long long>(n),
-        1e3 * step / steps, 1e3 * best, 1e3 * fwd / steps, 1e3 * bwd / steps,
+        median(step), std::accumulate(step.begin(), step.end(), 0.0) / steps,
+        *std::min_element(step.begin(), step.end()), median(fwd), median(bwd),
         static_cast<long long>(max_rows), router_fwd, router_bwd, shared_fwd, shared_bwd,
         disp_dispatch, disp_combine, disp_combine_bwd, disp_dispatch_bwd,
         disp_dispatch + disp_combine + disp_combine_bwd + disp_dispatch_bwd, c_dispatch, c_combine,

@@ -5,15 +5,18 @@
 #     alltoall; grouped GEMM) at EP = 1, 2, 4, with the dispatcher's and the bare
 #     collectives' time and the bytes per step;
 #  2. with shared experts, the step time without and with the overlap flags and the share of
-#     the overlappable communication they hide.
+#     the overlappable communication they hide;
+#  3. end to end on one process (train_throughput, all cores): mixtral-small beside its dense
+#     twin of the same active parameters (and llama-small), tokens/s and MFU against the SGEMM
+#     peak measured in the same run.
 # Each configuration runs REPEATS times in rounds (the VM is shared); the fastest run is kept.
-# Prints Markdown tables. SECTIONS="1 2" picks which; extra moe_layer flags (sizes) in ARGS.
+# Prints Markdown tables. SECTIONS="1 2 3" picks which; extra moe_layer flags (sizes) in ARGS.
 #   bench/run_moe_bench.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
 BIN="$BUILD/bench/moe_layer"
-SECTIONS=${SECTIONS:-1 2}
+SECTIONS=${SECTIONS:-1 2 3}
 REPEATS=${REPEATS:-3}
 STEPS=${STEPS:-5}
 NPS=${NPS:-2 4}
@@ -37,7 +40,7 @@ echo
 if want 1; then
   echo "### MoE layer forward + backward per micro-batch, each dispatcher (fastest of $REPEATS runs)"
   echo
-  echo "| EP (ranks) | dispatcher | step (ms) | fwd (ms) | bwd (ms) | max expert rows | dispatcher alone, 4 steps (ms) | bare collectives (ms) | comm share of step | traffic per step and rank |"
+  echo "| EP (ranks) | dispatcher | step (ms, median) | fwd (ms) | bwd (ms) | max expert rows | dispatcher alone, 4 steps (ms) | bare collectives (ms) | comm share of step | traffic per step and rank |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   declare -A out1
   for round in $(seq "$REPEATS"); do
@@ -62,7 +65,7 @@ fi
 if want 2; then
   echo "### Communication hidden by the overlap flags (shared experts $SHARED; fastest of $REPEATS runs in rounds)"
   echo
-  echo "| EP | dispatcher | flags | step (ms) | best step (ms) | saved vs no overlap (ms) | overlappable collectives (ms) | overlapped compute (ms) | hideable = sum of min (ms) | share hidden |"
+  echo "| EP | dispatcher | flags | step (ms, median) | best step (ms) | saved vs no overlap (ms) | overlappable collectives (ms) | overlapped compute (ms) | hideable = sum of min (ms) | share hidden |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   configs=("alltoall|" "alltoall|--moe-shared-expert-overlap" "alltoall|--moe-alltoall-overlap-comm"
            "allgather|" "allgather|--moe-allgather-overlap-comm")
@@ -95,6 +98,35 @@ if want 2; then
         "$(echo "$j" | field best_step_ms)" "$saved" "$coll" "$(echo "$j" | field overlapped_compute_ms)" "$hide" "$share"
     done
     unset out2
+  done
+  echo
+fi
+if want 3; then
+  THREADS=${THREADS:-$(nproc)}
+  PEAK=$(OMP_NUM_THREADS=$THREADS "$BUILD/bench/gemm_peak" | grep '"sgemm_peak"' | tail -1 | field gflops)
+  echo "### End to end, one process, $THREADS threads (train_throughput --steps $STEPS --warmup 1; fastest of $REPEATS runs in rounds)"
+  echo
+  echo "SGEMM peak in this run: $PEAK GFLOP/s."
+  echo
+  echo "| config | params | active params | step (s) | tokens/s | TFLOP/s | MFU | allocator peak (MiB) | tokens/s vs mixtral-small-dense |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  cfgs=(mixtral-small mixtral-small-dense llama-small)
+  declare -A out3
+  for round in $(seq "$REPEATS"); do
+    for cfg in "${cfgs[@]}"; do
+      out3[$cfg]+="$(OMP_NUM_THREADS=$THREADS "$BUILD/bench/train_throughput" --config "$cfg" --steps "$STEPS" --warmup 1 \
+        --peak-gflops "$PEAK")"$'\n'
+    done
+  done
+  fastest() { awk -F'"step_s": ' '{split($2, a, ","); if (!n || a[1] + 0 < m) {m = a[1] + 0; l = $0; n = 1}} END {print l}'; }
+  dense=$(printf '%s' "${out3[mixtral-small-dense]}" | fastest | field tokens_per_s)
+  for cfg in "${cfgs[@]}"; do
+    j=$(printf '%s' "${out3[$cfg]}" | fastest)
+    tps=$(echo "$j" | field tokens_per_s)
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$cfg" "$(echo "$j" | field params)" \
+      "$(echo "$j" | field active_params)" "$(echo "$j" | field step_s)" "$tps" "$(echo "$j" | field tflops)" \
+      "$(awk -v m="$(echo "$j" | field mfu)" 'BEGIN{printf "%.0f%%", 100*m}')" "$(echo "$j" | field alloc_peak_mib)" \
+      "$(awk -v a="$tps" -v b="$dense" 'BEGIN{printf "%.2fx", a/b}')"
   done
   echo
 fi
