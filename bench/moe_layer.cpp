@@ -14,11 +14,20 @@
 // share of communication hidden is (step without overlap - step with) / hideable_ms. Every
 // time is the slowest rank's (max over ranks); the layer's step is the median over --steps
 // after --warmup (also the mean and the best), the parts' the median of their repetitions.
+// Step times move by more than the VM's noise only when the communication is a large share,
+// so with shared experts --exposed N also measures the hiding directly: MoELayer's order of
+// work replayed with the parts, N pairs of steps alternating without and with overlap in the
+// same process, timing the wait on the in-flight collective at the three overlap points. The
+// last rank to reach a collective waits only for the transfer (the others also wait for it):
+// "exposed_wait_no_ms" / "exposed_wait_ov_ms" sum that rank's wait (min over ranks) over the
+// three points, the communication left on the critical path (hidden share = 1 - ov / no);
+// "exposed_wait_max_*" sum the longest waits (transfer plus the ranks' skew);
+// "exposed_wait_points_*" list min/max per point.
 // Prints one JSON line from rank 0.
 //   mpirun -np P moe_layer [--dispatcher allgather|alltoall] [--no-grouped-gemm]
 //       [--shared F] [--moe-shared-expert-overlap] [--moe-alltoall-overlap-comm]
 //       [--moe-allgather-overlap-comm] [--moe-permutation-async-comm] [--hidden H] [--ffn F]
-//       [--experts E] [--topk K] [--seq S] [--mbs B] [--steps N] [--warmup N]
+//       [--experts E] [--topk K] [--seq S] [--mbs B] [--steps N] [--warmup N] [--exposed N]
 #include "transformer/moe/moe_layer.h"
 
 #include <mpi.h>
@@ -47,6 +56,12 @@ namespace {
 double max_over_ranks(double v) {
   double out = 0.0;
   MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+double min_over_ranks(double v) {
+  double out = 0.0;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   return out;
 }
 
@@ -108,11 +123,38 @@ std::string comm_summary(const std::vector<ProcessGroup*>& groups, int steps) {
   return out;
 }
 
+// One JSON object, built key by key.
+struct Json {
+  std::string s = "{";
+  void key(const char* k) {
+    if (s.size() > 1) s += ", ";
+    s += '"';
+    s += k;
+    s += "\": ";
+  }
+  void num(const char* k, double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f", v);
+    key(k);
+    s += buf;
+  }
+  void integer(const char* k, int64_t v) {
+    key(k);
+    s += std::to_string(v);
+  }
+  void str(const char* k, const std::string& v) {
+    key(k);
+    s += '"';
+    s += v;
+    s += '"';
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MpiWorld world = initialize_mpi(&argc, &argv);
-  int steps = 5, warmup = 2;
+  int steps = 5, warmup = 2, exposed_pairs = 0;
   int64_t hidden = 512, ffn = 1408, experts = 8, topk = 2, seq = 512, mbs = 4, shared = 0;
   std::string dispatcher = "alltoall";
   bool grouped = true;
@@ -153,6 +195,8 @@ int main(int argc, char** argv) {
       steps = std::stoi(next());
     else if (a == "--warmup")
       warmup = std::stoi(next());
+    else if (a == "--exposed")
+      exposed_pairs = std::stoi(next());
     else
       fatal(std::string("unknown argument ") + a);
   }
@@ -194,8 +238,8 @@ int main(int argc, char** argv) {
                                          default_threads_per_rank(world.local_size));
   Allocator alloc;
 
-  // The layer, and copies of its router and shared experts (same names, so the same initial
-  // weights) for the breakdown.
+  // The layer, and parts of the same shapes (their own parameters) for the breakdown and the
+  // exposed-wait replica: a router, the routed experts, the shared experts, a dispatcher.
   const std::string prefix = "decoder.layers.0.mlp";
   const ExpertPlacement placement{ps.sizes.expert, ps.ep_rank, ps.sizes.expert_tensor};
   ParameterRegistry registry;
@@ -205,6 +249,8 @@ int main(int argc, char** argv) {
   if (shared > 0)
     shared_mlp = std::make_unique<MLP>(registry, prefix + ".part.shared", m, 1, false, shared);
   const int64_t num_local = experts / ps.sizes.expert;
+  const Experts routed(registry, prefix + ".part.experts", m, ps.ep_rank * num_local, num_local,
+                       ps.sizes.expert_tensor);
   const TokenDispatcher token_dispatcher(m, ps.ep_rank * num_local, num_local);
   BufferOptions bo;
   bo.data_parallel_size = ps.dp_cp().size();
@@ -365,38 +411,130 @@ int main(int argc, char** argv) {
                           std::min(c_dispatch_bwd, router_bwd);
   const double overlapped_compute = shared_fwd + shared_bwd + router_bwd;
 
+  // 5. Exposed waits (--exposed N): MoELayer's order of work replayed with the parts above,
+  // N pairs of steps alternating without and with overlap in this one process, timing the
+  // wait on the in-flight collective at the three overlap points (dispatch; combine's
+  // backward; dispatch's backward). Without overlap the wait follows the start at once.
+  std::vector<double> rep_step[2], rep_wait[2][3], rep_wait_max[2][3];
+  auto wait_pending = [&](TokenDispatcher::Saved& d) {
+    Timer t;
+    for (auto* w : {&d.pending.work, &d.pending.work2, &d.pending.work3}) {
+      if (*w) (*w)->wait();
+    }
+    return 1e3 * t.seconds();
+  };
+  for (int pair = 0; pair < exposed_pairs + 1 && shared_mlp; ++pair) {
+    for (int ov = 0; ov < 2; ++ov) {
+      double wait[3];
+      TopKRouter::Saved r;
+      TokenDispatcher::Saved d;
+      Experts::Saved es;
+      MLP::Saved ss;
+      Tensor shared_out(alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kActivations);
+      Tensor dx_router =
+          Tensor::zeros(alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
+      Tensor dx_shared(alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
+      MPI_Barrier(MPI_COMM_WORLD);
+      Timer t;
+      // forward
+      router.forward(ctx, mb, x.f32(), n, r);
+      token_dispatcher.start_dispatch(ctx, x.f32(), n, r.probs.data(), r.routing_map.data(), d);
+      if (ov) shared_mlp->forward(ctx, x.f32(), n, shared_out.f32(), ss);
+      wait[0] = wait_pending(d);
+      Tensor input = token_dispatcher.finish_dispatch(ctx, d);
+      Tensor y(alloc, Shape{input.shape()[0], h}, DType::kFloat32, MemoryCategory::kActivations);
+      routed.forward(ctx, input.f32(), d.tokens_per_expert, y.f32(), es);
+      token_dispatcher.start_combine(ctx, std::move(y), d);
+      token_dispatcher.finish_combine(ctx, out.f32(), d);
+      if (!ov) shared_mlp->forward(ctx, x.f32(), n, shared_out.f32(), ss);
+      ctx.k().add_inplace(ctx.kc(), out.f32(), shared_out.f32(), n * h);
+      // backward
+      token_dispatcher.start_combine_backward(ctx, dout.f32(), d);
+      if (ov) shared_mlp->backward(ctx, ss, x.f32(), dout.f32(), dx_shared.f32(), n);
+      wait[1] = wait_pending(d);
+      Tensor dy = token_dispatcher.finish_combine_backward(ctx, dprobs.data(), d);
+      Tensor dinput(alloc, input.shape(), DType::kFloat32, MemoryCategory::kWorkspace);
+      routed.backward(ctx, es, input.f32(), dy.f32(), d.tokens_per_expert, dinput.f32());
+      token_dispatcher.start_dispatch_backward(ctx, dinput.f32(), d);
+      if (ov) router.backward(ctx, mb, r, x.f32(), dprobs.data(), dx_router.f32(), n);
+      wait[2] = wait_pending(d);
+      token_dispatcher.finish_dispatch_backward(ctx, dx.f32(), d);
+      if (!ov) {
+        router.backward(ctx, mb, r, x.f32(), dprobs.data(), dx_router.f32(), n);
+        shared_mlp->backward(ctx, ss, x.f32(), dout.f32(), dx_shared.f32(), n);
+      }
+      ctx.k().add_inplace(ctx.kc(), dx.f32(), dx_router.f32(), n * h);
+      ctx.k().add_inplace(ctx.kc(), dx.f32(), dx_shared.f32(), n * h);
+      const double ms = 1e3 * max_over_ranks(t.seconds());
+      if (pair == 0) continue;  // warm-up pair
+      rep_step[ov].push_back(ms);
+      for (int k = 0; k < 3; ++k) {
+        rep_wait[ov][k].push_back(min_over_ranks(wait[k]));
+        rep_wait_max[ov][k].push_back(max_over_ranks(wait[k]));
+      }
+    }
+  }
+
   if (world.rank == 0) {
-    std::printf(
-        "{\"np\": %d, \"dispatcher\": \"%s\", \"grouped_gemm\": %d, \"shared\": %lld, "
-        "\"shared_expert_overlap\": %d, "
-        "\"alltoall_overlap_comm\": %d, \"allgather_overlap_comm\": %d, "
-        "\"permutation_async_comm\": %d, "
-        "\"hidden\": %lld, \"ffn\": %lld, \"experts\": %lld, \"topk\": %lld, \"tokens_per_rank\": "
-        "%lld, "
-        "\"step_ms\": %.2f, \"mean_step_ms\": %.2f, \"best_step_ms\": %.2f, \"fwd_ms\": %.2f, "
-        "\"bwd_ms\": %.2f, "
-        "\"max_expert_rows\": %lld, "
-        "\"router_fwd_ms\": %.2f, \"router_bwd_ms\": %.2f, \"shared_fwd_ms\": %.2f, "
-        "\"shared_bwd_ms\": %.2f, "
-        "\"dispatcher_dispatch_ms\": %.2f, \"dispatcher_combine_ms\": %.2f, "
-        "\"dispatcher_combine_bwd_ms\": %.2f, "
-        "\"dispatcher_dispatch_bwd_ms\": %.2f, \"dispatcher_ms\": %.2f, "
-        "\"coll_dispatch_ms\": %.2f, \"coll_combine_ms\": %.2f, \"coll_combine_bwd_ms\": %.2f, "
-        "\"coll_dispatch_bwd_ms\": %.2f, \"coll_other_ms\": %.2f, \"comm_ms\": %.2f, "
-        "\"overlapped_compute_ms\": %.2f, "
-        "\"hideable_ms\": %.2f, "
-        "\"comm\": \"%s\"}\n",
-        world.size, dispatcher.c_str(), grouped, static_cast<long long>(shared),
-        moe.shared_expert_overlap, moe.alltoall_overlap_comm, moe.allgather_overlap_comm,
-        moe.permutation_async_comm, static_cast<long long>(hidden), static_cast<long long>(ffn),
-        static_cast<long long>(experts), static_cast<long long>(topk), static_cast<long long>(n),
-        median(step), std::accumulate(step.begin(), step.end(), 0.0) / steps,
-        *std::min_element(step.begin(), step.end()), median(fwd), median(bwd),
-        static_cast<long long>(max_rows), router_fwd, router_bwd, shared_fwd, shared_bwd,
-        disp_dispatch, disp_combine, disp_combine_bwd, disp_dispatch_bwd,
-        disp_dispatch + disp_combine + disp_combine_bwd + disp_dispatch_bwd, c_dispatch, c_combine,
-        c_combine_bwd, c_dispatch_bwd, c_other, comm_ms, overlapped_compute, hideable,
-        comm.c_str());
+    Json j;
+    j.integer("np", world.size);
+    j.str("dispatcher", dispatcher);
+    j.integer("grouped_gemm", grouped);
+    j.integer("shared", shared);
+    j.integer("shared_expert_overlap", moe.shared_expert_overlap);
+    j.integer("alltoall_overlap_comm", moe.alltoall_overlap_comm);
+    j.integer("allgather_overlap_comm", moe.allgather_overlap_comm);
+    j.integer("permutation_async_comm", moe.permutation_async_comm);
+    j.integer("hidden", hidden);
+    j.integer("ffn", ffn);
+    j.integer("experts", experts);
+    j.integer("topk", topk);
+    j.integer("tokens_per_rank", n);
+    j.num("step_ms", median(step));
+    j.num("mean_step_ms", std::accumulate(step.begin(), step.end(), 0.0) / steps);
+    j.num("best_step_ms", *std::min_element(step.begin(), step.end()));
+    j.num("fwd_ms", median(fwd));
+    j.num("bwd_ms", median(bwd));
+    j.integer("max_expert_rows", max_rows);
+    j.num("router_fwd_ms", router_fwd);
+    j.num("router_bwd_ms", router_bwd);
+    j.num("shared_fwd_ms", shared_fwd);
+    j.num("shared_bwd_ms", shared_bwd);
+    j.num("dispatcher_dispatch_ms", disp_dispatch);
+    j.num("dispatcher_combine_ms", disp_combine);
+    j.num("dispatcher_combine_bwd_ms", disp_combine_bwd);
+    j.num("dispatcher_dispatch_bwd_ms", disp_dispatch_bwd);
+    j.num("dispatcher_ms", disp_dispatch + disp_combine + disp_combine_bwd + disp_dispatch_bwd);
+    j.num("coll_dispatch_ms", c_dispatch);
+    j.num("coll_combine_ms", c_combine);
+    j.num("coll_combine_bwd_ms", c_combine_bwd);
+    j.num("coll_dispatch_bwd_ms", c_dispatch_bwd);
+    j.num("coll_other_ms", c_other);
+    j.num("comm_ms", comm_ms);
+    j.num("overlapped_compute_ms", overlapped_compute);
+    j.num("hideable_ms", hideable);
+    if (!rep_step[0].empty()) {
+      for (int ov = 0; ov < 2; ++ov) {
+        const std::string tag = ov ? "_ov" : "_no";
+        j.num((std::string("exposed_step") + tag + "_ms").c_str(), median(rep_step[ov]));
+        double total = 0.0, total_max = 0.0;
+        std::string points;
+        for (int k = 0; k < 3; ++k) {
+          const double w = median(rep_wait[ov][k]);
+          char buf[48];
+          std::snprintf(buf, sizeof(buf), "%s%.2f/%.2f", k ? " " : "", w,
+                        median(rep_wait_max[ov][k]));
+          points += buf;
+          total += w;
+          total_max += median(rep_wait_max[ov][k]);
+        }
+        j.num((std::string("exposed_wait") + tag + "_ms").c_str(), total);
+        j.num((std::string("exposed_wait_max") + tag + "_ms").c_str(), total_max);
+        j.str((std::string("exposed_wait_points") + tag).c_str(), points);
+      }
+    }
+    j.str("comm", comm);
+    std::printf("%s}\n", j.s.c_str());
     std::fflush(stdout);
   }
   MPI_Barrier(MPI_COMM_WORLD);

@@ -5,7 +5,8 @@
 #     alltoall; grouped GEMM) at EP = 1, 2, 4, with the dispatcher's and the bare
 #     collectives' time and the bytes per step;
 #  2. with shared experts, the step time without and with the overlap flags and the share of
-#     the overlappable communication they hide;
+#     the overlappable communication they hide, and (moe_layer --exposed) the waits on the
+#     in-flight collectives at the overlap points without and with overlap in one process;
 #  3. end to end on one process (train_throughput, all cores): mixtral-small beside its dense
 #     twin of the same active parameters (and llama-small), tokens/s and MFU against the SGEMM
 #     peak measured in the same run.
@@ -40,8 +41,8 @@ echo
 if want 1; then
   echo "### MoE layer forward + backward per micro-batch, each dispatcher (fastest of $REPEATS runs)"
   echo
-  echo "| EP (ranks) | dispatcher | step (ms, median) | fwd (ms) | bwd (ms) | max expert rows | dispatcher alone, 4 steps (ms) | bare collectives (ms) | comm share of step | traffic per step and rank |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| EP (ranks) | dispatcher | step (ms, median) | fwd (ms) | bwd (ms) | tokens/s (all ranks) | max expert rows | dispatcher alone, 4 steps (ms) | bare collectives (ms) | collectives / step | traffic per step and rank (counters) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   declare -A out1
   for round in $(seq "$REPEATS"); do
     for np in 1 $NPS; do
@@ -55,49 +56,70 @@ if want 1; then
       j=$(printf '%s' "${out1[$np,$d]}" | best)
       s=$(echo "$j" | field step_ms)
       c=$(echo "$j" | field comm_ms)
-      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$np" "$d" "$s" "$(echo "$j" | field fwd_ms)" \
-        "$(echo "$j" | field bwd_ms)" "$(echo "$j" | field max_expert_rows)" "$(echo "$j" | field dispatcher_ms)" "$c" \
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$np" "$d" "$s" "$(echo "$j" | field fwd_ms)" \
+        "$(echo "$j" | field bwd_ms)" \
+        "$(awk -v p="$np" -v t="$(echo "$j" | field tokens_per_rank)" -v s="$s" 'BEGIN{printf "%.0f", 1000*p*t/s}')" \
+        "$(echo "$j" | field max_expert_rows)" "$(echo "$j" | field dispatcher_ms)" "$c" \
         "$(awk -v c="$c" -v s="$s" 'BEGIN{printf "%.1f%%", 100*c/s}')" "$(echo "$j" | sfield comm)"
     done
   done
   echo
 fi
 if want 2; then
-  echo "### Communication hidden by the overlap flags (shared experts $SHARED; fastest of $REPEATS runs in rounds)"
-  echo
-  echo "| EP | dispatcher | flags | step (ms, median) | best step (ms) | saved vs no overlap (ms) | overlappable collectives (ms) | overlapped compute (ms) | hideable = sum of min (ms) | share hidden |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  EXPOSED=${EXPOSED:-4}
   configs=("alltoall|" "alltoall|--moe-shared-expert-overlap" "alltoall|--moe-alltoall-overlap-comm"
            "allgather|" "allgather|--moe-allgather-overlap-comm")
+  declare -A out2
   for np in $NPS; do
-    declare -A out2=()
     for round in $(seq "$REPEATS"); do
       for c in "${configs[@]}"; do
         d=${c%%|*}
         flags=${c#*|}
+        # The comm-overlap runs also replay the layer's order with and without overlap.
+        [[ "$flags" == *overlap-comm ]] && flags+=" --exposed $EXPOSED"
         # shellcheck disable=SC2086
-        out2[$c]+="$(run "$np" --dispatcher "$d" --shared "$SHARED" $flags)"$'\n'
+        out2[$np,$c]+="$(run "$np" --dispatcher "$d" --shared "$SHARED" $flags)"$'\n'
       done
     done
+  done
+  echo "### Step time with and without the overlap flags (shared experts $SHARED; separate runs, fastest of $REPEATS in rounds)"
+  echo
+  echo "| EP | dispatcher | flags | step (ms, median) | saved vs none (ms) | overlappable collectives t_comm (ms) | overlapped compute t_shared (ms) | share hidden = saved / min(t_comm, t_shared) |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for np in $NPS; do
     for c in "${configs[@]}"; do
       d=${c%%|*}
       flags=${c#*|}
-      j=$(printf '%s' "${out2[$c]}" | best)
-      base=$(printf '%s' "${out2[$d|]}" | best | field step_ms)
+      j=$(printf '%s' "${out2[$np,$c]}" | best)
+      base=$(printf '%s' "${out2[$np,$d|]}" | best | field step_ms)
       s=$(echo "$j" | field step_ms)
       coll=$(awk -v a="$(echo "$j" | field coll_dispatch_ms)" -v b="$(echo "$j" | field coll_combine_bwd_ms)" \
         -v c="$(echo "$j" | field coll_dispatch_bwd_ms)" 'BEGIN{printf "%.2f", a+b+c}')
-      hide=$(echo "$j" | field hideable_ms)
-      if [[ -z "$flags" ]]; then
-        saved="" share=""
-      else
-        saved=$(awk -v a="$base" -v b="$s" 'BEGIN{printf "%.2f", a-b}')
-        share=$(awk -v a="$base" -v b="$s" -v h="$hide" 'BEGIN{printf "%.0f%%", 100*(a-b)/h}')
+      comp=$(echo "$j" | field overlapped_compute_ms)
+      saved="" share=""
+      if [[ -n "$flags" ]]; then
+        saved=$(awk -v a="$base" -v b="$s" 'BEGIN{printf "%.1f", a-b}')
+        share=$(awk -v a="$base" -v b="$s" -v c="$coll" -v k="$comp" 'BEGIN{m = c < k ? c : k; printf "%.0f%%", 100*(a-b)/m}')
       fi
-      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$np" "$d" "${flags:-none}" "$s" \
-        "$(echo "$j" | field best_step_ms)" "$saved" "$coll" "$(echo "$j" | field overlapped_compute_ms)" "$hide" "$share"
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n" "$np" "$d" "${flags:-none}" "$s" "$saved" "$coll" "$comp" "$share"
     done
-    unset out2
+  done
+  echo
+  echo "### Waits on the in-flight collectives at the three overlap points (the layer's order replayed, $EXPOSED pairs of steps alternating without/with overlap in one process)"
+  echo
+  echo "| EP | dispatcher, flag | wait of the last rank to arrive (critical path): without -> with overlap (ms) | hidden | longest wait (transfer + skew): without -> with (ms) | per point without (min/max) | per point with (min/max) | replayed step: without -> with (ms) |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for np in $NPS; do
+    for c in "alltoall|--moe-alltoall-overlap-comm" "allgather|--moe-allgather-overlap-comm"; do
+      j=$(printf '%s' "${out2[$np,$c]}" | best)
+      no=$(echo "$j" | field exposed_wait_no_ms)
+      ov=$(echo "$j" | field exposed_wait_ov_ms)
+      printf "| %s | %s %s | %s -> %s | %s | %s -> %s | %s | %s | %s -> %s |\n" "$np" "${c%%|*}" "${c#*|}" "$no" "$ov" \
+        "$(awk -v a="$no" -v b="$ov" 'BEGIN{if (a > 0.05) printf "%.0f%%", 100*(a-b)/a; else printf "(nothing exposed)"}')" \
+        "$(echo "$j" | field exposed_wait_max_no_ms)" "$(echo "$j" | field exposed_wait_max_ov_ms)" \
+        "$(echo "$j" | sfield exposed_wait_points_no)" "$(echo "$j" | sfield exposed_wait_points_ov)" \
+        "$(echo "$j" | field exposed_step_no_ms)" "$(echo "$j" | field exposed_step_ov_ms)"
+    done
   done
   echo
 fi
