@@ -168,7 +168,88 @@ struct Choices {
   int64_t n_shared_experts = 0;
   bool use_fused_moe_token_permute_and_unpermute = false;
   bool gemm_gradient_accumulation_fusion = false;
+  // Activation recompute.
+  bool recompute_activations = false;
+  std::string recompute_granularity;
+  std::string recompute_method;
+  std::vector<std::string> recompute_modules;
+  bool moe_layer_recompute = false;
 };
+
+// Megatron's recompute flags (TransformerConfig recompute_*) and MindSpeed's memory additions.
+void register_recompute_flags(FlagRegistry& r, RecomputeConfig& rc, Choices& ch) {
+  r.flag("--recompute-activations", ch.recompute_activations, "Recompute: selective (= --recompute-granularity "
+         "selective)");
+  r.value("--recompute-granularity", ch.recompute_granularity,
+          "Recompute: full (whole layers) or selective (--recompute-modules)")
+      ->check(CLI::IsMember({"full", "selective"}));
+  r.value("--recompute-method", ch.recompute_method,
+          "Full recompute: uniform (units of --recompute-num-layers) or block (the first --recompute-num-layers "
+          "layers of each stage)")
+      ->check(CLI::IsMember({"uniform", "block"}));
+  r.number("--recompute-num-layers", rc.num_layers, "Full recompute: layers per unit (uniform) or per stage (block)",
+           at_least(0, "layers"));
+  r.list("--recompute-modules", ch.recompute_modules,
+         "Selective recompute: core_attn, layernorm, mlp, moe_act, moe (default core_attn)");
+  r.flag("--distribute-saved-activations", rc.distribute_saved_activations,
+         "Full recompute: keep each unit's input split over tensor parallelism");
+  r.flag("--enable-recompute-layers-per-pp-rank", rc.layers_per_pp_rank,
+         "MindSpeed: block recompute counts --recompute-num-layers over a pipeline rank's model chunks");
+  r.flag("--recompute-activation-function", rc.activation_function,
+         "MindSpeed: drop the MLP activation's output after fc2 and recompute it in backward");
+  r.number("--recompute-activation-function-num-layers", rc.activation_function_num_layers,
+           "MindSpeed: layers of each model chunk with activation-function recompute (default all)",
+           at_least(0, "layers"));
+  r.flag("--recompute-norm", rc.norm, "MindSpeed: drop the norms' outputs after use and recompute them in backward");
+  r.number("--recompute-norm-num-layers", rc.norm_num_layers,
+           "MindSpeed: layers of each model chunk with norm recompute (default all)", at_least(0, "layers"));
+  r.flag("--moe-layer-recompute", ch.moe_layer_recompute,
+         "MoE: recompute the MoE layer (deprecated: --recompute-granularity selective --recompute-modules moe)");
+}
+
+Status apply_recompute_choices(ModelConfig& m, const Choices& ch) {
+  RecomputeConfig& rc = m.recompute;
+  if (ch.recompute_granularity == "full") rc.granularity = RecomputeGranularity::kFull;
+  if (ch.recompute_granularity == "selective" || ch.recompute_activations) {
+    // Megatron: --recompute-activations sets selective (and wins over full).
+    rc.granularity = RecomputeGranularity::kSelective;
+  }
+  if (ch.recompute_method == "uniform") rc.method = RecomputeMethod::kUniform;
+  if (ch.recompute_method == "block") rc.method = RecomputeMethod::kBlock;
+  if (ch.recompute_modules.empty()) rc.modules.core_attn = true;  // Megatron's default
+  for (const std::string& name : ch.recompute_modules) {
+    if (name == "core_attn") {
+      rc.modules.core_attn = true;
+    } else if (name == "layernorm") {
+      rc.modules.layernorm = true;
+    } else if (name == "mlp") {
+      rc.modules.mlp = true;
+    } else if (name == "moe_act") {
+      rc.modules.moe_act = true;
+    } else if (name == "moe") {
+      rc.modules.moe = true;
+    } else if (name == "mla_up_proj") {
+      return invalid_argument("--recompute-modules mla_up_proj is only supported with multi-latent attention "
+                              "(Megatron's rule), which mindspeed-cpp does not implement");
+    } else {
+      return invalid_argument("--recompute-modules: '", name,
+                              "' is not a module; choose from core_attn, layernorm, mlp, moe_act, moe");
+    }
+  }
+  if (ch.moe_layer_recompute) {
+    // Megatron core_v0.12: deprecated spelling of selective recompute of the MoE layer.
+    if (rc.full()) {
+      return invalid_argument("Do not set --moe-layer-recompute with full recompute granularity (Megatron's rule)");
+    }
+    rc.granularity = RecomputeGranularity::kSelective;
+    rc.modules.moe = true;
+  }
+  if (!ch.recompute_modules.empty() && !rc.selective()) {
+    return invalid_argument("--recompute-modules needs --recompute-granularity selective (or "
+                            "--recompute-activations)");
+  }
+  return ok_status();
+}
 
 // Megatron's MoE flags (transformer_config.py MoE fields) and MindSpeed's MoE additions.
 void register_moe_flags(FlagRegistry& r, MoeConfig& moe, ParallelConfig& p, Choices& ch) {
@@ -386,6 +467,7 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--expert-model-parallel-size", p.expert_model_parallel_size, "Expert-parallel size",
            between(1, 1 << 20, false, "ranks"));
   register_moe_flags(r, m.moe, p, ch);
+  register_recompute_flags(r, m.recompute, ch);
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
   CLI::Option* distopt = r.flag("--use-distributed-optimizer", p.use_distributed_optimizer,
                                 "Shard optimizer state over data parallelism (ZeRO-1)");
@@ -642,6 +724,7 @@ Status apply_choices(Configs& c, const Choices& ch) {
   MS_RETURN_IF_ERROR(apply_attention_mask_flags(c.model, ch));
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
   MS_RETURN_IF_ERROR(apply_moe_choices(c, ch));
+  MS_RETURN_IF_ERROR(apply_recompute_choices(c.model, ch));
   c.parallel.dualpipev = ch.schedules_method == "dualpipev";
   ContextParallelConfig& cp = c.parallel.cp;
   cp.algo = ch.context_parallel_algo == "ulysses_cp_algo"  ? CpAlgo::kUlysses

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/moe_config.h"
+#include "config/recompute_config.h"
 
 namespace mindspeed {
 
@@ -70,6 +71,8 @@ struct ModelConfig {
   int64_t padded_vocab_size = 0;
   /// Mixture of experts (--num-experts and the --moe-* flags); num_experts == 0: dense.
   MoeConfig moe;
+  /// Activation recompute (--recompute-* flags); lossless, so not part of the architecture.
+  RecomputeConfig recompute;
 
   int64_t head_dim() const { return kv_channels; }
   int64_t query_groups() const { return group_query_attention ? num_query_groups : num_attention_heads; }

@@ -1,6 +1,7 @@
 // validate_configs (validate.h).
 #include "config/validate.h"
 #include "config/validate_moe.h"
+#include "config/validate_recompute.h"
 
 #include "config/pipeline_layout.h"
 
@@ -384,6 +385,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
   MS_RETURN_IF_ERROR(validate_moe(c.model, c.parallel));
+  MS_RETURN_IF_ERROR(validate_recompute(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
   {
     // The layer split and schedule, with the schedule's minimum number of micro-batches per

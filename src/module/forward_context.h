@@ -99,6 +99,10 @@ struct ForwardContext {
   /// recorded for the log (null: not recorded).
   float moe_aux_loss_scale = 1.0f;
   MoeAuxLosses* moe_aux_losses = nullptr;
+  /// A forward run again in backward (activation recompute): it computes the same values but
+  /// records nothing twice (the MoE routers' token counts; the caller also clears
+  /// moe_aux_losses). See recompute_context().
+  bool recomputing = false;
 
   const KernelTable& k() const { return backend->kernels; }
   const KernelContext& kc() const { return backend->context; }
@@ -115,6 +119,13 @@ struct ForwardContext {
   }
   /// Philox stream of a dropout site; element indices inside it are global (sample, position,
   /// channel) coordinates, so masks do not depend on the parallel layout.
+  /// This context for a recompute pass (see `recomputing`).
+  ForwardContext recompute_context() const {
+    ForwardContext c = *this;
+    c.recomputing = true;
+    c.moe_aux_losses = nullptr;
+    return c;
+  }
   RngStream dropout_stream(int64_t layer, DropoutSite site) const {
     return RngStream{seed, stream_id(0x64726f70ull /*"drop"*/, static_cast<uint64_t>(iteration),
                                      static_cast<uint64_t>(layer), static_cast<uint64_t>(site))};

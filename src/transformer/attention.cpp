@@ -127,7 +127,23 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
   } else if (context_parallel(ctx)) {
     ContextParallelAttention::forward(ctx, mb, d, mask, drop, std::move(saved.q), std::move(saved.k),
                                       std::move(saved.v), saved.context.f32(), saved.cp);
-  } else if (use_flash(ctx)) {
+  } else {
+    core_attention_forward(ctx, d, mask, drop, saved);
+  }
+  round_if_bf16(ctx, saved.context);
+  linear_proj_.forward(ctx, saved.context.f32(), out, N);
+  if (recompute_core_attention_ && ctx.training && inference == nullptr && !context_parallel(ctx)) {
+    // Selective recompute: keep q, k, v; backward rebuilds the output and its statistics.
+    saved.context.reset();
+    saved.lse.reset();
+    saved.probs.reset();
+  }
+}
+
+void SelfAttention::core_attention_forward(const ForwardContext& ctx, const AttentionDims& d,
+                                           const AttentionMask& mask, const DropoutSpec& drop, Saved& saved) const {
+  Allocator& a = *ctx.alloc;
+  if (use_flash(ctx)) {
     saved.lse = Tensor(a, Shape{d.B, d.NQ, d.T}, DType::kFloat32, MemoryCategory::kActivations);
     Tensor ws(a, Shape{ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, false)},
               DType::kFloat32, MemoryCategory::kWorkspace);
@@ -140,16 +156,19 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
     ctx.k().core_attention_forward(ctx.kc(), saved.context.f32(), saved.probs.f32(), saved.q.f32(),
                                    saved.k.f32(), saved.v.f32(), mask, d, drop, ws.f32());
   }
-  round_if_bf16(ctx, saved.context);
-  linear_proj_.forward(ctx, saved.context.f32(), out, N);
 }
 
-void SelfAttention::backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,
+void SelfAttention::backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved,
                              const float* x, const float* dout, float* dx) const {
   Allocator& a = *ctx.alloc;
   const AttentionDims d = dims(mb);
   const int64_t N = d.T * d.B;
   const AttentionMask mask = this->mask(mb);
+  if (saved.context.empty()) {  // selective core_attn recompute (same kernels, same dropout masks)
+    saved.context = Tensor(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kActivations);
+    core_attention_forward(ctx, d, mask, dropout(ctx, mb), saved);
+    round_if_bf16(ctx, saved.context);
+  }
   Tensor dqkv(a, Shape{N, linear_qkv_.out_local()}, DType::kFloat32, MemoryCategory::kWorkspace);
   {
     Tensor dcontext(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kWorkspace);

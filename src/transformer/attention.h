@@ -8,6 +8,9 @@
 // Context parallelism (--context-parallel-size > 1): core attention runs across the
 // context-parallel group (context_parallel/context_parallel_attention.h) on this rank's share
 // of the sequence; everything else is per token and unchanged.
+// Selective recompute of core attention (set_recompute_core_attention, Megatron's
+// --recompute-modules core_attn): forward keeps q, k, v and drops the attention output (and
+// the log-sum-exp or the probabilities); backward runs the same kernel again first.
 // Inference (Megatron's inference_context argument): with a StaticInferenceContext the new
 // tokens' keys and values (after rotary embedding, at their absolute positions) are appended
 // to the layer's key/value cache and the queries attend over every cached position
@@ -47,11 +50,18 @@ class SelfAttention {
   void forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x, float* out,
                Saved& saved, const StaticInferenceContext* inference = nullptr) const;
   /// dx [N, h] = gradient for the input x given dout [N, h]; weight gradients +=.
-  void backward(const ForwardContext& ctx, const MicroBatch& mb, const Saved& saved,
+  void backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved,
                 const float* x, const float* dout, float* dx) const;
   Parameter* proj_bias() const { return linear_proj_.bias(); }
+  /// Not with context parallelism (validate_recompute refuses it).
+  void set_recompute_core_attention(bool on) { recompute_core_attention_ = on; }
 
  private:
+  /// saved.context [N, heads/tp * D] and saved.lse or saved.probs from saved.q, k, v (no
+  /// context parallelism, no key/value cache).
+  void core_attention_forward(const ForwardContext& ctx, const AttentionDims& d, const AttentionMask& mask,
+                              const DropoutSpec& drop, Saved& saved) const;
+  bool recompute_core_attention_ = false;
   AttentionDims dims(const MicroBatch& mb) const;
   /// The attention of the new positions over the key/value cache: saved.context [N, NQ*D].
   void attend_with_cache(const ForwardContext& ctx, const AttentionDims& d,

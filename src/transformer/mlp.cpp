@@ -26,25 +26,38 @@ MLP::MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConf
                                             std::sqrt(2.0f * static_cast<float>(config.num_layers))},
                   tp_size) {}
 
-void MLP::forward(const ForwardContext& ctx, const float* x, int64_t N, float* out,
-                  Saved& saved) const {
-  Allocator& a = *ctx.alloc;
-  saved.fc1_out = Tensor(a, Shape{N, linear_fc1_.out_local()}, DType::kFloat32, MemoryCategory::kActivations);
-  linear_fc1_.forward(ctx, x, saved.fc1_out.f32(), N);
-  round_if_bf16(ctx, saved.fc1_out);
-  saved.act_out = Tensor(a, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kActivations);
+void MLP::activation_forward(const ForwardContext& ctx, Saved& saved, int64_t N) const {
+  saved.act_out = Tensor(*ctx.alloc, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kActivations);
   if (swiglu_) {
     ctx.k().swiglu_forward(ctx.kc(), saved.act_out.f32(), saved.fc1_out.f32(), N, ffn_local_);
   } else {
     ctx.k().gelu_forward(ctx.kc(), saved.act_out.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
   }
   round_if_bf16(ctx, saved.act_out);
-  linear_fc2_.forward(ctx, saved.act_out.f32(), out, N);
 }
 
-void MLP::backward(const ForwardContext& ctx, const Saved& saved, const float* x,
+void MLP::forward(const ForwardContext& ctx, const float* x, int64_t N, float* out,
+                  Saved& saved) const {
+  Allocator& a = *ctx.alloc;
+  saved.fc1_out = Tensor(a, Shape{N, linear_fc1_.out_local()}, DType::kFloat32, MemoryCategory::kActivations);
+  linear_fc1_.forward(ctx, x, saved.fc1_out.f32(), N);
+  round_if_bf16(ctx, saved.fc1_out);
+  activation_forward(ctx, saved, N);
+  linear_fc2_.forward(ctx, saved.act_out.f32(), out, N);
+  if (!ctx.training) return;
+  if (recompute_ != Recompute::kNone) saved.act_out.reset();
+  if (recompute_ == Recompute::kFc1AndActivation) saved.fc1_out.reset();
+}
+
+void MLP::backward(const ForwardContext& ctx, Saved& saved, const float* x,
                    const float* dout, float* dx, int64_t N) const {
   Allocator& a = *ctx.alloc;
+  if (saved.fc1_out.empty()) {  // selective "mlp" recompute: fc1 again (with its all-gather under SP)
+    saved.fc1_out = Tensor(a, Shape{N, linear_fc1_.out_local()}, DType::kFloat32, MemoryCategory::kActivations);
+    linear_fc1_.forward(ctx, x, saved.fc1_out.f32(), N);
+    round_if_bf16(ctx, saved.fc1_out);
+  }
+  if (saved.act_out.empty()) activation_forward(ctx, saved, N);
   Tensor dact(a, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kWorkspace);
   linear_fc2_.backward(ctx, saved.act_out.f32(), dout, dact.f32(), N);
   Tensor dfc1(a, saved.fc1_out.shape(), DType::kFloat32, MemoryCategory::kWorkspace);

@@ -1,5 +1,9 @@
 // Port of megatron/core/transformer/mlp.py MLP: linear_fc1 (column parallel; [gate; up]
 // rows with --swiglu) -> GELU or SwiGLU -> linear_fc2 (row parallel).
+// Recompute (set_recompute): MindSpeed's activation-function recompute drops the activation's
+// output once linear_fc2 has used it and rebuilds it from fc1's output at the start of
+// backward; Megatron's selective "mlp" drops both and re-runs linear_fc1 and the activation
+// (linear_fc2's output is not needed again). The rebuilt values are bit-identical.
 #pragma once
 
 #include <string>
@@ -18,6 +22,9 @@ class MLP {
     Tensor act_out;  ///< [N, F/tp]: linear_fc2's input
   };
 
+  /// What forward drops and backward rebuilds.
+  enum class Recompute { kNone, kActivation, kFc1AndActivation };
+
   /// ffn_hidden_size 0: config.ffn_hidden_size (MoE shared experts pass their own size).
   MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
       int tp_size, bool sequence_parallel, int64_t ffn_hidden_size = 0);
@@ -25,11 +32,16 @@ class MLP {
   /// row count; x and out are [N/tp, h] with sequence parallelism.
   void forward(const ForwardContext& ctx, const float* x, int64_t N, float* out, Saved& saved) const;
   /// dx [N, h] (=) from dout [N, h]; weight gradients +=.
-  void backward(const ForwardContext& ctx, const Saved& saved, const float* x, const float* dout,
+  /// Rebuilds what forward dropped (see set_recompute) first; x must be forward's input.
+  void backward(const ForwardContext& ctx, Saved& saved, const float* x, const float* dout,
                 float* dx, int64_t N) const;
   Parameter* fc2_bias() const { return linear_fc2_.bias(); }
+  void set_recompute(Recompute recompute) { recompute_ = recompute; }
 
  private:
+  /// saved.act_out [N, F/tp] = act(saved.fc1_out), bf16-rounded like every saved activation.
+  void activation_forward(const ForwardContext& ctx, Saved& saved, int64_t N) const;
+  Recompute recompute_ = Recompute::kNone;
   bool swiglu_;
   GeluApproximation gelu_;
   int64_t ffn_local_;

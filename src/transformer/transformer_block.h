@@ -3,6 +3,11 @@
 // its spec) and, on the last stage (post_process), the final layernorm. Each layer runs
 // inside a ModuleScope (data-parallel hooks, bf16 weight views); activations are [n, h]
 // ([s, b, h] flattened, n = s*b or s*b/tp with sequence parallelism).
+// Full recompute (Megatron's _checkpointed_forward, recompute_plan.h): the layers of a
+// full-recompute unit keep nothing from forward but the unit's input (in bf16 with --bf16,
+// split over tensor parallelism with --distribute-saved-activations); backward runs the unit's
+// forward again from it (same dropout masks: they are keyed by position, not drawn in order)
+// and then its layers' backward.
 #pragma once
 
 #include <memory>
@@ -14,6 +19,7 @@
 #include "module/forward_context.h"
 #include "transformer/layer_spec.h"
 #include "transformer/norm.h"
+#include "transformer/recompute_plan.h"
 #include "transformer/transformer_layer.h"
 
 namespace mindspeed {
@@ -23,6 +29,8 @@ class TransformerBlock {
   struct Saved {
     std::vector<TransformerLayer::Saved> layers;
     Tensor final_input;  ///< [n, h]: the last layer's output (bf16 storage with --bf16)
+    /// Full recompute: each unit's input [n, h] (or this rank's 1/tp of it, distributed).
+    std::vector<Tensor> unit_inputs;
     Norm::Saved final_layernorm;
   };
 
@@ -31,7 +39,7 @@ class TransformerBlock {
   TransformerBlock(ParameterRegistry& registry, const ModelConfig& config,
                    const std::vector<TransformerLayerSpec>& specs, int64_t first_layer, bool post_process,
                    int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos, const float* rope_sin,
-                   const ExpertPlacement& experts = {});
+                   const ExpertPlacement& experts = {}, int virtual_rank = 0, int virtual_size = 1);
 
   /// hidden [n, h] -> the last layer's output [n, h], or with post_process the final
   /// layernorm's output [n, h]. With `inference` (generation) the attention runs over its
@@ -44,7 +52,17 @@ class TransformerBlock {
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
  private:
+  /// Backward of full-recompute unit u: its forward again from the kept input, each layer in
+  /// its own scope, leaving every layer's Saved filled.
+  void recompute_unit(const ForwardContext& ctx, const MicroBatch& mb, size_t unit, Saved& saved) const;
+  /// The unit input as kept between forward and backward, and back.
+  Tensor keep_unit_input(const ForwardContext& ctx, Tensor input) const;
+  Tensor restore_unit_input(const ForwardContext& ctx, Tensor kept, int64_t n) const;
+
   int64_t hidden_;
+  bool distribute_saved_activations_ = false;
+  BlockRecomputePlan recompute_;
+  std::vector<int64_t> unit_of_layer_;  ///< full-recompute unit of each layer, -1 = none
   bool post_process_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   std::vector<std::string> layer_names_;  ///< "decoder.layers.N" (global N), for the profiler

@@ -36,6 +36,18 @@ TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfi
   }
 }
 
+void TransformerLayer::set_recompute(const LayerRecompute& recompute) {
+  recompute_ = recompute;
+  if (is_noop()) return;
+  self_attention_->set_recompute_core_attention(recompute.core_attention);
+  if (mlp_) {
+    mlp_->set_recompute(recompute.mlp          ? MLP::Recompute::kFc1AndActivation
+                        : recompute.activation ? MLP::Recompute::kActivation
+                                               : MLP::Recompute::kNone);
+  }
+  if (moe_) moe_->set_recompute_activation(recompute.moe_activation);
+}
+
 DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const MicroBatch& mb,
                                                DropoutSite site) const {
   DropoutSpec spec;
@@ -78,6 +90,8 @@ Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb
   Tensor branch(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
   self_attention_->forward(ctx, mb, saved.input_layernorm.out.f32(), branch.f32(),
                           saved.self_attention, inference);
+  const bool drop = ctx.training && inference == nullptr;  // there will be a backward
+  if (drop && recompute_.norms) saved.input_layernorm = {};
   saved.mid = Tensor(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
   Parameter* proj_bias = self_attention_->proj_bias();
   ctx.k().bias_dropout_add_forward(ctx.kc(), saved.mid.f32(), branch.f32(), proj_bias ? ctx.w(*proj_bias) : nullptr,
@@ -91,6 +105,8 @@ Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb
   } else {
     mlp_->forward(ctx, saved.pre_mlp_layernorm.out.f32(), N, branch.f32(), saved.mlp);
   }
+  if (drop && recompute_.norms) saved.pre_mlp_layernorm = {};
+  if (drop && recompute_.moe) saved.moe = {};
   Tensor output(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
   Parameter* fc2_bias = moe_ ? nullptr : mlp_->fc2_bias();
   ctx.k().bias_dropout_add_forward(ctx.kc(), output.f32(), branch.f32(), fc2_bias ? ctx.w(*fc2_bias) : nullptr,
@@ -113,7 +129,15 @@ void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb,
   Parameter* fc2_bias = moe_ ? nullptr : mlp_->fc2_bias();
   ctx.k().bias_dropout_add_backward(ctx.kc(), dbranch.f32(), fc2_bias ? fc2_bias->g() : nullptr, dresid, n,
                                     hidden_, residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
+  if (saved.pre_mlp_layernorm.out.empty()) {  // norm recompute
+    pre_mlp_layernorm_->forward(ctx, saved.mid.f32(), n, saved.pre_mlp_layernorm);
+    round_if_bf16(ctx, saved.pre_mlp_layernorm.out);
+  }
   if (moe_) {
+    if (recompute_.moe) {  // the whole MoE layer again (its dispatch too), recording nothing twice
+      Tensor unused(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+      moe_->forward(ctx.recompute_context(), mb, saved.pre_mlp_layernorm.out.f32(), N, unused.f32(), saved.moe);
+    }
     moe_->backward(ctx, mb, saved.moe, saved.pre_mlp_layernorm.out.f32(), dbranch.f32(), dnorm.f32(), N);
   } else {
     mlp_->backward(ctx, saved.mlp, saved.pre_mlp_layernorm.out.f32(), dbranch.f32(), dnorm.f32(), N);
@@ -124,6 +148,10 @@ void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb,
   ctx.k().bias_dropout_add_backward(ctx.kc(), dbranch.f32(), proj_bias ? proj_bias->g() : nullptr, dresid,
                                     n, hidden_,
                                     residual_dropout(ctx, mb, DropoutSite::kAttentionOutput));
+  if (saved.input_layernorm.out.empty()) {  // norm recompute
+    input_layernorm_->forward(ctx, saved.input.f32(), n, saved.input_layernorm);
+    round_if_bf16(ctx, saved.input_layernorm.out);
+  }
   self_attention_->backward(ctx, mb, saved.self_attention, saved.input_layernorm.out.f32(),
                            dbranch.f32(), dnorm.f32());
   input_layernorm_->backward(ctx, saved.input_layernorm, saved.input.f32(), dnorm.f32(), dresid, n);

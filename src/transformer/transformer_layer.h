@@ -6,6 +6,11 @@
 // The layer owns its input (the previous layer's output, moved in) for backward. With --bf16
 // every saved activation is rounded to bf16 when produced and kept in bf16 between forward
 // and backward (Saved::compact / expand); statistics (mean, rstd, lse) stay fp32.
+// Activation recompute (set_recompute, planned by recompute_plan.h): selective core
+// attention, the norms' outputs (Megatron's "layernorm", MindSpeed's --recompute-norm), the
+// MLP ("mlp", activation-function recompute), the experts' activation ("moe_act") and the
+// whole MoE layer ("moe") are dropped after forward and rebuilt in backward right before use,
+// bit-identical. Full recompute of whole layers is the block's (transformer_block.h).
 // The layer is assembled from a TransformerLayerSpec (layer_spec.h); a no-op spec gives the
 // identity layer of MindSpeed's --noop-layers.
 #pragma once
@@ -22,6 +27,7 @@
 #include "transformer/mlp.h"
 #include "transformer/moe/moe_layer.h"
 #include "transformer/norm.h"
+#include "transformer/recompute_plan.h"
 
 namespace mindspeed {
 
@@ -47,6 +53,8 @@ class TransformerLayer {
                    int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos,
                    const float* rope_sin, const ExpertPlacement& experts = {});
   bool is_noop() const { return self_attention_ == nullptr; }
+  /// What this layer drops after forward and rebuilds in backward (`full` is the block's).
+  void set_recompute(const LayerRecompute& recompute);
   /// Takes the input [n, h] and returns the output [n, h]. With `inference` the attention
   /// runs over the key/value cache (SelfAttention::forward).
   Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved,
@@ -59,6 +67,7 @@ class TransformerLayer {
                                DropoutSite site) const;
   int64_t layer_index_, hidden_;
   float hidden_dropout_;
+  LayerRecompute recompute_;
   // The spec's slots (all null for a no-op layer).
   std::unique_ptr<Norm> input_layernorm_;
   std::unique_ptr<SelfAttention> self_attention_;

@@ -55,10 +55,10 @@ TEST(Arguments, RepeatedFlagKeepsTheLastValueAndListsTakeSeveral) {
 }
 
 TEST(Arguments, RefusesKnownButUnimplementedFlags) {
-  auto parsed = parse_with({"--recompute-granularity", "full"});
+  auto parsed = parse_with({"--use-custom-fsdp"});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(parsed.status().message().find("--recompute-granularity is a Megatron-LM flag"), std::string::npos)
+  EXPECT_NE(parsed.status().message().find("--use-custom-fsdp is a Megatron-LM flag"), std::string::npos)
       << parsed.status().message();
   auto swap = parse_with({"--swap-attention"});
   ASSERT_FALSE(swap.ok());
@@ -372,6 +372,106 @@ TEST(Validate, MixtureOfExpertsRules) {
           "--moe-permute-fusion does not work with the alltoall_seq dispatcher");
   EXPECT_NE(validation_error({"--expert-model-parallel-size", "2"}, 2).find("needs --num-experts"), std::string::npos);
   refused({"--moe-layer-freq", "[1,0,1]"}, 1, "--moe-layer-freq lists 3 layers but --num-layers is 2");
+}
+
+TEST(Arguments, RecomputeFlags) {
+  auto full = parse_with({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
+                          "1", "--recompute-activation-function", "--recompute-activation-function-num-layers", "1",
+                          "--recompute-norm"});
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  const RecomputeConfig& rc = full->configs.model.recompute;
+  EXPECT_TRUE(rc.full());
+  EXPECT_EQ(rc.method, RecomputeMethod::kBlock);
+  EXPECT_EQ(rc.num_layers, 1);
+  EXPECT_TRUE(rc.activation_function);
+  EXPECT_EQ(rc.activation_function_num_layers, 1);
+  EXPECT_TRUE(rc.norm);
+  EXPECT_EQ(rc.norm_num_layers, -1);
+  // --recompute-activations is selective, and core_attn is the default module.
+  auto sel = parse_with({"--recompute-activations"});
+  ASSERT_TRUE(sel.ok()) << sel.status().message();
+  EXPECT_TRUE(sel->configs.model.recompute.selective());
+  EXPECT_TRUE(sel->configs.model.recompute.modules.core_attn);
+  EXPECT_FALSE(sel->configs.model.recompute.modules.mlp);
+  auto mods = parse_with({"--recompute-granularity", "selective", "--recompute-modules", "layernorm", "mlp"});
+  ASSERT_TRUE(mods.ok()) << mods.status().message();
+  EXPECT_FALSE(mods->configs.model.recompute.modules.core_attn);
+  EXPECT_TRUE(mods->configs.model.recompute.modules.layernorm);
+  EXPECT_TRUE(mods->configs.model.recompute.modules.mlp);
+  // Megatron's deprecated --moe-layer-recompute: selective + moe.
+  auto moe = parse_with({"--moe-layer-recompute"});
+  ASSERT_TRUE(moe.ok()) << moe.status().message();
+  EXPECT_TRUE(moe->configs.model.recompute.selective());
+  EXPECT_TRUE(moe->configs.model.recompute.modules.moe);
+  auto message = [](std::vector<std::string> extra) {
+    auto p = parse_with(std::move(extra));
+    return p.ok() ? std::string() : p.status().message();
+  };
+  EXPECT_NE(message({"--recompute-granularity", "partial"}).find("--recompute-granularity"), std::string::npos);
+  EXPECT_NE(message({"--recompute-granularity", "selective", "--recompute-modules", "attn"})
+                .find("'attn' is not a module; choose from core_attn"),
+            std::string::npos);
+  EXPECT_NE(message({"--recompute-granularity", "selective", "--recompute-modules", "mla_up_proj"})
+                .find("multi-latent attention"),
+            std::string::npos);
+  EXPECT_NE(message({"--recompute-modules", "mlp"}).find("needs --recompute-granularity selective"),
+            std::string::npos);
+  EXPECT_NE(message({"--recompute-granularity", "full", "--moe-layer-recompute"})
+                .find("Do not set --moe-layer-recompute with full"),
+            std::string::npos);
+  // Still refused until they land.
+  EXPECT_NE(message({"--recompute-in-bubble"}).find("does not implement yet"), std::string::npos);
+}
+
+TEST(Validate, RecomputeRules) {
+  auto refused = [&](std::vector<std::string> extra, int world, const std::string& text) {
+    const std::string e = validation_error(std::move(extra), world);
+    EXPECT_NE(e.find(text), std::string::npos) << "got: " << e;
+  };
+  EXPECT_EQ(validation_error({"--recompute-granularity", "full", "--recompute-method", "uniform",
+                              "--recompute-num-layers", "1"},
+                             1),
+            "");
+  EXPECT_EQ(validation_error({"--tensor-model-parallel-size", "2", "--recompute-granularity", "full",
+                              "--recompute-method", "block", "--recompute-num-layers", "1",
+                              "--distribute-saved-activations"},
+                             2),
+            "");
+  refused({"--recompute-granularity", "full"}, 1, "needs --recompute-method block or uniform (Megatron's rule)");
+  refused({"--recompute-granularity", "full", "--recompute-method", "block"}, 1, "needs --recompute-num-layers");
+  refused({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "0"}, 1,
+          "uniform needs --recompute-num-layers >= 1");
+  refused({"--recompute-activations", "--recompute-method", "block"}, 1,
+          "--recompute-method is not supported with selective");
+  refused({"--recompute-activations", "--recompute-num-layers", "1"}, 1,
+          "--recompute-num-layers must not be given with selective");
+  refused({"--recompute-method", "block"}, 1, "--recompute-method needs --recompute-granularity full");
+  refused({"--recompute-num-layers", "1"}, 1, "--recompute-num-layers needs --recompute-granularity full");
+  refused({"--recompute-granularity", "selective", "--recompute-modules", "moe_act"}, 1,
+          "moe_act is only supported with --moe-grouped-gemm");
+  refused({"--recompute-granularity", "selective", "--recompute-modules", "moe"}, 1,
+          "need a mixture-of-experts model");
+  refused({"--context-parallel-size", "2", "--recompute-activations"}, 2, "core_attn with --context-parallel-size");
+  refused({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "1",
+           "--distribute-saved-activations"},
+          1, "needs --tensor-model-parallel-size > 1");
+  refused({"--tensor-model-parallel-size", "2", "--recompute-activations", "--distribute-saved-activations"}, 2,
+          "only for full recompute granularity");
+  refused({"--tensor-model-parallel-size", "2", "--sequence-parallel", "--recompute-granularity", "full",
+           "--recompute-method", "block", "--recompute-num-layers", "1", "--distribute-saved-activations"},
+          2, "must be off with --sequence-parallel");
+  refused({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1",
+           "--enable-recompute-layers-per-pp-rank"},
+          1, "--enable-recompute-layers-per-pp-rank needs --recompute-granularity full --recompute-method block");
+  refused({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1",
+           "--recompute-activation-function"},
+          1, "--recompute-activation-function can be combined with full recompute only with --recompute-method block");
+  refused({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1",
+           "--recompute-norm"},
+          1, "--recompute-norm can be combined with full recompute only with --recompute-method block");
+  refused({"--recompute-norm-num-layers", "1"}, 1, "--recompute-norm-num-layers needs --recompute-norm");
+  refused({"--recompute-activation-function", "--recompute-activation-function-num-layers", "3"}, 1,
+          "-num-layers 3 is more than --num-layers 2");
 }
 
 TEST(Validate, ContextParallelRules) {

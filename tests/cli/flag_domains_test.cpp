@@ -65,6 +65,10 @@ const std::map<std::string, Row> kExpected = {
     {"--expert-model-parallel-size", {false, false, false}},
     {"--expert-tensor-parallel-size", {false, false, false}},
     {"--num-experts", {false, false, false}},
+    // Alone, each needs its feature flag (so every value is refused, naming the flag).
+    {"--recompute-num-layers", {false, false, false}},
+    {"--recompute-activation-function-num-layers", {false, false, false}},
+    {"--recompute-norm-num-layers", {false, false, false}},
     {"--moe-ffn-hidden-size", {false, false, false}},
     {"--moe-router-topk", {false, false, false}},
     {"--moe-router-topk-scaling-factor", {false, false, true}},

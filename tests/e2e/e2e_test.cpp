@@ -100,6 +100,36 @@ TEST(EndToEnd, ContextParallelRunsLogTheLossesOfThePlainRun) {
   }
 }
 
+// Activation recompute through the flags of a launch script: the logged losses and gradient
+// norms are the plain run's to the last printed digit (dropout on), for Megatron's full
+// recompute with distributed saved activations and for selective + MindSpeed's
+// activation-function and norm recompute.
+TEST(EndToEnd, RecomputeRunsLogTheBitsOfThePlainRun) {
+  const std::string args = kTiny + " --train-iters 10 --log-interval 5 --eval-interval 10 --eval-iters 1"
+                                   " --tensor-model-parallel-size 2";
+  const Result plain = run(kMpirun + " -np 2 " + kBin + args);
+  const Result full = run(kMpirun + " -np 2 " + kBin + args +
+                          " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                          " --distribute-saved-activations");
+  const Result light = run(kMpirun + " -np 2 " + kBin + args +
+                           " --recompute-activations --recompute-modules core_attn layernorm"
+                           " --recompute-activation-function");
+  auto numbers = [](const std::string& out) {
+    std::vector<std::string> found;
+    const std::regex re(R"((lm loss|lm loss value|grad norm): [0-9.E+-]+)");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+      found.push_back((*it)[0]);
+    return found;
+  };
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto want = numbers(plain.output);
+  ASSERT_GE(want.size(), 5u) << plain.output;  // 2 x (loss, grad norm) + the validation losses
+  for (const Result* r : {&full, &light}) {
+    ASSERT_EQ(r->exit_code, 0) << r->output;
+    EXPECT_EQ(numbers(r->output), want) << r->output;
+  }
+}
+
 // A Mixtral-style MoE trains under pretrain_gpt with its aux and z losses in the iteration
 // line (Megatron's fields), and expert parallelism (alltoall with grouped GEMM and the
 // distributed optimizer; allgather with TP x SP and expert-TP 1) logs the losses of the
@@ -133,9 +163,9 @@ TEST(EndToEnd, MixtureOfExpertsTrainsAndLogsItsLosses) {
 }
 
 TEST(EndToEnd, UnimplementedFlagStopsEveryRank) {
-  const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --recompute-granularity full");
+  const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --use-custom-fsdp");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--recompute-granularity is a Megatron-LM flag"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--use-custom-fsdp is a Megatron-LM flag"), std::string::npos) << r.output;
   EXPECT_LT(r.seconds, 30.0);
 }
 

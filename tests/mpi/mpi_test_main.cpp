@@ -3,6 +3,8 @@
 // then fails the job).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "parallel/initialize.h"
 #include "test_mpi.h"
 
@@ -16,7 +18,8 @@ MpiWorld& mpi_world() {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   mindspeed::testing::mpi_world() = mindspeed::initialize_mpi(&argc, &argv);
-  if (mindspeed::testing::mpi_world().rank != 0) {
+  // MS_TEST_ALL_RANKS=1 (passed with mpirun -x): every rank prints (to see a failure on rank > 0).
+  if (mindspeed::testing::mpi_world().rank != 0 && std::getenv("MS_TEST_ALL_RANKS") == nullptr) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
   }

@@ -375,6 +375,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   result.param_bytes = stats.current_of(MemoryCategory::kParameters);
   result.grad_bytes = stats.current_of(MemoryCategory::kGradients);
   result.optimizer_bytes = stats.current_of(MemoryCategory::kOptimizerState);
+  result.activation_peak_bytes = stats.peak_of(MemoryCategory::kActivations);
   result.num_params_local = model.registry().num_local_elements();
   return result;
 }

@@ -28,7 +28,8 @@ GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps, Parameter
   decoder_ = std::make_unique<TransformerBlock>(
       registry, config, get_gpt_decoder_layer_specs(config, options_.first_layer, options_.num_layers),
       options_.first_layer, options_.post_process, tp_size, tp_rank, options_.sequence_parallel, rotary_->cos(),
-      rotary_->sin(), ExpertPlacement{ps.sizes.expert, ps.ep_rank, ps.sizes.expert_tensor});
+      rotary_->sin(), ExpertPlacement{ps.sizes.expert, ps.ep_rank, ps.sizes.expert_tensor}, options_.virtual_rank,
+      options_.virtual_size);
   if (options_.post_process) output_layer_ = std::make_unique<OutputLayerLoss>(registry, config, tp_size, tp_rank);
 }
 

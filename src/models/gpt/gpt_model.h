@@ -33,6 +33,9 @@ struct GPTModelOptions {
   /// Megatron SP (activations outside TP regions split along s); the forward context passed
   /// to forward/backward must say the same.
   bool sequence_parallel = false;
+  /// Which of its pipeline rank's model chunks this is (recompute's per-rank layer priority).
+  int virtual_rank = 0;
+  int virtual_size = 1;
 };
 
 class GPTModel final : public ModelChunk {

@@ -12,13 +12,16 @@ GPTModelChunks::GPTModelChunks(const ModelConfig& config, const ParallelState& p
            " ranks, parallel state with ", ps.sizes.pipeline);
   MS_CHECK(layout.schedule != PipelineSchedule::kDualPipeV || config.untie_embeddings_and_output_weights,
            "DualPipeV needs --untie-embeddings-and-output-weights (validate_configs refuses this)");
-  for (const PipelineStage& s : layout.stages_of_rank(ps.pp_rank)) {
+  const std::vector<PipelineStage> stages = layout.stages_of_rank(ps.pp_rank);
+  for (const PipelineStage& s : stages) {
     chunks_.push_back(std::make_unique<GPTModel>(config, ps, registry,
                                                  GPTModelOptions{.first_layer = s.first_layer,
                                                                  .num_layers = s.num_layers,
                                                                  .pre_process = s.pre_process,
                                                                  .post_process = s.post_process,
-                                                                 .sequence_parallel = sequence_parallel}));
+                                                                 .sequence_parallel = sequence_parallel,
+                                                                 .virtual_rank = s.chunk,
+                                                                 .virtual_size = static_cast<int>(stages.size())}));
   }
 }
 

@@ -104,20 +104,26 @@ void Experts::forward(const ForwardContext& ctx, const float* x, const std::vect
   saved.fc1_out = Tensor(a, Shape{R, fc1_local_}, DType::kFloat32, MemoryCategory::kActivations);
   linear_forward(ctx, saved.fc1_out.f32(), x, fc1_, counts, fc1_local_, hidden_);
   round_if_bf16(ctx, saved.fc1_out);
-  saved.act_out = Tensor(a, Shape{R, ffn_local_}, DType::kFloat32, MemoryCategory::kActivations);
+  activation_forward(ctx, saved, R);
+  linear_forward(ctx, y, saved.act_out.f32(), fc2_, counts, hidden_, ffn_local_);
+  if (recompute_activation_ && ctx.training) saved.act_out.reset();
+}
+
+void Experts::activation_forward(const ForwardContext& ctx, Saved& saved, int64_t R) const {
+  saved.act_out = Tensor(*ctx.alloc, Shape{R, ffn_local_}, DType::kFloat32, MemoryCategory::kActivations);
   if (swiglu_) {
     ctx.k().swiglu_forward(ctx.kc(), saved.act_out.f32(), saved.fc1_out.f32(), R, ffn_local_);
   } else {
     ctx.k().gelu_forward(ctx.kc(), saved.act_out.f32(), saved.fc1_out.f32(), R * ffn_local_, gelu_);
   }
   round_if_bf16(ctx, saved.act_out);
-  linear_forward(ctx, y, saved.act_out.f32(), fc2_, counts, hidden_, ffn_local_);
 }
 
-void Experts::backward(const ForwardContext& ctx, const Saved& saved, const float* x, const float* dy,
+void Experts::backward(const ForwardContext& ctx, Saved& saved, const float* x, const float* dy,
                        const std::vector<int64_t>& counts, float* dx) const {
   Allocator& a = *ctx.alloc;
   const int64_t R = total(counts);
+  if (saved.act_out.empty() && R > 0) activation_forward(ctx, saved, R);
   Tensor dact(a, Shape{R, ffn_local_}, DType::kFloat32, MemoryCategory::kWorkspace);
   linear_backward(ctx, dact.f32(), dy, saved.act_out.f32(), fc2_, counts, hidden_, ffn_local_);
   Tensor dfc1(a, Shape{R, fc1_local_}, DType::kFloat32, MemoryCategory::kWorkspace);

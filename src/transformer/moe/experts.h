@@ -37,13 +37,20 @@ class Experts {
   void forward(const ForwardContext& ctx, const float* x, const std::vector<int64_t>& counts, float* y,
                Saved& saved) const;
   /// dx [R, h] (=) from dy [R, h]; weight gradients +=.
-  void backward(const ForwardContext& ctx, const Saved& saved, const float* x, const float* dy,
+  /// With activation recompute the activation's output is rebuilt from fc1's first.
+  void backward(const ForwardContext& ctx, Saved& saved, const float* x, const float* dy,
                 const std::vector<int64_t>& counts, float* dx) const;
+  /// Megatron's selective "moe_act" recompute: forward drops the activation's output once
+  /// linear_fc2 has used it; backward rebuilds it (bit-identical).
+  void set_recompute_activation(bool on) { recompute_activation_ = on; }
   int64_t num_local() const { return static_cast<int64_t>(fc1_.size()); }
   const std::vector<Parameter*>& fc1() const { return fc1_; }
   const std::vector<Parameter*>& fc2() const { return fc2_; }
 
  private:
+  /// saved.act_out [R, F/etp] = act(saved.fc1_out), bf16-rounded.
+  void activation_forward(const ForwardContext& ctx, Saved& saved, int64_t R) const;
+  bool recompute_activation_ = false;
   /// out [R, N] (=) = x [R, K] W_eᵀ per row group.
   void linear_forward(const ForwardContext& ctx, float* out, const float* x, const std::vector<Parameter*>& w,
                       const std::vector<int64_t>& counts, int64_t N, int64_t K) const;

@@ -45,6 +45,8 @@ class MoELayer {
   /// out [n, h] (=) from x [n, h]; N = s*b full rows.
   void forward(const ForwardContext& ctx, const MicroBatch& mb, const float* x, int64_t N, float* out,
                Saved& saved) const;
+  /// Selective "moe_act" recompute of the routed experts' activation.
+  void set_recompute_activation(bool on) { experts_.set_recompute_activation(on); }
   /// dx [n, h] (=) from dout [n, h]; parameter gradients +=.
   void backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved, const float* x, const float* dout,
                 float* dx, int64_t N) const;

@@ -98,7 +98,7 @@ void TopKRouter::forward(const ForwardContext& ctx, const MicroBatch& mb, const 
   saved.probs = std::move(routed->probs);
   saved.routing_map = std::move(routed->routing_map);
   saved.routing = std::move(routed->saved);
-  if (local_tokens_per_expert_ != nullptr && ctx.training) {
+  if (local_tokens_per_expert_ != nullptr && ctx.training && !ctx.recomputing) {
     // The final map's counts (after capacity), as Megatron's routing() accumulates them.
     std::vector<float>& counts = local_tokens_per_expert_->values;
     for (int64_t t = 0; t < n; ++t)
