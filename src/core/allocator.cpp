@@ -37,6 +37,15 @@ std::string format_memory_stats(const MemoryStats& stats) {
   }
   out << "total " << mib(stats.total_current) << "/" << mib(stats.total_peak)
       << " MiB (current/peak)";
+  if (stats.total_swapped_out > 0) {
+    out << " | swapped (current/peak MiB): ";
+    for (int c = 0; c < kNumMemoryCategories; ++c) {
+      if (stats.swapped_peak[c] == 0 && stats.swapped_current[c] == 0) continue;
+      out << memory_category_name(static_cast<MemoryCategory>(c)) << " " << mib(stats.swapped_current[c])
+          << "/" << mib(stats.swapped_peak[c]) << ", ";
+    }
+    out << "total " << mib(stats.total_swapped_current) << "/" << mib(stats.total_swapped_peak);
+  }
   return out.str();
 }
 
@@ -54,6 +63,7 @@ void profile_memory(const MemoryStats& stats) {
     series.emplace_back(memory_category_name(static_cast<MemoryCategory>(c)), static_cast<double>(stats.current[c]));
   }
   series.emplace_back("cached", static_cast<double>(stats.cached));
+  if (stats.total_swapped_out > 0) series.emplace_back("swapped", static_cast<double>(stats.total_swapped_current));
   profiler::counter("memory (bytes)", series);
 }
 }  // namespace
@@ -117,6 +127,13 @@ void Allocator::deallocate(void* ptr) {
   if (profiler::recording_memory()) profile_memory(stats());
 }
 
+MemoryCategory Allocator::category_of(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(const_cast<void*>(ptr));
+  MS_CHECK(it != live_.end(), "category_of a pointer this allocator does not own");
+  return it->second.category;
+}
+
 MemoryStats Allocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   MemoryStats stats = stats_;
@@ -128,6 +145,24 @@ void Allocator::reset_peaks() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.peak = stats_.current;
   stats_.total_peak = stats_.total_current;
+  stats_.swapped_peak = stats_.swapped_current;
+  stats_.total_swapped_peak = stats_.total_swapped_current;
+}
+
+void Allocator::note_swapped(MemoryCategory category, int64_t delta) {
+  MS_CHECK(category != MemoryCategory::kCount, "invalid memory category");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int c = static_cast<int>(category);
+    MS_CHECK(stats_.swapped_current[c] + delta >= 0, "more bytes swapped in than out for ",
+             memory_category_name(category), ": ", stats_.swapped_current[c], " + ", delta);
+    stats_.swapped_current[c] += delta;
+    stats_.swapped_peak[c] = std::max(stats_.swapped_peak[c], stats_.swapped_current[c]);
+    stats_.total_swapped_current += delta;
+    stats_.total_swapped_peak = std::max(stats_.total_swapped_peak, stats_.total_swapped_current);
+    if (delta > 0) stats_.total_swapped_out += delta;
+  }
+  if (profiler::recording_memory()) profile_memory(stats());
 }
 
 void Allocator::release_cached() {

@@ -35,11 +35,24 @@ struct MemoryStats {
   int64_t system_allocations = 0;  ///< calls that went to the system allocator
   int64_t live_blocks = 0;    ///< blocks handed out and not yet returned
 
+  // Bytes living in a slower tier (core/swap_tier.h: swap-attention, swap-optimizer), counted
+  // apart from the resident bytes above: a swapped tensor's resident block is freed (and
+  // leaves `current`) when its write to the tier completes, and only then counts here.
+  std::array<int64_t, kNumMemoryCategories> swapped_current{};  ///< bytes in a swap tier now
+  std::array<int64_t, kNumMemoryCategories> swapped_peak{};     ///< max of swapped_current
+  int64_t total_swapped_current = 0;  ///< bytes in a swap tier now, all categories
+  int64_t total_swapped_peak = 0;     ///< max of total_swapped_current
+  int64_t total_swapped_out = 0;      ///< bytes ever moved into a swap tier (never reset)
+
   int64_t current_of(MemoryCategory c) const { return current[static_cast<int>(c)]; }
   int64_t peak_of(MemoryCategory c) const { return peak[static_cast<int>(c)]; }
+  int64_t swapped_of(MemoryCategory c) const { return swapped_current[static_cast<int>(c)]; }
+  int64_t swapped_peak_of(MemoryCategory c) const { return swapped_peak[static_cast<int>(c)]; }
 };
 
-/// "params 474.7 MiB | grads ... | peak total ..." for logs.
+/// "params 474.7 MiB | grads ... | peak total ..." for logs. Once anything was ever swapped
+/// (total_swapped_out > 0) it ends with " | swapped (current/peak MiB): activations 12.0/24.0,
+/// total 12.0/24.0" (the categories ever swapped); before that the line is unchanged.
 std::string format_memory_stats(const MemoryStats& stats);
 
 class Allocator {
@@ -56,9 +69,16 @@ class Allocator {
   /// Returns a block from allocate() to the cache. nullptr is ignored.
   void deallocate(void* ptr);
 
+  /// The category a block from allocate() was counted under (fatal for a foreign pointer).
+  MemoryCategory category_of(const void* ptr) const;
+
   MemoryStats stats() const;
-  /// Sets every peak to the current value (e.g. after set-up, to measure a step).
+  /// Sets every peak (resident and swapped) to the current value (e.g. after set-up, to
+  /// measure a step).
   void reset_peaks();
+  /// A swap tier moved `delta` bytes of `category` into (> 0) or out of (< 0) the slower
+  /// tier. The resident side is counted by allocate()/deallocate() as usual.
+  void note_swapped(MemoryCategory category, int64_t delta);
   /// Returns every cached block to the system.
   void release_cached();
 

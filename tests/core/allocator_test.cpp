@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 #include "core/tensor.h"
 
@@ -61,6 +62,52 @@ TEST(Allocator, TensorReleasesOnDestructionAndMove) {
   EXPECT_EQ(alloc.stats().current_of(MemoryCategory::kGradients), 0);
   Tensor z = Tensor::zeros(alloc, Shape{3}, DType::kFloat32, MemoryCategory::kWorkspace);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(z.f32()[i], 0.0f);
+}
+
+TEST(Allocator, CountsSwappedBytesApartFromResidentOnes) {
+  Allocator alloc;
+  void* p = alloc.allocate(2048, MemoryCategory::kParameters);
+  alloc.note_swapped(MemoryCategory::kActivations, 4096);
+  alloc.note_swapped(MemoryCategory::kOptimizerState, 1024);
+  alloc.note_swapped(MemoryCategory::kActivations, -4096);
+  MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.swapped_of(MemoryCategory::kActivations), 0);
+  EXPECT_EQ(s.swapped_peak_of(MemoryCategory::kActivations), 4096);
+  EXPECT_EQ(s.swapped_of(MemoryCategory::kOptimizerState), 1024);
+  EXPECT_EQ(s.total_swapped_current, 1024);
+  EXPECT_EQ(s.total_swapped_peak, 5120);
+  EXPECT_EQ(s.total_swapped_out, 5120);
+  EXPECT_EQ(s.total_current, 2048);  // resident bytes untouched
+  EXPECT_EQ(alloc.category_of(p), MemoryCategory::kParameters);
+  alloc.reset_peaks();
+  s = alloc.stats();
+  EXPECT_EQ(s.total_swapped_peak, 1024);
+  EXPECT_EQ(s.swapped_peak_of(MemoryCategory::kActivations), 0);
+  alloc.deallocate(p);
+}
+
+TEST(Allocator, FormatsSwappedBytesOnlyOnceSomethingWasSwapped) {
+  MemoryStats s;
+  s.current[0] = 1 << 20;
+  s.peak[0] = 2 << 20;
+  s.total_current = 1 << 20;
+  s.total_peak = 2 << 20;
+  const std::string resident =
+      "params 1.0/2.0 | grads 0.0/0.0 | optimizer 0.0/0.0 | activations 0.0/0.0 | comm 0.0/0.0 | "
+      "workspace 0.0/0.0 | total 1.0/2.0 MiB (current/peak)";
+  EXPECT_EQ(format_memory_stats(s), resident);  // the line before swapping existed
+  s.swapped_current[static_cast<int>(MemoryCategory::kActivations)] = 3 << 20;
+  s.swapped_peak[static_cast<int>(MemoryCategory::kActivations)] = 4 << 20;
+  s.total_swapped_current = 3 << 20;
+  s.total_swapped_peak = 4 << 20;
+  s.total_swapped_out = 8 << 20;
+  EXPECT_EQ(format_memory_stats(s), resident + " | swapped (current/peak MiB): activations 3.0/4.0, total 3.0/4.0");
+}
+
+TEST(AllocatorDeathTest, NegativeSwappedBytesAreFatal) {
+  Allocator alloc;
+  alloc.note_swapped(MemoryCategory::kActivations, 64);
+  EXPECT_DEATH(alloc.note_swapped(MemoryCategory::kActivations, -128), "more bytes swapped in than out");
 }
 
 TEST(AllocatorDeathTest, DeallocatingAForeignPointerIsFatal) {
