@@ -174,6 +174,7 @@ struct Choices {
   std::string recompute_method;
   std::vector<std::string> recompute_modules;
   bool moe_layer_recompute = false;
+  std::string swap_modules = "input_norm,self_attention,post_attention_norm";
 };
 
 // Megatron's recompute flags (TransformerConfig recompute_*) and MindSpeed's memory additions.
@@ -203,6 +204,11 @@ void register_recompute_flags(FlagRegistry& r, RecomputeConfig& rc, Choices& ch)
   r.flag("--recompute-norm", rc.norm, "MindSpeed: drop the norms' outputs after use and recompute them in backward");
   r.number("--recompute-norm-num-layers", rc.norm_num_layers,
            "MindSpeed: layers of each model chunk with norm recompute (default all)", at_least(0, "layers"));
+  r.flag("--swap-attention", rc.swap_attention,
+         "MindSpeed: move each layer's saved attention activations to the swap tier (--swap-dir) after forward, "
+         "prefetched one layer ahead in backward");
+  r.value("--swap-modules", ch.swap_modules,
+          "MindSpeed: what --swap-attention moves: input_norm, self_attention, post_attention_norm (comma list)");
   r.flag("--moe-layer-recompute", ch.moe_layer_recompute,
          "MoE: recompute the MoE layer (deprecated: --recompute-granularity selective --recompute-modules moe)");
 }
@@ -243,6 +249,23 @@ Status apply_recompute_choices(ModelConfig& m, const Choices& ch) {
     }
     rc.granularity = RecomputeGranularity::kSelective;
     rc.modules.moe = true;
+  }
+  rc.swap_modules = {false, false, false};
+  for (size_t at = 0; at <= ch.swap_modules.size();) {
+    const size_t comma = std::min(ch.swap_modules.find(',', at), ch.swap_modules.size());
+    const std::string name = ch.swap_modules.substr(at, comma - at);
+    if (name == "input_norm") {
+      rc.swap_modules.input_norm = true;
+    } else if (name == "self_attention") {
+      rc.swap_modules.self_attention = true;
+    } else if (name == "post_attention_norm") {
+      rc.swap_modules.post_attention_norm = true;
+    } else {
+      return invalid_argument("--swap-modules: '", name,
+                              "' is not a module; give a comma list of input_norm, self_attention, "
+                              "post_attention_norm");
+    }
+    at = comma + 1;
   }
   if (!ch.recompute_modules.empty() && !rc.selective()) {
     return invalid_argument("--recompute-modules needs --recompute-granularity selective (or "
@@ -534,6 +557,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--global-batch-size", t.global_batch_size, "Samples per iteration (gradient accumulation)",
            between(1, 1ll << 40, false, "samples"));
   r.number("--train-iters", t.train_iters, "Training iterations", between(1, 1ll << 40, false, "iterations"));
+  r.value("--swap-dir", t.swap_dir,
+          "mindspeed-cpp: directory of the swap tier's file (--swap-attention); default $TMPDIR or /tmp");
   r.number("--seed", t.seed, "Random seed (initialisation, dropout, data order)",
            between(0, 4294967295.0));
   r.number("--log-interval", t.log_interval, "Iterations between log lines", at_least(1, "iterations"));

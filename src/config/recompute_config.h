@@ -1,7 +1,7 @@
 // RecomputeConfig: activation recompute (Megatron's TransformerConfig recompute_granularity,
 // recompute_method, recompute_num_layers, recompute_modules, distribute_saved_activations) and
 // MindSpeed's memory additions (--recompute-activation-function, --recompute-norm,
-// --enable-recompute-layers-per-pp-rank). Which layer gets what is decided by
+// --enable-recompute-layers-per-pp-rank, --swap-attention). Which layer gets what is decided by
 // transformer/recompute_plan.h; how each saved activation is dropped and rebuilt is in the
 // modules (transformer_layer.cpp, transformer_block.cpp). Every mode is lossless: the rebuilt
 // activations are bit-identical to the ones a run without recompute keeps.
@@ -47,6 +47,15 @@ struct RecomputeConfig {
   /// MindSpeed --recompute-norm (+ -num-layers; -1 = every layer not fully recomputed).
   bool norm = false;
   int64_t norm_num_layers = -1;
+
+  /// MindSpeed --swap-attention: the saved activations of --swap-modules are moved to the swap
+  /// tier (core/swap_tier.h: a file on local disk here, host memory on an accelerator) after
+  /// each layer's forward and prefetched one layer ahead in backward. With it,
+  /// --recompute-num-layers K means "the first K layers also recompute their MLP".
+  bool swap_attention = false;
+  struct SwapModules {
+    bool input_norm = true, self_attention = true, post_attention_norm = true;
+  } swap_modules;  ///< --swap-modules (MindSpeed's default: all three)
 
   bool full() const { return granularity == RecomputeGranularity::kFull; }
   bool selective() const { return granularity == RecomputeGranularity::kSelective; }

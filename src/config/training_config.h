@@ -23,6 +23,9 @@ struct TrainingConfig {
   bool use_fused_rotary_pos_emb = false;  ///< --use-fused-rotary-pos-emb
   bool use_fused_ring_attention_update = false;  ///< --use-fused-ring-attention-update
   bool bf16 = false;              ///< --bf16
+  /// --swap-dir (mindspeed-cpp): where the swap tier of --swap-attention keeps its file (on an
+  /// accelerator the tier is host memory; here it is a file on local disk); empty = $TMPDIR or /tmp.
+  std::string swap_dir;
   bool deterministic_mode = false;  ///< --deterministic-mode / --npu-deterministic
   /// Stop with a diagnosis when the loss or a gradient is not finite (Megatron's default;
   /// false with --no-check-for-nan-in-loss-and-grad: non-finite updates are then skipped).

@@ -385,7 +385,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
   MS_RETURN_IF_ERROR(validate_moe(c.model, c.parallel));
-  MS_RETURN_IF_ERROR(validate_recompute(c.model, c.parallel));
+  MS_RETURN_IF_ERROR(validate_recompute(c.model, c.parallel, c.training));
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
   {
     // The layer split and schedule, with the schedule's minimum number of micro-batches per

@@ -3,7 +3,8 @@
 
 namespace mindspeed {
 
-Status validate_recompute(const ModelConfig& model, const ParallelConfig& parallel) {
+Status validate_recompute(const ModelConfig& model, const ParallelConfig& parallel,
+                          const TrainingConfig& training) {
   const RecomputeConfig& rc = model.recompute;
   const bool block = rc.method == RecomputeMethod::kBlock,
              uniform = rc.method == RecomputeMethod::kUniform;
@@ -37,8 +38,29 @@ Status validate_recompute(const ModelConfig& model, const ParallelConfig& parall
     if (rc.method != RecomputeMethod::kNone) {
       return invalid_argument("--recompute-method needs --recompute-granularity full");
     }
-    if (rc.num_layers >= 0) {
-      return invalid_argument("--recompute-num-layers needs --recompute-granularity full");
+    if (rc.num_layers >= 0 && !rc.swap_attention) {
+      return invalid_argument(
+          "--recompute-num-layers needs --recompute-granularity full (or --swap-attention, "
+          "where it recomputes the MLP of the first K layers)");
+    }
+  }
+  if (rc.swap_attention) {
+    if (!training.use_flash_attn) {
+      return invalid_argument("--swap-attention needs --use-flash-attn (MindSpeed's rule)");
+    }
+    if (parallel.dualpipev) {
+      return invalid_argument(
+          "--swap-attention does not work with --schedules-method dualpipev (MindSpeed's rule)");
+    }
+    if (rc.full()) {
+      return invalid_argument(
+          "--swap-attention replaces full recompute: drop --recompute-granularity full and "
+          "give --recompute-num-layers K alone to also recompute the MLP of the first K layers "
+          "(MindSpeed's swap_attention)");
+    }
+    const RecomputeConfig::SwapModules& m = rc.swap_modules;
+    if (!m.input_norm && !m.self_attention && !m.post_attention_norm) {
+      return invalid_argument("--swap-modules names nothing to swap");
     }
   }
   if (rc.selective()) {

@@ -3,6 +3,7 @@
 
 #include "config/model_config.h"
 #include "config/parallel_config.h"
+#include "config/training_config.h"
 #include "core/status.h"
 
 namespace mindspeed {
@@ -10,6 +11,7 @@ namespace mindspeed {
 /// Checks the --recompute-* flags against each other, the model and the parallel layout:
 /// Megatron's TransformerConfig and arguments.py rules and MindSpeed's, each named in the
 /// error, and every flag that would otherwise do nothing.
-Status validate_recompute(const ModelConfig& model, const ParallelConfig& parallel);
+Status validate_recompute(const ModelConfig& model, const ParallelConfig& parallel,
+                          const TrainingConfig& training);
 
 }  // namespace mindspeed

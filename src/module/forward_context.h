@@ -12,6 +12,7 @@
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/swap_tier.h"
 #include "kernels/backend.h"
 #include "config/parallel_config.h"
 #include "module/parameter.h"
@@ -103,6 +104,9 @@ struct ForwardContext {
   /// records nothing twice (the MoE routers' token counts; the caller also clears
   /// moe_aux_losses). See recompute_context().
   bool recomputing = false;
+  /// --swap-attention: where layers move their saved activations between forward and
+  /// backward (null: nowhere, they stay resident).
+  SwapTier* swap_tier = nullptr;
 
   const KernelTable& k() const { return backend->kernels; }
   const KernelContext& kc() const { return backend->context; }

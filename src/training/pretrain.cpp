@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include "context_parallel/cp_split.h"
 #include "core/profiler.h"
 #include "core/str_cat.h"
+#include "core/swap_tier.h"
 #include "core/timers.h"
 #include "datasets/blended_megatron_dataset_builder.h"
 #include "datasets/data_samplers.h"
@@ -497,6 +499,15 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.bf16 = c.training.bf16;
   ctx.cp = c.parallel.cp;
   ctx.hooks = &ddp;
+  // --swap-attention: the swap tier (a file on local disk; host memory on an accelerator).
+  std::unique_ptr<FileSwapTier> swap_tier;
+  if (c.model.recompute.swap_attention) {
+    std::string dir = c.training.swap_dir;
+    if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
+    MS_ASSIGN_OR_RETURN(swap_tier, agreed(ps.world(), FileSwapTier::open(dir, alloc)));
+    ctx.swap_tier = swap_tier.get();
+    if (log_rank0) log_info("> swap tier: ", swap_tier->path(), " (--swap-attention)");
+  }
   const double flops_per_iter = num_floating_point_operations(c.model, c.training.global_batch_size);
   const double tokens_per_iter = static_cast<double>(c.training.global_batch_size * c.model.seq_length);
 

@@ -52,6 +52,12 @@ BlockRecomputePlan plan_recompute(const RecomputeConfig& rc, int64_t num_layers,
       layer.moe = rc.modules.moe;
     }
     const int64_t p = priority(l);
+    if (rc.swap_attention) {
+      layer.swap = true;
+      // MindSpeed's swap_attention: --recompute-num-layers K also recomputes the MLP of the first
+      // K.
+      if (!rc.full() && rc.num_layers > 0 && p < rc.num_layers) layer.mlp = true;
+    }
     if (rc.activation_function &&
         lighter_recompute(p, full_layers, rc.activation_function_num_layers)) {
       layer.activation = true;

@@ -2,7 +2,8 @@
 // _checkpointed_forward choice of layers for full recompute, uniform or block; MindSpeed's
 // recompute_common.should_recompute for activation-function and norm recompute, with the
 // --enable-recompute-layers-per-pp-rank priority that spreads block recompute over a
-// pipeline rank's model chunks). Pure function of the config and the chunk's place, so every
+// pipeline rank's model chunks; swap_attention's MLP recompute of the first
+// --recompute-num-layers layers). Pure function of the config and the chunk's place, so every
 // rank of a stage decides the same and the plan can be tested on its own.
 #pragma once
 
@@ -23,6 +24,7 @@ struct LayerRecompute {
   bool activation = false;      ///< --recompute-activation-function: the dense MLP's activation
   bool moe_activation = false;  ///< selective moe_act: the routed experts' activation
   bool moe = false;             ///< selective moe: the whole MoE layer re-run
+  bool swap = false;  ///< --swap-attention: saved activations of --swap-modules to the swap tier
 };
 
 struct BlockRecomputePlan {

@@ -35,7 +35,7 @@ TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfi
     layers_.push_back(std::make_unique<TransformerLayer>(registry, config, specs[i],
                                                          first_layer + static_cast<int64_t>(i), tp_size, tp_rank,
                                                          sequence_parallel, rope_cos, rope_sin, experts));
-    layers_.back()->set_recompute(recompute_.layers[i]);
+    layers_.back()->set_recompute(recompute_.layers[i], config.recompute.swap_modules);
     layer_params_.push_back(params_since(registry, first));
     layer_names_.push_back("decoder.layers." + std::to_string(first_layer + static_cast<int64_t>(i)));
   }
@@ -58,6 +58,7 @@ Tensor TransformerBlock::forward(const ForwardContext& ctx, const MicroBatch& mb
     ModuleScope scope(ctx, layer_params_[l], ModuleScope::Pass::kForward);
     hidden = layers_[l]->forward(scope.ctx(), mb, std::move(hidden), saved.layers[l], inference);
     if (inference != nullptr) saved.layers[l] = {};  // no backward in generation
+    if (ctx.training && inference == nullptr) layers_[l]->swap_out(ctx, saved.layers[l]);
     const int64_t unit = full_recompute ? unit_of_layer_[l] : -1;
     if (unit >= 0) {
       // Keep only the unit's input (the first layer's, in bf16 with --bf16 as the layer left it).
@@ -107,6 +108,10 @@ Tensor TransformerBlock::backward(const ForwardContext& ctx, const MicroBatch& m
     }
     profiler::Scope profile(profiler::category::kModule, profiler::Level::kLevel0,
                             [&] { return layer_names_[l] + " backward"; });
+    // --swap-attention: this layer's activations back (prefetched by the layer above), the next
+    // layer's read started while this one computes.
+    layers_[l]->swap_in(ctx, saved.layers[l]);
+    if (l > 0) layers_[l - 1]->prefetch(ctx, saved.layers[l - 1]);
     {
       ModuleScope scope(ctx, layer_params_[l], ModuleScope::Pass::kBackward);
       layers_[l]->backward(scope.ctx(), mb, saved.layers[l], dresid.f32());

@@ -36,8 +36,10 @@ TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfi
   }
 }
 
-void TransformerLayer::set_recompute(const LayerRecompute& recompute) {
+void TransformerLayer::set_recompute(const LayerRecompute& recompute,
+                                     const RecomputeConfig::SwapModules& swap_modules) {
   recompute_ = recompute;
+  swap_modules_ = swap_modules;
   if (is_noop()) return;
   self_attention_->set_recompute_core_attention(recompute.core_attention);
   if (mlp_) {
@@ -66,6 +68,41 @@ std::array<Tensor*, 14> TransformerLayer::Saved::activations() {
   return {&input, &input_layernorm.out, &self_attention.q, &self_attention.k, &self_attention.v,
           &self_attention.context, &mid, &pre_mlp_layernorm.out, &mlp.fc1_out, &mlp.act_out,
           &self_attention.cp.q, &self_attention.cp.k, &self_attention.cp.v, &self_attention.cp.out};
+}
+
+std::vector<Tensor*> TransformerLayer::Saved::swappable(const RecomputeConfig::SwapModules& modules) {
+  std::vector<Tensor*> out;
+  auto norm = [&](Norm::Saved& n) {
+    for (Tensor* t : {&n.out, &n.mean, &n.rstd}) out.push_back(t);
+  };
+  if (modules.input_norm) norm(input_layernorm);
+  if (modules.self_attention) {
+    SelfAttention::Saved& a = self_attention;
+    for (Tensor* t : {&a.q, &a.k, &a.v, &a.lse, &a.context, &a.probs, &a.cp.q, &a.cp.k, &a.cp.v, &a.cp.out, &a.cp.lse}) {
+      out.push_back(t);
+    }
+  }
+  if (modules.post_attention_norm) norm(pre_mlp_layernorm);
+  return out;
+}
+
+void TransformerLayer::swap_out(const ForwardContext& ctx, Saved& saved) const {
+  if (!recompute_.swap || ctx.swap_tier == nullptr || is_noop()) return;
+  for (Tensor* t : saved.swappable(swap_modules_)) saved.swapped.push_back(ctx.swap_tier->swap_out(std::move(*t)));
+}
+
+void TransformerLayer::prefetch(const ForwardContext& ctx, Saved& saved) const {
+  for (SwappedTensor& s : saved.swapped) {
+    if (!s.empty()) ctx.swap_tier->prefetch(s);
+  }
+}
+
+void TransformerLayer::swap_in(const ForwardContext& ctx, Saved& saved) const {
+  if (saved.swapped.empty()) return;
+  const std::vector<Tensor*> targets = saved.swappable(swap_modules_);
+  MS_CHECK(targets.size() == saved.swapped.size(), "swapped tensors do not match --swap-modules");
+  for (size_t i = 0; i < targets.size(); ++i) *targets[i] = ctx.swap_tier->swap_in(std::move(saved.swapped[i]));
+  saved.swapped.clear();
 }
 
 void TransformerLayer::Saved::compact(const ForwardContext& ctx) {

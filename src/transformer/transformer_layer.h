@@ -18,6 +18,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/model_config.h"
 #include "core/tensor.h"
@@ -41,11 +42,15 @@ class TransformerLayer {
     Norm::Saved pre_mlp_layernorm;
     MLP::Saved mlp;
     MoELayer::Saved moe;           ///< MoE layers
+    /// --swap-attention: the swappable() tensors while they are in the swap tier, in order.
+    std::vector<SwappedTensor> swapped;
     /// The activations kept in bf16 with --bf16 (statistics stay fp32).
     std::array<Tensor*, 14> activations();
     /// bf16 storage of the saved activations (forward end) and back to fp32 (backward start).
     void compact(const ForwardContext& ctx);
     void expand(const ForwardContext& ctx);
+    /// The tensors --swap-modules moves, in a fixed order (empty ones are skipped).
+    std::vector<Tensor*> swappable(const RecomputeConfig::SwapModules& modules);
   };
 
   /// layer_index: global 0-based index (Megatron's layer_number - 1).
@@ -54,7 +59,13 @@ class TransformerLayer {
                    const float* rope_sin, const ExpertPlacement& experts = {});
   bool is_noop() const { return self_attention_ == nullptr; }
   /// What this layer drops after forward and rebuilds in backward (`full` is the block's).
-  void set_recompute(const LayerRecompute& recompute);
+  void set_recompute(const LayerRecompute& recompute, const RecomputeConfig::SwapModules& swap_modules = {});
+  /// --swap-attention (when the plan says so and ctx.swap_tier is set): after forward, move
+  /// the saved activations of --swap-modules to the tier; ahead of backward, start reading
+  /// them back; at backward start, take them back (waiting for the read).
+  void swap_out(const ForwardContext& ctx, Saved& saved) const;
+  void prefetch(const ForwardContext& ctx, Saved& saved) const;
+  void swap_in(const ForwardContext& ctx, Saved& saved) const;
   /// Takes the input [n, h] and returns the output [n, h]. With `inference` the attention
   /// runs over the key/value cache (SelfAttention::forward).
   Tensor forward(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved,
@@ -68,6 +79,7 @@ class TransformerLayer {
   int64_t layer_index_, hidden_;
   float hidden_dropout_;
   LayerRecompute recompute_;
+  RecomputeConfig::SwapModules swap_modules_;
   // The spec's slots (all null for a no-op layer).
   std::unique_ptr<Norm> input_layernorm_;
   std::unique_ptr<SelfAttention> self_attention_;

@@ -60,9 +60,9 @@ TEST(Arguments, RefusesKnownButUnimplementedFlags) {
   EXPECT_EQ(parsed.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(parsed.status().message().find("--use-custom-fsdp is a Megatron-LM flag"), std::string::npos)
       << parsed.status().message();
-  auto swap = parse_with({"--swap-attention"});
-  ASSERT_FALSE(swap.ok());
-  EXPECT_NE(swap.status().message().find("MindSpeed"), std::string::npos) << swap.status().message();
+  auto adaptive = parse_with({"--adaptive-recompute-device-swap"});
+  ASSERT_FALSE(adaptive.ok());
+  EXPECT_NE(adaptive.status().message().find("MindSpeed"), std::string::npos) << adaptive.status().message();
 }
 
 TEST(Arguments, RefusesUnknownFlagsWithASuggestion) {
@@ -470,6 +470,15 @@ TEST(Validate, RecomputeRules) {
            "--recompute-norm"},
           1, "--recompute-norm can be combined with full recompute only with --recompute-method block");
   refused({"--recompute-norm-num-layers", "1"}, 1, "--recompute-norm-num-layers needs --recompute-norm");
+  // MindSpeed's --swap-attention: with flash attention; --recompute-num-layers is then its MLP count.
+  EXPECT_EQ(validation_error({"--use-flash-attn", "--swap-attention", "--recompute-num-layers", "1"}, 1), "");
+  EXPECT_EQ(validation_error({"--use-flash-attn", "--swap-attention", "--swap-modules", "self_attention"}, 1), "");
+  refused({"--swap-attention"}, 1, "--swap-attention needs --use-flash-attn");
+  refused({"--use-flash-attn", "--swap-attention", "--recompute-granularity", "full", "--recompute-method", "block",
+           "--recompute-num-layers", "1"},
+          1, "--swap-attention replaces full recompute");
+  refused({"--use-flash-attn", "--swap-attention", "--swap-modules", "attention"}, 1,
+          "--swap-modules: 'attention' is not a module");
   refused({"--recompute-activation-function", "--recompute-activation-function-num-layers", "3"}, 1,
           "-num-layers 3 is more than --num-layers 2");
 }

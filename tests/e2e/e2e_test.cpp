@@ -102,8 +102,9 @@ TEST(EndToEnd, ContextParallelRunsLogTheLossesOfThePlainRun) {
 
 // Activation recompute through the flags of a launch script: the logged losses and gradient
 // norms are the plain run's to the last printed digit (dropout on), for Megatron's full
-// recompute with distributed saved activations and for selective + MindSpeed's
-// activation-function and norm recompute.
+// recompute with distributed saved activations, for selective + MindSpeed's
+// activation-function recompute, and for MindSpeed's --swap-attention (the memory line then
+// reports the swapped bytes).
 TEST(EndToEnd, RecomputeRunsLogTheBitsOfThePlainRun) {
   const std::string args = kTiny + " --train-iters 10 --log-interval 5 --eval-interval 10 --eval-iters 1"
                                    " --tensor-model-parallel-size 2";
@@ -114,6 +115,7 @@ TEST(EndToEnd, RecomputeRunsLogTheBitsOfThePlainRun) {
   const Result light = run(kMpirun + " -np 2 " + kBin + args +
                            " --recompute-activations --recompute-modules core_attn layernorm"
                            " --recompute-activation-function");
+  const Result swap = run(kMpirun + " -np 2 " + kBin + args + " --swap-attention --recompute-num-layers 1");
   auto numbers = [](const std::string& out) {
     std::vector<std::string> found;
     const std::regex re(R"((lm loss|lm loss value|grad norm): [0-9.E+-]+)");
@@ -124,10 +126,11 @@ TEST(EndToEnd, RecomputeRunsLogTheBitsOfThePlainRun) {
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const auto want = numbers(plain.output);
   ASSERT_GE(want.size(), 5u) << plain.output;  // 2 x (loss, grad norm) + the validation losses
-  for (const Result* r : {&full, &light}) {
+  for (const Result* r : {&full, &light, &swap}) {
     ASSERT_EQ(r->exit_code, 0) << r->output;
     EXPECT_EQ(numbers(r->output), want) << r->output;
   }
+  EXPECT_NE(swap.output.find("swapped (current/peak MiB): activations"), std::string::npos) << swap.output;
 }
 
 // A Mixtral-style MoE trains under pretrain_gpt with its aux and z losses in the iteration

@@ -2,11 +2,13 @@
 #include "parallel_harness.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "context_parallel/cp_split.h"
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/swap_tier.h"
 #include "datasets/gpt_dataset.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/param_and_grad_buffer.h"
@@ -294,6 +296,13 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.gradient_accumulation_fusion = single || layout.gradient_accumulation_fusion;
   ctx.bf16 = layout.bf16;
   ctx.cp = pc.cp;
+  std::unique_ptr<FileSwapTier> swap_tier;  // --swap-attention: a file in the temporary directory
+  if (run.model.recompute.swap_attention) {
+    auto tier = FileSwapTier::open(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp", alloc);
+    MS_CHECK(tier.ok(), tier.status().to_string());
+    swap_tier = std::move(*tier);
+    ctx.swap_tier = swap_tier.get();
+  }
   MoeAuxLosses moe_losses;
   moe_losses.load_balancing.assign(static_cast<size_t>(run.model.num_layers), 0.0);
   moe_losses.z.assign(static_cast<size_t>(run.model.num_layers), 0.0);
@@ -376,6 +385,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   result.grad_bytes = stats.current_of(MemoryCategory::kGradients);
   result.optimizer_bytes = stats.current_of(MemoryCategory::kOptimizerState);
   result.activation_peak_bytes = stats.peak_of(MemoryCategory::kActivations);
+  result.swapped_peak_bytes = stats.total_swapped_peak;
   result.num_params_local = model.registry().num_local_elements();
   return result;
 }

@@ -91,7 +91,8 @@ struct RunResult {
   /// MoE: each step's logged "load_balancing_loss" and "z_loss" (pretrain's reduction).
   std::vector<double> load_balancing_losses, z_losses;
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< this rank's allocator
-  int64_t activation_peak_bytes = 0;  ///< the allocator's activation peak over the run
+  int64_t activation_peak_bytes = 0;  ///< the allocator's activation peak over the run (resident)
+  int64_t swapped_peak_bytes = 0;     ///< the swap tier's peak (--swap-attention)
   int64_t num_params_local = 0;
 };
 

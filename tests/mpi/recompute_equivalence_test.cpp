@@ -3,8 +3,8 @@
 // --enable-recompute-layers-per-pp-rank; MindSpeed's activation-function and norm recompute)
 // trains to the same bits as the run without it -- losses, gradient norms, evaluations and
 // every final weight -- with dropout on, under single-process, TP, TP+SP, interleaved PP,
-// EP (MoE) and bf16 TP x DP layouts. The modes that drop activations at these sizes must
-// also lower the allocator's activation peak.
+// EP (MoE) and bf16 TP x DP layouts; so is MindSpeed's --swap-attention (through the file tier).
+// The modes that drop activations at these sizes must also lower the allocator's activation peak.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -107,6 +107,10 @@ TEST_P(RecomputeEquivalence, IsBitwiseTheRunWithoutRecompute) {
     EXPECT_EQ(std::memcmp(it->second.data(), w.data(), w.size() * sizeof(float)), 0)
         << name << " differs";
   }
+  if (c.recompute.swap_attention) {
+    EXPECT_GT(got.swapped_peak_bytes, 0) << "nothing went to the swap tier";
+  }
+  EXPECT_EQ(want.swapped_peak_bytes, 0);
   if (c.saves_memory) {
     EXPECT_LT(got.activation_peak_bytes, want.activation_peak_bytes)
         << "recompute must lower the activation peak (" << got.activation_peak_bytes << " vs "
@@ -130,6 +134,13 @@ RecomputeConfig activation_and_norm(RecomputeConfig r, int64_t act_layers, int64
   r.activation_function_num_layers = act_layers;
   r.norm = true;
   r.norm_num_layers = norm_layers;
+  return r;
+}
+
+RecomputeConfig swap_attention(int64_t mlp_layers) {
+  RecomputeConfig r;
+  r.swap_attention = true;
+  r.num_layers = mlp_layers;
   return r;
 }
 
@@ -262,6 +273,40 @@ const RecomputeCase kCases[] = {
      .layout = LayoutOptions{.tp = 2, .distributed_optimizer = true, .bf16 = true},
      .recompute = with(full(RecomputeMethod::kUniform, 1),
                        [](RecomputeConfig& r) { r.distribute_saved_activations = true; }),
+     .saves_memory = false},
+    // MindSpeed's --swap-attention: the attention's and norms' saved tensors go to the file tier
+    // after each layer's forward and come back one layer ahead in backward. The resident peak
+    // is not compared: a tensor stays resident until its write completes, and at these sizes
+    // the peak is reached before the writes do (bench/activation_memory measures the bytes).
+    {.name = "single_swap_attention",
+     .world = 2,
+     .single = true,
+     .recompute = swap_attention(-1),
+     .llama = true,
+     .saves_memory = false},
+    // --recompute-num-layers 1 with it: the first layer also recomputes its MLP.
+    {.name = "tp2_sp_swap_attention_mlp_1",
+     .world = 2,
+     .layout = tp2(true),
+     .recompute = swap_attention(1),
+     .saves_memory = false},
+    {.name = "pp2_vpp2_swap_attention",
+     .world = 2,
+     .layout = LayoutOptions{.pp = 2, .virtual_stages = 2},
+     .recompute = swap_attention(-1),
+     .num_layers = 4,
+     .saves_memory = false},
+    {.name = "ep2_moe_swap_attention",
+     .world = 2,
+     .layout = LayoutOptions{.ep = 2},
+     .recompute = swap_attention(-1),
+     .moe = true,
+     .saves_memory = false},
+    {.name = "bf16_tp2_dp2_swap_attention",
+     .world = 4,
+     .layout = LayoutOptions{.tp = 2, .distributed_optimizer = true, .bf16 = true},
+     .recompute = swap_attention(1),
+     .llama = true,
      .saves_memory = false},
 };
 

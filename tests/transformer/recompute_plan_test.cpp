@@ -101,5 +101,15 @@ TEST(RecomputePlan, SelectiveModulesApplyToEveryLayer) {
   EXPECT_TRUE(layers_with(plan, &LayerRecompute::norms).empty());
 }
 
+TEST(RecomputePlan, SwapAttentionSwapsEveryLayerAndRecomputesTheFirstKMlps) {
+  RecomputeConfig r;
+  r.swap_attention = true;
+  r.num_layers = 1;
+  const BlockRecomputePlan plan = plan_recompute(r, 3);
+  EXPECT_EQ(layers_with(plan, &LayerRecompute::swap), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(layers_with(plan, &LayerRecompute::mlp), (std::vector<int64_t>{0}));
+  EXPECT_TRUE(plan.full_units.empty());
+}
+
 }  // namespace
 }  // namespace mindspeed
