@@ -204,6 +204,10 @@ void register_recompute_flags(FlagRegistry& r, RecomputeConfig& rc, Choices& ch)
   r.flag("--recompute-norm", rc.norm, "MindSpeed: drop the norms' outputs after use and recompute them in backward");
   r.number("--recompute-norm-num-layers", rc.norm_num_layers,
            "MindSpeed: layers of each model chunk with norm recompute (default all)", at_least(0, "layers"));
+  r.flag("--recompute-in-advance", rc.in_advance,
+         "MindSpeed ripipe: run a chunk's full recompute before waiting for its backward's gradient (virtual stages)");
+  r.flag("--recompute-in-bubble", rc.in_bubble,
+         "MindSpeed ripipe: keep at most PP x VPP micro-batches' activations; recompute the others in the bubbles");
   r.flag("--swap-attention", rc.swap_attention,
          "MindSpeed: move each layer's saved attention activations to the swap tier (--swap-dir) after forward, "
          "prefetched one layer ahead in backward");

@@ -48,6 +48,13 @@ struct RecomputeConfig {
   bool norm = false;
   int64_t norm_num_layers = -1;
 
+  /// MindSpeed's recompute as a pipeline-schedule unit (ripipe; virtual stages only):
+  /// --recompute-in-advance runs a chunk's full recompute before waiting for its backward's
+  /// gradient (and never recomputes the model's last layer); --recompute-in-bubble (without
+  /// other recompute) drops the activations of the forwards that would keep more than
+  /// PP * VPP chunks alive and recomputes them ahead of their backward, in the bubble.
+  bool in_advance = false;
+  bool in_bubble = false;
   /// MindSpeed --swap-attention: the saved activations of --swap-modules are moved to the swap
   /// tier (core/swap_tier.h: a file on local disk here, host memory on an accelerator) after
   /// each layer's forward and prefetched one layer ahead in backward. With it,

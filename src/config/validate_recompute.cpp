@@ -97,6 +97,35 @@ Status validate_recompute(const ModelConfig& model, const ParallelConfig& parall
           "(Megatron's rule: the saved input is already split)");
     }
   }
+  if (rc.in_advance || rc.in_bubble) {
+    const char* flag = rc.in_advance ? "--recompute-in-advance" : "--recompute-in-bubble";
+    if (rc.in_advance && rc.in_bubble) {
+      return invalid_argument(
+          "--recompute-in-advance and --recompute-in-bubble cannot both be on (MindSpeed's rule)");
+    }
+    const bool virtual_stages =
+        !parallel.dualpipev && (parallel.num_virtual_stages_per_pipeline_rank > 1 ||
+                                parallel.num_layers_per_virtual_pipeline_stage > 0);
+    if (!virtual_stages || parallel.pipeline_model_parallel_size <= 1) {
+      return invalid_argument(
+          flag,
+          " needs the interleaved schedule: --pipeline-model-parallel-size > 1 with "
+          "--num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank "
+          "(MindSpeed's rule)");
+    }
+    if (rc.in_advance && !(rc.full() && block && rc.num_layers > 0)) {
+      return invalid_argument(
+          "--recompute-in-advance needs full recompute with --recompute-method block and "
+          "--recompute-num-layers > 0 (MindSpeed's rule: not uniform, not selective)");
+    }
+    if (rc.in_bubble &&
+        (rc.granularity != RecomputeGranularity::kNone || rc.num_layers > 0 || rc.swap_attention)) {
+      return invalid_argument(
+          "--recompute-in-bubble recomputes in the bubbles by itself: it needs no other "
+          "recompute (no --recompute-granularity, --recompute-num-layers 0 or none) and no "
+          "--swap-attention (MindSpeed's rule)");
+    }
+  }
   if (rc.layers_per_pp_rank && !(rc.full() && block)) {
     return invalid_argument(
         "--enable-recompute-layers-per-pp-rank needs --recompute-granularity full "

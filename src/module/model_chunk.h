@@ -45,6 +45,11 @@ class ModelChunk {
   /// pre_process).
   virtual StageTensors backward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors output_grads,
                                 Saved& saved) const = 0;
+  /// Recompute as a schedule unit (MindSpeed's ripipe): drop after forward what the chunk can
+  /// rebuild from what it keeps, and rebuild it before backward (the schedule calls
+  /// recompute() ahead of waiting for the output gradients). Defaults: nothing to drop.
+  virtual void release_activations(const ForwardContext& ctx, Saved& saved) const {}
+  virtual void recompute(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const {}
 };
 
 }  // namespace mindspeed

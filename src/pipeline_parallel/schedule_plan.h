@@ -20,6 +20,10 @@ enum class PipelineOpKind : uint8_t {
   kForward,   ///< F: a micro-batch forward through one chunk
   kBackward,  ///< B: its backward (input gradient; with the weight gradient unless deferred)
   kWeight,    ///< W: the oldest deferred weight gradient of this rank
+  /// R: a chunk's activation recompute run ahead of its backward (MindSpeed's ripipe,
+  /// --recompute-in-advance / --recompute-in-bubble); decided by the executor, so it appears
+  /// in ScheduleTrace events but never in a plan.
+  kRecompute,
 };
 
 struct PipelineOp {

@@ -41,18 +41,23 @@ class TraceRecorder {
   }
   /// Runs `step` and records it; a forward adds an alive micro-batch, a backward frees one.
   /// Without a trace it only runs the step (no clock reads on the schedule's path).
+  /// `keeps`: a forward keeps its activations (false: it releases them, --recompute-in-bubble);
+  /// a recompute makes a released micro-batch's activations alive again.
   template <typename Step>
-  auto run(PipelineOpKind kind, int chunk, int64_t microbatch, Step&& step) {
+  auto run(PipelineOpKind kind, int chunk, int64_t microbatch, Step&& step, bool keeps = true) {
     // The profiler's slice of this step (one atomic load when it is off).
     profiler::Scope scope(profiler::category::kSchedule, profiler::Level::kLevel0, [&] {
-      std::string name = kind == PipelineOpKind::kForward ? "forward" : kind == PipelineOpKind::kBackward ? "backward"
-                                                                                                       : "weight grad";
+      std::string name = kind == PipelineOpKind::kForward    ? "forward"
+                         : kind == PipelineOpKind::kBackward ? "backward"
+                         : kind == PipelineOpKind::kWeight   ? "weight grad"
+                                                             : "recompute";
       if (microbatch >= 0) name += " mb " + std::to_string(microbatch);
       if (chunk > 0) name += " chunk " + std::to_string(chunk);
       return name;
     });
     if (trace_ == nullptr) return step();
-    if (training_ && kind == PipelineOpKind::kForward) peak_ = std::max(peak_, ++alive_);
+    const bool revives = kind == PipelineOpKind::kForward || kind == PipelineOpKind::kRecompute;
+    if (training_ && revives && keeps) peak_ = std::max(peak_, ++alive_);
     if (kind == PipelineOpKind::kBackward) --alive_;
     trace_->peak_in_flight = peak_;
     struct Record {  // appended when the step returns, whatever it returns
@@ -363,6 +368,7 @@ class PlanExecutor {
         case PipelineOpKind::kForward: forward(op); break;
         case PipelineOpKind::kBackward: backward(op); break;
         case PipelineOpKind::kWeight: weight(); break;
+        case PipelineOpKind::kRecompute: MS_CHECK(false, "recompute steps are not planned"); break;
       }
       reap_sends();
     }
@@ -380,6 +386,7 @@ class PlanExecutor {
   struct InFlight {
     int64_t microbatch = 0;
     std::unique_ptr<ModelChunk::Saved> saved;
+    bool released = false;  ///< --recompute-in-bubble: activations dropped after forward
   };
   struct Chunk {
     int stage = 0;
@@ -454,12 +461,23 @@ class PlanExecutor {
     StageTensors input;
     if (s > 0) input = receive(s - 1, s - 1, false, op.microbatch);
     OneMicroBatch data(microbatches_[static_cast<size_t>(op.microbatch)]);
-    ForwardStep step = trace_.run(PipelineOpKind::kForward, op.chunk, op.microbatch, [&] {
-      return args_.forward_step_func(ctx_, data, *args_.model[op.chunk], std::move(input), M_);
-    });
+    // --recompute-in-bubble: at most pipeline size x chunks per rank micro-batches keep theirs.
+    const bool release = ctx_.training && args_.recompute_in_bubble &&
+                         kept_ >= static_cast<int64_t>(layout_.pipeline_size) * layout_.chunks_per_rank;
+    ForwardStep step = trace_.run(
+        PipelineOpKind::kForward, op.chunk, op.microbatch,
+        [&] {
+          ForwardStep result = args_.forward_step_func(ctx_, data, *args_.model[op.chunk], std::move(input), M_);
+          if (release && result.result.saved) args_.model[op.chunk]->release_activations(ctx_, *result.result.saved);
+          return result;
+        },
+        /*keeps=*/!release);
     MS_CHECK(step.microbatch != nullptr, "forward_step_func took no micro-batch");
     if (layout_.stages[s].post_process) out_.losses[static_cast<size_t>(op.microbatch)] = step.result.loss;
-    if (ctx_.training) chunk.in_flight.push_back({op.microbatch, std::move(step.result.saved)});
+    if (ctx_.training) {
+      chunk.in_flight.push_back({op.microbatch, std::move(step.result.saved), release});
+      if (!release) ++kept_;
+    }
     if (s + 1 < layout_.num_stages()) send(s + 1, s, false, std::move(step.result.outputs), op.microbatch);
   }
 
@@ -470,6 +488,14 @@ class PlanExecutor {
              "backward of micro-batch ", op.microbatch, " on chunk ", op.chunk, " out of order");
     InFlight f = std::move(chunk.in_flight.front());
     chunk.in_flight.pop_front();
+    const MicroBatch& mb = *microbatches_[static_cast<size_t>(op.microbatch)];
+    if (f.released || args_.recompute_in_advance) {
+      // Ripipe: the recompute before the wait for the gradient (in a bubble, when it is late).
+      trace_.run(
+          PipelineOpKind::kRecompute, op.chunk, op.microbatch,
+          [&] { args_.model[op.chunk]->recompute(ctx_, mb, *f.saved); }, /*keeps=*/f.released);
+      if (f.released) ++kept_;
+    }
     StageTensors output_grad;
     if (s + 1 < layout_.num_stages()) output_grad = receive(s + 1, s, true, op.microbatch);
     const bool last_of_chunk = ++chunk.backwards_done == M_;
@@ -480,12 +506,12 @@ class PlanExecutor {
     // gradients are final then); a deferred backward notifies in its W step.
     if (args_.set_grad_sync && !op.defer_weight_grad) args_.set_grad_sync(last_of_chunk);
     StageTensors input_grad = trace_.run(PipelineOpKind::kBackward, op.chunk, op.microbatch, [&] {
-      StageTensors g = args_.model[op.chunk]->backward(ctx, *microbatches_[static_cast<size_t>(op.microbatch)],
-                                                 std::move(output_grad), *f.saved);
+      StageTensors g = args_.model[op.chunk]->backward(ctx, mb, std::move(output_grad), *f.saved);
       if (!op.defer_weight_grad && ctx.wgrad_queue != nullptr) queue->flush(ctx_);
       return g;
     });
     f.saved.reset();
+    --kept_;
     if (op.defer_weight_grad) deferred_.push_back({std::move(queue), last_of_chunk});
     if (s > 0) send(s - 1, s - 1, true, std::move(input_grad), op.microbatch);
   }
@@ -511,6 +537,7 @@ class PlanExecutor {
   std::vector<int64_t> widths_;
   std::vector<PendingSend> sends_;
   std::deque<Deferred> deferred_;
+  int64_t kept_ = 0;  ///< micro-batches (all chunks) whose activations are alive
   ForwardBackwardResult out_;
 };
 

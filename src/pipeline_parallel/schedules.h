@@ -63,7 +63,8 @@ struct ScheduleEvent {
 };
 
 /// Filled when passed in ForwardBackwardArgs::trace: every step of this rank, the schedule's
-/// wall time, and the most micro-batches whose activations were alive at once.
+/// wall time, and the most micro-batches whose activations were alive at once (released ones,
+/// --recompute-in-bubble, count from their recompute).
 struct ScheduleTrace {
   std::vector<ScheduleEvent> events;
   double elapsed = 0.0;
@@ -89,6 +90,13 @@ struct ForwardBackwardArgs {
   /// --variable-seq-lengths: micro-batches may differ in shape; every tensor between stages
   /// is preceded by its shape [s, b, h] and the receiver sizes its buffer from it.
   bool variable_seq_lengths = false;
+  /// MindSpeed's ripipe (the plan executor: interleaved and DualPipeV schedules):
+  /// in advance, each backward first runs its chunk's recompute (ModelChunk::recompute) and
+  /// only then waits for the output gradient; in the bubble, a forward that would make more
+  /// than pipeline size x chunks per rank micro-batches keep activations releases its own
+  /// (ModelChunk::release_activations), rebuilt the same way ahead of its backward.
+  bool recompute_in_advance = false;
+  bool recompute_in_bubble = false;
 };
 
 struct ForwardBackwardResult {

@@ -46,7 +46,8 @@ PipelineLayout single_chunk_layout(const ParallelState& ps) {
 
 ForwardBackwardResult run_schedule(std::vector<const ModelChunk*> model, const PipelineLayout& layout,
                                    const ForwardContext& ctx, std::span<const MicroBatch> microbatches,
-                                   bool forward_only, DistributedDataParallel* ddp, const TrainStepOptions& options) {
+                                   bool forward_only, DistributedDataParallel* ddp, const TrainStepOptions& options,
+                                   const RecomputeConfig& recompute = {}) {
   const ForwardBackwardFunc schedule = get_forward_backward_func(layout);
   // Megatron sends a fixed tensor shape between stages; micro-batches of different shapes
   // need the shapes sent ahead (--variable-seq-lengths).
@@ -77,6 +78,8 @@ ForwardBackwardResult run_schedule(std::vector<const ModelChunk*> model, const P
   args.num_microbatches = static_cast<int64_t>(microbatches.size());
   args.forward_only = forward_only;
   args.defer_weight_grad = options.defer_weight_grad;
+  args.recompute_in_advance = recompute.in_advance;
+  args.recompute_in_bubble = recompute.in_bubble;
   if (ddp != nullptr) args.set_grad_sync = [ddp](bool enabled) { ddp->enable_grad_sync(enabled); };
   return schedule(ctx, args);
 }
@@ -93,7 +96,8 @@ TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const Pipel
   ctx.moe_aux_loss_scale = 1.0f / static_cast<float>(std::max<size_t>(microbatches.size(), 1));
   TrainStepResult result;
   buffer.zero_grad(*ctx.backend);
-  const ForwardBackwardResult fb = run_schedule(std::move(model), layout, ctx, microbatches, false, ddp, options);
+  const ForwardBackwardResult fb = run_schedule(std::move(model), layout, ctx, microbatches, false, ddp, options,
+                                                first_chunk.config().recompute);
   result.loss_sum = fb.total.loss_sum;
   result.num_tokens = fb.total.num_tokens;
   {

@@ -17,7 +17,7 @@ bool lighter_recompute(int64_t priority, int64_t full_layers, int64_t count) {
 }  // namespace
 
 BlockRecomputePlan plan_recompute(const RecomputeConfig& rc, int64_t num_layers, int virtual_rank,
-                                  int virtual_size) {
+                                  int virtual_size, bool last_stage) {
   BlockRecomputePlan plan;
   plan.layers.resize(static_cast<size_t>(num_layers));
   // MindSpeed's recompute priority: the local index, interleaved over the rank's model chunks
@@ -33,6 +33,9 @@ BlockRecomputePlan plan_recompute(const RecomputeConfig& rc, int64_t num_layers,
       full_layers = num_layers;
     } else if (rc.method == RecomputeMethod::kBlock) {
       for (int64_t l = 0; l < num_layers; ++l) {
+        // MindSpeed's ripipe: in advance, the model's last layer is not recomputed (its
+        // backward follows its forward's loss at once, there is nothing to overlap).
+        if (rc.in_advance && last_stage && l + 1 == num_layers) continue;
         if (priority(l) < rc.num_layers) plan.full_units.emplace_back(l, l + 1);
       }
       full_layers = rc.num_layers;

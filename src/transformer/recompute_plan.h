@@ -35,8 +35,10 @@ struct BlockRecomputePlan {
 };
 
 /// The plan of a chunk of `num_layers` layers that is model chunk `virtual_rank` of
-/// `virtual_size` on its pipeline rank (0 of 1 without virtual stages).
+/// `virtual_size` on its pipeline rank (0 of 1 without virtual stages); `last_stage`: the chunk
+/// holds the model's last layer (--recompute-in-advance never recomputes it).
 BlockRecomputePlan plan_recompute(const RecomputeConfig& config, int64_t num_layers,
-                                  int virtual_rank = 0, int virtual_size = 1);
+                                  int virtual_rank = 0, int virtual_size = 1,
+                                  bool last_stage = false);
 
 }  // namespace mindspeed

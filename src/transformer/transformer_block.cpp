@@ -22,7 +22,8 @@ TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfi
                                    int virtual_rank, int virtual_size)
     : hidden_(config.hidden_size),
       distribute_saved_activations_(config.recompute.distribute_saved_activations && tp_size > 1),
-      recompute_(plan_recompute(config.recompute, static_cast<int64_t>(specs.size()), virtual_rank, virtual_size)),
+      recompute_(plan_recompute(config.recompute, static_cast<int64_t>(specs.size()), virtual_rank, virtual_size,
+                                post_process)),
       unit_of_layer_(specs.size(), -1),
       post_process_(post_process) {
   for (size_t u = 0; u < recompute_.full_units.size(); ++u) {
@@ -103,7 +104,8 @@ Tensor TransformerBlock::backward(const ForwardContext& ctx, const MicroBatch& m
   }
   for (size_t l = layers_.size(); l-- > 0;) {
     const int64_t unit = saved.unit_inputs.empty() ? -1 : unit_of_layer_[l];
-    if (unit >= 0 && static_cast<int64_t>(l) + 1 == recompute_.full_units[static_cast<size_t>(unit)].second) {
+    if (unit >= 0 && static_cast<int64_t>(l) + 1 == recompute_.full_units[static_cast<size_t>(unit)].second &&
+        !saved.unit_inputs[static_cast<size_t>(unit)].empty()) {
       recompute_unit(ctx, mb, static_cast<size_t>(unit), saved);
     }
     profiler::Scope profile(profiler::category::kModule, profiler::Level::kLevel0,
@@ -152,6 +154,36 @@ Tensor TransformerBlock::restore_unit_input(const ForwardContext& ctx, Tensor ke
   std::memcpy(full.data(), gathered.data(), static_cast<size_t>(n * hidden_ * bytes));
   expand_to_fp32(ctx, full);
   return full;
+}
+
+void TransformerBlock::release_activations(const ForwardContext& ctx, Saved& saved) const {
+  MS_CHECK(saved.unit_inputs.empty(), "release_activations with full-recompute units (validate refuses it)");
+  // No-op layers keep nothing and pass their input on: the first real layer's input is the block's.
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (layers_[l]->is_noop()) continue;
+    saved.released_input = std::move(saved.layers[l].input);
+    break;
+  }
+  if (saved.released_input.empty()) return;  // only no-op layers: nothing saved
+  for (TransformerLayer::Saved& layer : saved.layers) layer = {};
+}
+
+void TransformerBlock::recompute(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const {
+  if (!saved.released_input.empty()) {
+    const ForwardContext recompute_ctx = ctx.recompute_context();
+    Tensor hidden = std::move(saved.released_input);
+    expand_to_fp32(ctx, hidden);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      profiler::Scope profile(profiler::category::kModule, profiler::Level::kLevel0,
+                              [&] { return layer_names_[l] + " recompute"; });
+      ModuleScope scope(recompute_ctx, layer_params_[l], ModuleScope::Pass::kBackward);
+      hidden = layers_[l]->forward(scope.ctx(), mb, std::move(hidden), saved.layers[l]);
+    }
+    return;
+  }
+  for (size_t u = 0; u < saved.unit_inputs.size(); ++u) {
+    if (!saved.unit_inputs[u].empty()) recompute_unit(ctx, mb, u, saved);
+  }
 }
 
 void TransformerBlock::recompute_unit(const ForwardContext& ctx, const MicroBatch& mb, size_t unit,

@@ -29,8 +29,11 @@ class TransformerBlock {
   struct Saved {
     std::vector<TransformerLayer::Saved> layers;
     Tensor final_input;  ///< [n, h]: the last layer's output (bf16 storage with --bf16)
-    /// Full recompute: each unit's input [n, h] (or this rank's 1/tp of it, distributed).
+    /// Full recompute: each unit's input [n, h] (or this rank's 1/tp of it, distributed);
+    /// empty once the unit was recomputed.
     std::vector<Tensor> unit_inputs;
+    /// release_activations(): the block's input [n, h]; every layer's Saved is then empty.
+    Tensor released_input;
     Norm::Saved final_layernorm;
   };
 
@@ -50,6 +53,13 @@ class TransformerBlock {
   Tensor backward(const ForwardContext& ctx, const MicroBatch& mb, Tensor dout, Saved& saved) const;
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+
+  /// Recompute as a schedule unit (MindSpeed's ripipe, pipeline_parallel/schedules.cpp):
+  /// release_activations drops every layer's saved activations after forward, keeping only the
+  /// block's input; recompute rebuilds what was dropped (a released block, or the full-recompute
+  /// units not yet rebuilt) before the backward, which then finds them in place.
+  void release_activations(const ForwardContext& ctx, Saved& saved) const;
+  void recompute(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved) const;
 
  private:
   /// Backward of full-recompute unit u: its forward again from the kept input, each layer in

@@ -419,8 +419,9 @@ TEST(Arguments, RecomputeFlags) {
   EXPECT_NE(message({"--recompute-granularity", "full", "--moe-layer-recompute"})
                 .find("Do not set --moe-layer-recompute with full"),
             std::string::npos);
-  // Still refused until they land.
-  EXPECT_NE(message({"--recompute-in-bubble"}).find("does not implement yet"), std::string::npos);
+  auto ripipe = parse_with({"--recompute-in-bubble"});
+  ASSERT_TRUE(ripipe.ok()) << ripipe.status().message();
+  EXPECT_TRUE(ripipe->configs.model.recompute.in_bubble);
 }
 
 TEST(Validate, RecomputeRules) {
@@ -470,6 +471,27 @@ TEST(Validate, RecomputeRules) {
            "--recompute-norm"},
           1, "--recompute-norm can be combined with full recompute only with --recompute-method block");
   refused({"--recompute-norm-num-layers", "1"}, 1, "--recompute-norm-num-layers needs --recompute-norm");
+  // MindSpeed's ripipe: virtual stages; in advance needs full block recompute, in the bubble none.
+  const std::vector<std::string> vpp = {"--num-layers", "4", "--pipeline-model-parallel-size", "2",
+                                        "--num-layers-per-virtual-pipeline-stage", "1", "--global-batch-size", "8"};
+  auto vpp_with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = vpp;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  EXPECT_EQ(validation_error(vpp_with({"--recompute-in-bubble"}), 2), "");
+  EXPECT_EQ(validation_error(vpp_with({"--recompute-in-advance", "--recompute-granularity", "full", "--recompute-method",
+                                       "block", "--recompute-num-layers", "1"}),
+                             2),
+            "");
+  refused({"--recompute-in-bubble"}, 1, "--recompute-in-bubble needs the interleaved schedule");
+  refused(vpp_with({"--recompute-in-advance"}), 2, "--recompute-in-advance needs full recompute with --recompute-method block");
+  refused(vpp_with({"--recompute-in-advance", "--recompute-granularity", "full", "--recompute-method", "uniform",
+                    "--recompute-num-layers", "1"}),
+          2, "--recompute-in-advance needs full recompute with --recompute-method block");
+  refused(vpp_with({"--recompute-in-bubble", "--recompute-activations"}), 2,
+          "--recompute-in-bubble recomputes in the bubbles by itself");
+  refused(vpp_with({"--recompute-in-bubble", "--recompute-in-advance"}), 2, "cannot both be on");
   // MindSpeed's --swap-attention: with flash attention; --recompute-num-layers is then its MLP count.
   EXPECT_EQ(validation_error({"--use-flash-attn", "--swap-attention", "--recompute-num-layers", "1"}, 1), "");
   EXPECT_EQ(validation_error({"--use-flash-attn", "--swap-attention", "--swap-modules", "self_attention"}, 1), "");

@@ -1,6 +1,7 @@
 // The parallel training harness (parallel_harness.h).
 #include "parallel_harness.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -312,10 +313,15 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   for (int step = 0; step < run.steps; ++step) {
     const auto mbs = global_batch(step, run.micro_batch, run.global_batch, *ps, run, ctx.cp);
     ctx.iteration = step + 1;
+    ScheduleTrace trace;
+    TrainStepOptions options;
+    options.trace = &trace;
     const TrainStepResult r =
         layout.pipeline_by_hand && pp > 1
             ? pipeline_step_by_hand(model[0], buffer, optimizer, ddp, ctx, mbs, scheduler.lr(step))
-            : train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(step));
+            : train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(step), options);
+    result.peak_in_flight = std::max(result.peak_in_flight, trace.peak_in_flight);
+    for (const ScheduleEvent& e : trace.events) result.recompute_steps += e.kind == PipelineOpKind::kRecompute ? 1 : 0;
     // The loss lives on the last stage: sum over the pipeline (other stages add 0) and dp.
     const double loss_sum = ps->pp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum);
     const double tokens = ps->pp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum);

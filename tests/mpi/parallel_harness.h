@@ -93,6 +93,9 @@ struct RunResult {
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< this rank's allocator
   int64_t activation_peak_bytes = 0;  ///< the allocator's activation peak over the run (resident)
   int64_t swapped_peak_bytes = 0;     ///< the swap tier's peak (--swap-attention)
+  /// This rank's schedule traces: most micro-batches with live activations in a step, and the
+  /// recompute steps run by the schedule (ripipe).
+  int64_t peak_in_flight = 0, recompute_steps = 0;
   int64_t num_params_local = 0;
 };
 

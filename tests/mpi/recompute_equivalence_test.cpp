@@ -29,6 +29,8 @@ struct RecomputeCase {
   bool moe = false;  ///< every MLP an MoE of 4 experts (grouped GEMM), top-2
   std::vector<int64_t> noop_layers{};
   bool saves_memory = true;  ///< the activation peak must drop
+  int64_t max_in_flight =
+      0;  ///< > 0: the schedule keeps at most this many micro-batches alive (in-bubble)
 };
 
 RecomputeConfig full(RecomputeMethod method, int64_t layers) {
@@ -106,6 +108,19 @@ TEST_P(RecomputeEquivalence, IsBitwiseTheRunWithoutRecompute) {
     ASSERT_EQ(it->second.size(), w.size()) << name;
     EXPECT_EQ(std::memcmp(it->second.data(), w.data(), w.size() * sizeof(float)), 0)
         << name << " differs";
+  }
+  EXPECT_EQ(want.recompute_steps, 0);
+  if (c.recompute.in_advance) {
+    EXPECT_GT(got.recompute_steps, 0) << "the schedule ran no recompute step";
+  }
+  if (c.max_in_flight > 0) {
+    EXPECT_LE(got.peak_in_flight, c.max_in_flight);
+    // Pipeline rank 0 warms up the most: there the plain schedule holds more, and the bubble
+    // recompute must have run.
+    if (world.rank == 0) {
+      EXPECT_GT(want.peak_in_flight, c.max_in_flight) << "the case must need the bubble recompute";
+      EXPECT_GT(got.recompute_steps, 0) << "the schedule ran no recompute step";
+    }
   }
   if (c.recompute.swap_attention) {
     EXPECT_GT(got.swapped_peak_bytes, 0) << "nothing went to the swap tier";
@@ -308,6 +323,25 @@ const RecomputeCase kCases[] = {
      .recompute = swap_attention(1),
      .llama = true,
      .saves_memory = false},
+    // MindSpeed's ripipe on interleaved 1F1B (2 ranks x 2 chunks, 4 micro-batches): in advance,
+    // each backward's recompute runs before its gradient is awaited (the model's last layer is
+    // not recomputed); in the bubble, no micro-batch beyond PP x VPP = 4 keeps its activations
+    // (rank 0 warms up with 4 and would hold 5).
+    {.name = "pp2_vpp2_recompute_in_advance",
+     .world = 2,
+     .layout = LayoutOptions{.pp = 2, .virtual_stages = 2},
+     .recompute =
+         with(full(RecomputeMethod::kBlock, 1), [](RecomputeConfig& r) { r.in_advance = true; }),
+     .llama = true,
+     .num_layers = 4,
+     .saves_memory = false},
+    {.name = "pp2_vpp2_recompute_in_bubble",
+     .world = 2,
+     .layout = LayoutOptions{.pp = 2, .virtual_stages = 2},
+     .recompute = with(RecomputeConfig{}, [](RecomputeConfig& r) { r.in_bubble = true; }),
+     .num_layers = 4,
+     .saves_memory = false,
+     .max_in_flight = 4},
 };
 
 INSTANTIATE_TEST_SUITE_P(Modes, RecomputeEquivalence, ::testing::ValuesIn(kCases),

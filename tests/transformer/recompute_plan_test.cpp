@@ -101,6 +101,13 @@ TEST(RecomputePlan, SelectiveModulesApplyToEveryLayer) {
   EXPECT_TRUE(layers_with(plan, &LayerRecompute::norms).empty());
 }
 
+TEST(RecomputePlan, InAdvanceNeverRecomputesTheModelsLastLayer) {
+  RecomputeConfig r = full(RecomputeMethod::kBlock, 2);
+  r.in_advance = true;
+  EXPECT_EQ(plan_recompute(r, 2, 0, 2, /*last_stage=*/true).full_units, (Units{{0, 1}}));
+  EXPECT_EQ(plan_recompute(r, 2, 0, 2, /*last_stage=*/false).full_units, (Units{{0, 1}, {1, 2}}));
+}
+
 TEST(RecomputePlan, SwapAttentionSwapsEveryLayerAndRecomputesTheFirstKMlps) {
   RecomputeConfig r;
   r.swap_attention = true;

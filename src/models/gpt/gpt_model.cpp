@@ -113,6 +113,14 @@ StageTensors GPTModel::backward(const ForwardContext& ctx, const MicroBatch& mb,
   return out;
 }
 
+void GPTModel::release_activations(const ForwardContext& ctx, ModelChunk::Saved& saved) const {
+  decoder_->release_activations(ctx, static_cast<Saved&>(saved).decoder);
+}
+
+void GPTModel::recompute(const ForwardContext& ctx, const MicroBatch& mb, ModelChunk::Saved& saved) const {
+  decoder_->recompute(ctx, mb, static_cast<Saved&>(saved).decoder);
+}
+
 LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch& mb, float loss_scale, Saved& saved) const {
   MS_CHECK(options_.pre_process && options_.post_process, "a whole-model forward needs pre- and post-process");
   return forward_into(ctx, mb, Tensor{}, loss_scale, saved, nullptr);

@@ -64,6 +64,9 @@ class GPTModel final : public ModelChunk {
                         float loss_scale) const override;
   StageTensors backward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors output_grads,
                         ModelChunk::Saved& saved) const override;
+  /// The decoder's layers (TransformerBlock::release_activations / recompute).
+  void release_activations(const ForwardContext& ctx, ModelChunk::Saved& saved) const override;
+  void recompute(const ForwardContext& ctx, const MicroBatch& mb, ModelChunk::Saved& saved) const override;
 
   /// A whole model (pre and post process) on one micro-batch: the loss sums; with
   /// ctx.training the loss gradient is folded in (see OutputLayerLoss) and backward() does
