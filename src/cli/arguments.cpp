@@ -175,6 +175,7 @@ struct Choices {
   std::vector<std::string> recompute_modules;
   bool moe_layer_recompute = false;
   std::string swap_modules = "input_norm,self_attention,post_attention_norm";
+  std::string data_parallel_sharding_strategy = "no_shard";
 };
 
 // Megatron's recompute flags (TransformerConfig recompute_*) and MindSpeed's memory additions.
@@ -498,6 +499,12 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
   CLI::Option* distopt = r.flag("--use-distributed-optimizer", p.use_distributed_optimizer,
                                 "Shard optimizer state over data parallelism (ZeRO-1)");
+  r.flag("--use-custom-fsdp", p.use_custom_fsdp,
+         "Megatron's custom FSDP: shard over data parallelism what --data-parallel-sharding-strategy says");
+  r.value("--data-parallel-sharding-strategy", ch.data_parallel_sharding_strategy,
+          "FSDP: no_shard (DDP), optim (optimizer state, ZeRO-1), optim_grads (+ gradients, ZeRO-2), "
+          "optim_grads_params (+ parameters, ZeRO-3)")
+      ->check(CLI::IsMember({"no_shard", "optim", "optim_grads", "optim_grads_params"}));
   CLI::Option* overlap_grad = r.flag("--overlap-grad-reduce", p.overlap_grad_reduce, "Overlap gradient reduction with backward");
   // Declared dependencies between flags (validate.cpp checks the same rules for configs made in code).
   r.flag("--overlap-param-gather", p.overlap_param_gather, "Overlap parameter all-gather with forward")
@@ -754,6 +761,11 @@ Status apply_choices(Configs& c, const Choices& ch) {
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
   MS_RETURN_IF_ERROR(apply_moe_choices(c, ch));
   MS_RETURN_IF_ERROR(apply_recompute_choices(c.model, ch));
+  const std::string& fsdp = ch.data_parallel_sharding_strategy;
+  c.parallel.fsdp_sharding = fsdp == "optim"                ? FsdpShardingStrategy::kOptim
+                             : fsdp == "optim_grads"        ? FsdpShardingStrategy::kOptimGrads
+                             : fsdp == "optim_grads_params" ? FsdpShardingStrategy::kOptimGradsParams
+                                                            : FsdpShardingStrategy::kNoShard;
   c.parallel.dualpipev = ch.schedules_method == "dualpipev";
   ContextParallelConfig& cp = c.parallel.cp;
   cp.algo = ch.context_parallel_algo == "ulysses_cp_algo"  ? CpAlgo::kUlysses

@@ -25,6 +25,11 @@ struct ContextParallelConfig {
   bool ulysses_allgather_kv = false;  ///< --use-ulysses-allgather-kv: keys/values all-gathered, not all-to-all
 };
 
+/// --data-parallel-sharding-strategy (Megatron's custom FSDP, --use-custom-fsdp): what is
+/// sharded over data parallelism: nothing (DDP), the optimizer state (ZeRO-1), the optimizer
+/// state and the gradients (ZeRO-2), or everything (ZeRO-3).
+enum class FsdpShardingStrategy { kNoShard, kOptim, kOptimGrads, kOptimGradsParams };
+
 struct ParallelConfig {
   int tensor_model_parallel_size = 1;    ///< --tensor-model-parallel-size
   int pipeline_model_parallel_size = 1;  ///< --pipeline-model-parallel-size
@@ -37,6 +42,12 @@ struct ParallelConfig {
   bool moe_tp_extend_ep = false;
   bool sequence_parallel = false;        ///< --sequence-parallel (turned off when tp == 1, as Megatron)
   bool use_distributed_optimizer = false;  ///< --use-distributed-optimizer
+  /// Megatron's custom FSDP (--use-custom-fsdp --data-parallel-sharding-strategy); validation
+  /// derives use_distributed_optimizer (no_shard: off) and overlap_grad_reduce (optim_grads: on).
+  bool use_custom_fsdp = false;
+  FsdpShardingStrategy fsdp_sharding = FsdpShardingStrategy::kNoShard;
+  /// Gradients live only as this rank's shards between micro-batches (FSDP optim_grads).
+  bool shard_gradients() const { return use_custom_fsdp && fsdp_sharding == FsdpShardingStrategy::kOptimGrads; }
   bool overlap_grad_reduce = false;      ///< --overlap-grad-reduce
   bool overlap_param_gather = false;     ///< --overlap-param-gather
   int64_t ddp_bucket_size = 0;           ///< --ddp-bucket-size (elements); 0 = Megatron's default

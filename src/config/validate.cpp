@@ -247,6 +247,36 @@ Status validate_context_parallel(ParallelConfig& p, const ModelConfig& m) {
   return ok_status();
 }
 
+// Megatron's custom FSDP rules (arguments.py) and MindSpeed's (FSDP only in isolation).
+Status validate_fsdp(ParallelConfig& p) {
+  if (!p.use_custom_fsdp) {
+    if (p.fsdp_sharding != FsdpShardingStrategy::kNoShard) {
+      return invalid_argument("--data-parallel-sharding-strategy needs --use-custom-fsdp");
+    }
+    return ok_status();
+  }
+  if (!p.use_distributed_optimizer) {
+    return invalid_argument("--use-custom-fsdp only supported with distributed optimizer: add "
+                            "--use-distributed-optimizer (Megatron's rule)");
+  }
+  if (p.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams) {
+    return unimplemented("--data-parallel-sharding-strategy optim_grads_params (parameters sharded, gathered per "
+                         "layer) is not implemented yet; use optim_grads (optimizer state and gradients sharded)");
+  }
+  if (p.fsdp_sharding == FsdpShardingStrategy::kOptimGrads && p.gradient_accumulation_fusion) {
+    return invalid_argument("--data-parallel-sharding-strategy optim_grads is not supported with gradient "
+                            "accumulation fusion: add --no-gradient-accumulation-fusion (Megatron's rule)");
+  }
+  if (p.pipeline_model_parallel_size > 1 || p.dualpipev) {
+    return invalid_argument("--use-custom-fsdp does not work with pipeline parallelism (MindSpeed supports FSDP "
+                            "only on its own: --pipeline-model-parallel-size 1)");
+  }
+  // What each strategy means for the data-parallel machinery (Megatron's arguments.py).
+  if (p.fsdp_sharding == FsdpShardingStrategy::kNoShard) p.use_distributed_optimizer = false;  // nothing sharded
+  if (p.fsdp_sharding == FsdpShardingStrategy::kOptimGrads) p.overlap_grad_reduce = true;
+  return ok_status();
+}
+
 Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size) {
   // Sizes >= 1: validate_parallel_sizes, run first.
   // The layer split and schedule rules: PipelineLayout::build in validate_configs, once the
@@ -256,6 +286,7 @@ Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size
                             "both the embedding and the output layer; MindSpeed refuses tied embeddings)");
   }
   MS_RETURN_IF_ERROR(validate_context_parallel(p, m));
+  MS_RETURN_IF_ERROR(validate_fsdp(p));
   const int64_t model_size = static_cast<int64_t>(p.tensor_model_parallel_size) *
                              p.pipeline_model_parallel_size * p.context_parallel_size;
   if (world_size % model_size != 0) {

@@ -1,6 +1,8 @@
 // DistributedDataParallel (distributed_data_parallel.h).
 #include "distributed/distributed_data_parallel.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace mindspeed {
@@ -8,6 +10,8 @@ namespace mindspeed {
 DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, const ParallelState& ps,
                                                  const DdpConfig& config, const Backend& backend, Allocator& alloc)
     : buffer_(buffer), ps_(ps), config_(config), backend_(backend) {
+  MS_CHECK(!config.shard_grads || (config.use_distributed_optimizer && buffer.shard_grads() != nullptr),
+           "sharded gradients need the distributed optimizer and a buffer with shard_grads");
   const auto& buckets = buffer.buckets();
   ready_.assign(buckets.size(), 0);
   grad_work_.resize(buckets.size());
@@ -49,7 +53,8 @@ ProcessGroup& DistributedDataParallel::group_of(const Bucket& bucket) const {
 void DistributedDataParallel::launch_grad_sync(size_t b) {
   const Bucket& bucket = buffer_.buckets()[b];
   ProcessGroup& group = group_of(bucket);
-  float* grad = buffer_.grad_data() + bucket.offset;
+  float* grad = config_.shard_grads ? buffer_.bucket_grad(b) : buffer_.grad_data() + bucket.offset;
+  MS_CHECK(grad != nullptr, "bucket ", b, " has no gradient to reduce");
   const int64_t n = bucket.numel;
   // Megatron's gradient_scaling_factor: 1/(dp*cp) for every bucket, the expert ones too
   // (each expert already summed the gradients of the tokens every data-parallel rank sent it).
@@ -63,7 +68,42 @@ void DistributedDataParallel::launch_grad_sync(size_t b) {
   }
 }
 
+void DistributedDataParallel::prepare_grads(const std::vector<Parameter*>& params) {
+  if (!config_.shard_grads) return;
+  reap_sharded(/*wait=*/false);
+  for (Parameter* p : params) {
+    const size_t b = bucket_of(p);
+    // A unit whose previous micro-batch's reduction is still in flight: finish it first.
+    if (grad_work_[b]) reap_sharded(/*wait=*/true);
+    buffer_.allocate_bucket_grad(b, backend_);
+  }
+}
+
+void DistributedDataParallel::reap_sharded(bool wait) {
+  const auto& buckets = buffer_.buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (!grad_work_[b] || (!wait && !grad_work_[b]->is_completed())) continue;
+    grad_work_[b]->wait();
+    grad_work_[b].reset();
+    const int64_t shard = buckets[b].numel / group_of(buckets[b]).size();
+    backend_.kernels.add_inplace(backend_.context, buffer_.bucket_grad_shard(b), shard_scratch_[b].f32(), shard);
+    buffer_.release_bucket_grad(b);
+  }
+}
+
 void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params) {
+  if (config_.shard_grads) {
+    // Every micro-batch: a unit's gradient leaves as soon as it is complete.
+    for (Parameter* p : params) {
+      const size_t b = bucket_of(p);
+      if (++ready_[b] == static_cast<int>(buffer_.buckets()[b].params.size())) {
+        ready_[b] = 0;
+        launch_grad_sync(b);
+      }
+    }
+    reap_sharded(/*wait=*/false);
+    return;
+  }
   if (!sync_enabled_ || !config_.overlap_grad_reduce) return;
   for (Parameter* p : params) {
     const size_t b = bucket_of(p);
@@ -73,6 +113,32 @@ void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params)
 
 void DistributedDataParallel::finish_grad_sync() {
   const auto& buckets = buffer_.buckets();
+  if (config_.shard_grads) {
+    // Units whose parameters did not all report (none expected) are reduced now.
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (!grad_work_[b] && buffer_.bucket_grad(b) != nullptr) launch_grad_sync(b);
+      ready_[b] = 0;
+    }
+    reap_sharded(/*wait=*/true);
+    sync_enabled_ = false;
+    // Sequence parallelism: the norm weights' gradient shards summed over tp (every tp rank
+    // has the same layout and data-parallel rank, so the same shard ranges).
+    if (ps_.tp().size() > 1) {
+      for (Parameter* p : sequence_parallel_params_) {
+        const size_t b = bucket_of(p);
+        const Bucket& bucket = buckets[b];
+        const ProcessGroup& group = group_of(bucket);
+        const int64_t shard = bucket.numel / group.size();
+        const int64_t lo = std::max(p->buffer_offset, bucket.offset + group.rank() * shard);
+        const int64_t hi = std::min(p->buffer_offset + p->local_shape.numel(), bucket.offset + (group.rank() + 1) * shard);
+        if (hi <= lo) continue;
+        float* at = buffer_.bucket_grad_shard(b) + (lo - bucket.offset - group.rank() * shard);
+        ps_.tp().all_reduce(at, hi - lo);
+      }
+    }
+    MS_CHECK(ps_.embedding().size() <= 1, "FSDP with tied embeddings across pipeline stages (validate refuses it)");
+    return;
+  }
   for (size_t b = 0; b < buckets.size(); ++b) {
     ProcessGroup& group = group_of(buckets[b]);
     if (!grad_work_[b]) launch_grad_sync(b);

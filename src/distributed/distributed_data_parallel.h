@@ -13,6 +13,10 @@
 //  * Distributed optimizer: after the step the updated shards are all-gathered
 //    (start_param_sync); with --overlap-param-gather the gathers run in the background and
 //    the next forward waits for each module's bucket right before using it.
+//  * FSDP optim_grads (DdpConfig::shard_grads, ZeRO-2): a unit's full gradient exists only from
+//    its module's backward (prepare_grads) until every parameter in it reported (grads_ready, in
+//    every micro-batch): then it is scaled, reduce-scattered in the background, and the shard is
+//    added to this rank's gradient shard; the full gradient is freed when that completes.
 #pragma once
 
 #include <memory>
@@ -30,6 +34,7 @@ struct DdpConfig {
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   bool use_distributed_optimizer = false;
+  bool shard_grads = false;  ///< FSDP optim_grads (needs the buffer's shard_grads)
 };
 
 class DistributedDataParallel final : public ParameterHooks {
@@ -52,6 +57,7 @@ class DistributedDataParallel final : public ParameterHooks {
 
   // ParameterHooks
   void before_forward(const std::vector<Parameter*>& params) override;
+  void prepare_grads(const std::vector<Parameter*>& params) override;
   void grads_ready(const std::vector<Parameter*>& params) override;
 
   const DdpConfig& config() const { return config_; }
@@ -66,6 +72,9 @@ class DistributedDataParallel final : public ParameterHooks {
  private:
   void launch_grad_sync(size_t bucket);
   void launch_param_sync(size_t bucket);
+  /// shard_grads: adds each finished reduce-scatter into the gradient shard and frees the
+  /// bucket's full gradient (all of them when `wait`, else the completed ones).
+  void reap_sharded(bool wait);
 
   ParamAndGradBuffer& buffer_;
   const ParallelState& ps_;

@@ -3,16 +3,33 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
 
 #include "core/check.h"
 
 namespace mindspeed {
 namespace {
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// FSDP unit of a parameter: "decoder.layers.<n>" for a transformer layer's, else the module
+// (embedding, decoder.final_layernorm, output_layer).
+std::string module_of(const std::string& name) {
+  const size_t dots = name.starts_with("decoder.layers.") ? 3 : name.starts_with("decoder.") ? 2 : 1;
+  size_t at = 0;
+  for (size_t d = 0; d < dots; ++d) {
+    at = name.find('.', at);
+    if (at == std::string::npos) return name;
+    if (d + 1 < dots) ++at;
+  }
+  return name.substr(0, at);
+}
 }  // namespace
 
 ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc,
-                                       const BufferOptions& options) {
+                                       const BufferOptions& options)
+    : alloc_(alloc) {
+  MS_CHECK(!options.shard_grads || options.pad_for_distributed_optimizer,
+           "sharded gradients need the distributed optimizer's bucket padding");
   MS_CHECK(options.param_dtype == DType::kFloat32 || options.param_dtype == DType::kBFloat16,
            "parameter dtype must be fp32 or bf16");
   auto bucket_align = [&](bool expert) -> int64_t {
@@ -35,6 +52,10 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
     Parameter* p = all[i].get();
     if (p->spec.shared_embedding) close_bucket();
     if (!current.params.empty() && current.expert != p->spec.expert_parallel) close_bucket();
+    if (options.bucket_per_module && !current.params.empty() &&
+        module_of(current.params.back()->spec.name) != module_of(p->spec.name)) {
+      close_bucket();
+    }
     current.expert = p->spec.expert_parallel;
     if (options.pad_for_distributed_optimizer) offset = round_up(offset, 64);
     p->buffer_offset = offset;
@@ -49,15 +70,47 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
   close_bucket();
   numel_ = offset;
   params_ = Tensor::zeros(alloc, Shape{numel_}, options.param_dtype, MemoryCategory::kParameters);
-  grads_ = Tensor::zeros(alloc, Shape{numel_}, DType::kFloat32, MemoryCategory::kGradients);
+  if (options.shard_grads) {
+    int64_t shards = 0;
+    for (const Bucket& b : buckets_) {
+      const int dp = b.expert ? options.expert_data_parallel_size : options.data_parallel_size;
+      shard_offsets_.push_back(shards);
+      shards += b.numel / dp;
+    }
+    grad_shards_ = Tensor::zeros(alloc, Shape{shards}, DType::kFloat32, MemoryCategory::kGradients);
+    bucket_grads_.resize(buckets_.size());
+  } else {
+    grads_ = Tensor::zeros(alloc, Shape{numel_}, DType::kFloat32, MemoryCategory::kGradients);
+  }
   for (Parameter* p : order_) {
     p->data = TensorView{static_cast<char*>(params_.data()) + p->buffer_offset * dtype_size(options.param_dtype),
                          options.param_dtype, p->local_shape};
-    p->main_grad = TensorView{grads_.f32() + p->buffer_offset, DType::kFloat32, p->local_shape};
+    // Sharded gradients: no storage until the unit's backward (allocate_bucket_grad).
+    p->main_grad = TensorView{grads_.empty() ? nullptr : grads_.f32() + p->buffer_offset, DType::kFloat32,
+                              p->local_shape};
   }
 }
 
+void ParamAndGradBuffer::allocate_bucket_grad(size_t b, const Backend& backend) {
+  if (!bucket_grads_[b].empty()) return;
+  const Bucket& bucket = buckets_[b];
+  bucket_grads_[b] = Tensor(alloc_, Shape{bucket.numel}, DType::kFloat32, MemoryCategory::kGradients);
+  backend.kernels.fill_zero(backend.context, bucket_grads_[b].f32(), bucket.numel);
+  for (Parameter* p : bucket.params) {
+    p->main_grad.data = bucket_grads_[b].f32() + (p->buffer_offset - bucket.offset);
+  }
+}
+
+void ParamAndGradBuffer::release_bucket_grad(size_t b) {
+  for (Parameter* p : buckets_[b].params) p->main_grad.data = nullptr;
+  bucket_grads_[b].reset();
+}
+
 void ParamAndGradBuffer::zero_grad(const Backend& backend) {
+  if (!grad_shards_.empty()) {
+    backend.kernels.fill_zero(backend.context, grad_shards_.f32(), grad_shards_.numel());
+    return;
+  }
   backend.kernels.fill_zero(backend.context, grads_.f32(), numel_);
 }
 

@@ -5,6 +5,12 @@
 // reduced over the expert-data-parallel group. For the distributed optimizer each parameter
 // starts at a multiple of 64 elements and each bucket ends at a multiple of lcm(dp, 128), so
 // every bucket splits evenly into dp shards. The tied word embedding gets its own bucket.
+// FSDP (Megatron's custom FSDP, --use-custom-fsdp): one bucket per module (each transformer
+// layer, the embedding, the final norm, the output layer: the FSDP units), and with
+// optim_grads the gradients exist in full only while a unit's backward produces them (a
+// transient bucket gradient, allocate_bucket_grad / release_bucket_grad); between
+// micro-batches and for the optimizer each rank keeps only its shard of every bucket, laid out
+// as the distributed optimizer's shard-local arrays (shard_grads()).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +28,8 @@ struct BufferOptions {
   int data_parallel_size = 1;
   int expert_data_parallel_size = 1;  ///< the expert buckets' group (distributed optimizer padding)
   int64_t bucket_size = 0;  ///< elements; 0 = one bucket
+  bool bucket_per_module = false;  ///< FSDP: a bucket per module (transformer layer, embedding, ...)
+  bool shard_grads = false;        ///< FSDP optim_grads: gradients kept as this rank's shards only
 };
 
 struct Bucket {
@@ -38,7 +46,19 @@ class ParamAndGradBuffer {
   int64_t numel() const { return numel_; }
   DType param_dtype() const { return params_.dtype(); }
   void* param_data() const { return params_.data(); }
-  float* grad_data() const { return grads_.f32(); }
+  /// The whole gradient buffer (null with shard_grads: there is none).
+  float* grad_data() const { return grads_.empty() ? nullptr : grads_.f32(); }
+  /// shard_grads: this rank's gradient shards of every bucket, concatenated in bucket order
+  /// ([sum of bucket numel / its dp]; the distributed optimizer's shard layout); else null.
+  float* shard_grads() const { return grad_shards_.empty() ? nullptr : grad_shards_.f32(); }
+  /// shard_grads: bucket b's shard, [numel / dp].
+  float* bucket_grad_shard(size_t b) const { return grad_shards_.f32() + shard_offsets_[b]; }
+  /// shard_grads: a zeroed full gradient for bucket b, its parameters' main_grad views pointing
+  /// into it (no-op when it exists), and back to nothing (views null).
+  void allocate_bucket_grad(size_t b, const Backend& backend);
+  void release_bucket_grad(size_t b);
+  /// shard_grads: bucket b's full gradient while allocated (else null).
+  float* bucket_grad(size_t b) const { return bucket_grads_[b].empty() ? nullptr : bucket_grads_[b].f32(); }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   /// Parameters in buffer order.
   const std::vector<Parameter*>& params() const { return order_; }
@@ -46,8 +66,12 @@ class ParamAndGradBuffer {
 
  private:
   int64_t numel_ = 0;
+  Allocator& alloc_;
   Tensor params_;
   Tensor grads_;
+  Tensor grad_shards_;                 ///< shard_grads
+  std::vector<int64_t> shard_offsets_;  ///< shard_grads: bucket -> its shard in grad_shards_
+  std::vector<Tensor> bucket_grads_;    ///< shard_grads: transient full bucket gradients
   std::vector<Bucket> buckets_;
   std::vector<Parameter*> order_;
 };

@@ -69,6 +69,9 @@ class ParameterHooks {
  public:
   virtual ~ParameterHooks() = default;
   virtual void before_forward(const std::vector<Parameter*>& params) = 0;
+  /// Before a module writes its parameters' gradients (its backward; the fused output layer's
+  /// forward): FSDP with sharded gradients gives them storage here.
+  virtual void prepare_grads(const std::vector<Parameter*>& params) {}
   virtual void grads_ready(const std::vector<Parameter*>& params) = 0;
 };
 

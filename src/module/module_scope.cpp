@@ -9,6 +9,7 @@ ModuleScope::ModuleScope(const ForwardContext& outer, const std::vector<Paramete
     : ctx_(outer) {
   // First wait for the parameters (a pending all-gather writes them), then read them.
   if (pass == Pass::kForward && outer.hooks != nullptr) outer.hooks->before_forward(params);
+  if (pass == Pass::kBackward && outer.hooks != nullptr && outer.training) outer.hooks->prepare_grads(params);
   weights_.convert(*outer.backend, *outer.alloc, params);
   ctx_.weights = &weights_;
 }

@@ -12,6 +12,7 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
                      const ParallelState& ps, Allocator& alloc, const Backend& backend,
                      bool distributed)
     : config_(config), buffer_(buffer), ps_(ps), backend_(backend), distributed_(distributed) {
+  MS_CHECK(distributed || buffer.shard_grads() == nullptr, "sharded gradients need the distributed optimizer");
   // The owned ranges: the whole buffer, or this rank's 1/dp of every bucket (dp of the
   // bucket's group: dp-cp, or expert-dp for expert buckets).
   std::vector<std::pair<int64_t, int64_t>> owned;
@@ -63,12 +64,17 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
   }
 }
 
+float* Optimizer::grad_of(const Segment& s) const {
+  // FSDP optim_grads: only this rank's shards exist, laid out as the shard-local state.
+  if (float* shards = buffer_.shard_grads()) return shards + s.shard_offset;
+  return buffer_.grad_data() + s.begin;
+}
+
 double Optimizer::grad_norm() const {
-  const float* g = buffer_.grad_data();
   double dense = 0.0, expert = 0.0;
   for (const Segment& s : segments_) {
     if (!s.in_grad_norm) continue;
-    (s.expert ? expert : dense) += backend_.kernels.sum_of_squares(backend_.context, g + s.begin, s.end - s.begin);
+    (s.expert ? expert : dense) += backend_.kernels.sum_of_squares(backend_.context, grad_of(s), s.end - s.begin);
   }
   // Distributed: each rank holds its own shard (of the dense and the expert buckets); sum
   // over all ranks. Non-distributed: every data-parallel rank holds the same full gradient;
@@ -94,14 +100,13 @@ Optimizer::StepResult Optimizer::step(double lr) {
   }
   result.clip_coeff = scale;
   ++step_;
-  float* grads = buffer_.grad_data();
   const bool bf16_params = buffer_.param_dtype() == DType::kBFloat16;
   for (const Segment& s : segments_) {
     const int64_t n = s.end - s.begin;
     float* param = bf16_params ? main_params_.f32() + s.shard_offset
                                : static_cast<float*>(buffer_.param_data()) + s.begin;
     backend_.kernels.adamw_step(backend_.context, param, exp_avg_.f32() + s.shard_offset, exp_avg_sq_.f32() + s.shard_offset,
-                        grads + s.begin, n, static_cast<float>(lr), config_.adam_beta1,
+                        grad_of(s), n, static_cast<float>(lr), config_.adam_beta1,
                         config_.adam_beta2, config_.adam_eps,
                         s.weight_decay ? config_.weight_decay : 0.0f, step_, scale);
   }

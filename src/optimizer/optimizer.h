@@ -59,6 +59,10 @@ class Optimizer {
   void copy_main_to_model_params();
 
  private:
+  /// The gradient of a segment's elements: in the gradient buffer, or in the buffer's
+  /// gradient shards (FSDP optim_grads).
+  float* grad_of(const Segment& s) const;
+
   OptimizerConfig config_;
   ParamAndGradBuffer& buffer_;
   const ParallelState& ps_;

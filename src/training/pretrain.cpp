@@ -364,6 +364,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
   bopts.data_parallel_size = ps.dp_cp().size();
   bopts.expert_data_parallel_size = ps.expert_dp().size();
+  bopts.bucket_per_module = c.parallel.use_custom_fsdp;  // FSDP units
+  bopts.shard_grads = c.parallel.shard_gradients();
   if (c.parallel.overlap_grad_reduce) {
     bopts.bucket_size = c.parallel.ddp_bucket_size > 0
                             ? c.parallel.ddp_bucket_size
@@ -405,6 +407,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.overlap_grad_reduce = c.parallel.overlap_grad_reduce;
   dconf.overlap_param_gather = c.parallel.overlap_param_gather;
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
+  dconf.shard_grads = c.parallel.shard_gradients();
   DistributedDataParallel ddp(buffer, ps, dconf, backend, alloc);
   Optimizer optimizer(c.optimizer, buffer, ps, alloc, backend, c.parallel.use_distributed_optimizer);
   const CheckpointTarget checkpoint_target{registry, buffer, optimizer, ps};

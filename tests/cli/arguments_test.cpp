@@ -55,10 +55,10 @@ TEST(Arguments, RepeatedFlagKeepsTheLastValueAndListsTakeSeveral) {
 }
 
 TEST(Arguments, RefusesKnownButUnimplementedFlags) {
-  auto parsed = parse_with({"--use-custom-fsdp"});
+  auto parsed = parse_with({"--use-torch-fsdp2"});
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(parsed.status().message().find("--use-custom-fsdp is a Megatron-LM flag"), std::string::npos)
+  EXPECT_NE(parsed.status().message().find("--use-torch-fsdp2 is a Megatron-LM flag"), std::string::npos)
       << parsed.status().message();
   auto adaptive = parse_with({"--adaptive-recompute-device-swap"});
   ASSERT_FALSE(adaptive.ok());
@@ -503,6 +503,40 @@ TEST(Validate, RecomputeRules) {
           "--swap-modules: 'attention' is not a module");
   refused({"--recompute-activation-function", "--recompute-activation-function-num-layers", "3"}, 1,
           "-num-layers 3 is more than --num-layers 2");
+}
+
+TEST(Validate, CustomFsdpRules) {
+  auto refused = [&](std::vector<std::string> extra, int world, const std::string& text) {
+    const std::string e = validation_error(std::move(extra), world);
+    EXPECT_NE(e.find(text), std::string::npos) << "got: " << e;
+  };
+  const std::vector<std::string> zero2 = {"--use-custom-fsdp", "--use-distributed-optimizer",
+                                          "--data-parallel-sharding-strategy", "optim_grads",
+                                          "--no-gradient-accumulation-fusion"};
+  EXPECT_EQ(validation_error(zero2, 2), "");
+  {  // optim_grads turns the overlapped reduction on; no_shard turns the optimizer sharding off.
+    auto parsed = parse_with(zero2);
+    ASSERT_TRUE(parsed.ok());
+    Configs c = parsed->configs;
+    ASSERT_TRUE(validate_configs(c, 2).ok());
+    EXPECT_TRUE(c.parallel.overlap_grad_reduce);
+    EXPECT_TRUE(c.parallel.shard_gradients());
+    auto no_shard = parse_with({"--use-custom-fsdp", "--use-distributed-optimizer"});
+    ASSERT_TRUE(no_shard.ok());
+    Configs d = no_shard->configs;
+    ASSERT_TRUE(validate_configs(d, 2).ok());
+    EXPECT_FALSE(d.parallel.use_distributed_optimizer);
+    EXPECT_FALSE(d.parallel.shard_gradients());
+  }
+  refused({"--use-custom-fsdp"}, 2, "only supported with distributed optimizer");
+  refused({"--data-parallel-sharding-strategy", "optim"}, 2, "needs --use-custom-fsdp");
+  refused({"--use-custom-fsdp", "--use-distributed-optimizer", "--data-parallel-sharding-strategy", "optim_grads"}, 2,
+          "add --no-gradient-accumulation-fusion");
+  refused({"--use-custom-fsdp", "--use-distributed-optimizer", "--data-parallel-sharding-strategy",
+           "optim_grads_params", "--no-gradient-accumulation-fusion"},
+          2, "optim_grads_params (parameters sharded, gathered per layer) is not implemented yet");
+  refused({"--use-custom-fsdp", "--use-distributed-optimizer", "--pipeline-model-parallel-size", "2"}, 2,
+          "does not work with pipeline parallelism");
 }
 
 TEST(Validate, ContextParallelRules) {

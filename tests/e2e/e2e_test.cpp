@@ -166,9 +166,9 @@ TEST(EndToEnd, MixtureOfExpertsTrainsAndLogsItsLosses) {
 }
 
 TEST(EndToEnd, UnimplementedFlagStopsEveryRank) {
-  const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --use-custom-fsdp");
+  const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --use-torch-fsdp2");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--use-custom-fsdp is a Megatron-LM flag"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--use-torch-fsdp2 is a Megatron-LM flag"), std::string::npos) << r.output;
   EXPECT_LT(r.seconds, 30.0);
 }
 

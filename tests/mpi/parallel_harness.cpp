@@ -271,11 +271,20 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   bo.data_parallel_size = ps->dp_cp().size();
   bo.expert_data_parallel_size = ps->expert_dp().size();
   bo.bucket_size = single ? 0 : layout.bucket_size;
+  // Megatron's custom FSDP: a bucket per module; no_shard is DDP, optim the distributed
+  // optimizer, optim_grads also shards the gradients (and overlaps their reduction).
+  const bool fsdp = !single && layout.custom_fsdp;
+  if (fsdp) {
+    bo.bucket_per_module = true;
+    bo.pad_for_distributed_optimizer = layout.fsdp_sharding != FsdpShardingStrategy::kNoShard;
+    bo.shard_grads = layout.fsdp_sharding == FsdpShardingStrategy::kOptimGrads;
+  }
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
   initialize_parameters(model.registry(), run.seed, *ps);
   DdpConfig dc;
   dc.use_distributed_optimizer = bo.pad_for_distributed_optimizer;
-  dc.overlap_grad_reduce = !single && layout.overlap_grad_reduce;
+  dc.shard_grads = bo.shard_grads;
+  dc.overlap_grad_reduce = !single && (layout.overlap_grad_reduce || bo.shard_grads);
   dc.overlap_param_gather = !single && layout.overlap_param_gather;
   DistributedDataParallel ddp(buffer, *ps, dc, backend, alloc);
   OptimizerConfig oc;

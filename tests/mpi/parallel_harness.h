@@ -53,6 +53,9 @@ struct LayoutOptions {
   int ep = 1;                  ///< --expert-model-parallel-size
   int etp = 0;                 ///< --expert-tensor-parallel-size (0: tp)
   bool tp_extend_ep = false;   ///< --moe-tp-extend-ep
+  // Megatron's custom FSDP (--use-custom-fsdp --data-parallel-sharding-strategy).
+  bool custom_fsdp = false;
+  FsdpShardingStrategy fsdp_sharding = FsdpShardingStrategy::kNoShard;
 };
 
 struct RunOptions {

@@ -52,6 +52,8 @@ LossSums OutputLayerLoss::forward(const ForwardContext& outer, const MicroBatch&
                                   float loss_scale, float* dx_local) const {
   ModuleScope scope(outer, {weight_}, ModuleScope::Pass::kForward);
   const ForwardContext& ctx = scope.ctx();
+  // The loss gradient is folded into forward: the weight gradient is written here.
+  if (dx_local != nullptr && ctx.hooks != nullptr) ctx.hooks->prepare_grads({weight_});
   Allocator& a = *ctx.alloc;
   const int64_t B = mb.B, T = mb.T, N = B * T, H = hidden_, V = vocab_local_;
   // Labels, loss mask and per-token gradient scale in [s, b] row order.

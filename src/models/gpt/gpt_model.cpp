@@ -74,6 +74,7 @@ Tensor GPTModel::backward_from(const ForwardContext& ctx, const MicroBatch& mb, 
   }
   Tensor dinput = decoder_->backward(ctx, mb, std::move(output_grad), saved.decoder);
   if (!options_.pre_process) return dinput;
+  if (ctx.hooks != nullptr) ctx.hooks->prepare_grads(embedding_params_);
   if (ctx.wgrad_queue != nullptr) {
     // The embedding's whole backward is its weight gradient: queued, in backward order.
     auto job = [this, batch = std::make_shared<MicroBatch>(mb), dout = std::make_shared<Tensor>(std::move(dinput)),
