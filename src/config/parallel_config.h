@@ -46,8 +46,13 @@ struct ParallelConfig {
   /// derives use_distributed_optimizer (no_shard: off) and overlap_grad_reduce (optim_grads: on).
   bool use_custom_fsdp = false;
   FsdpShardingStrategy fsdp_sharding = FsdpShardingStrategy::kNoShard;
-  /// Gradients live only as this rank's shards between micro-batches (FSDP optim_grads).
-  bool shard_gradients() const { return use_custom_fsdp && fsdp_sharding == FsdpShardingStrategy::kOptimGrads; }
+  /// Gradients live only as this rank's shards between micro-batches (FSDP optim_grads and up).
+  bool shard_gradients() const {
+    return use_custom_fsdp && (fsdp_sharding == FsdpShardingStrategy::kOptimGrads ||
+                               fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams);
+  }
+  /// Parameters too live as shards, gathered per module (FSDP optim_grads_params).
+  bool shard_parameters() const { return use_custom_fsdp && fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams; }
   bool overlap_grad_reduce = false;      ///< --overlap-grad-reduce
   bool overlap_param_gather = false;     ///< --overlap-param-gather
   int64_t ddp_bucket_size = 0;           ///< --ddp-bucket-size (elements); 0 = Megatron's default

@@ -259,13 +259,10 @@ Status validate_fsdp(ParallelConfig& p) {
     return invalid_argument("--use-custom-fsdp only supported with distributed optimizer: add "
                             "--use-distributed-optimizer (Megatron's rule)");
   }
-  if (p.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams) {
-    return unimplemented("--data-parallel-sharding-strategy optim_grads_params (parameters sharded, gathered per "
-                         "layer) is not implemented yet; use optim_grads (optimizer state and gradients sharded)");
-  }
-  if (p.fsdp_sharding == FsdpShardingStrategy::kOptimGrads && p.gradient_accumulation_fusion) {
-    return invalid_argument("--data-parallel-sharding-strategy optim_grads is not supported with gradient "
-                            "accumulation fusion: add --no-gradient-accumulation-fusion (Megatron's rule)");
+  if (p.shard_gradients() && p.gradient_accumulation_fusion) {
+    return invalid_argument("--data-parallel-sharding-strategy optim_grads and optim_grads_params are not "
+                            "supported with gradient accumulation fusion: add --no-gradient-accumulation-fusion "
+                            "(Megatron's rule)");
   }
   if (p.pipeline_model_parallel_size > 1 || p.dualpipev) {
     return invalid_argument("--use-custom-fsdp does not work with pipeline parallelism (MindSpeed supports FSDP "
@@ -273,7 +270,8 @@ Status validate_fsdp(ParallelConfig& p) {
   }
   // What each strategy means for the data-parallel machinery (Megatron's arguments.py).
   if (p.fsdp_sharding == FsdpShardingStrategy::kNoShard) p.use_distributed_optimizer = false;  // nothing sharded
-  if (p.fsdp_sharding == FsdpShardingStrategy::kOptimGrads) p.overlap_grad_reduce = true;
+  if (p.shard_gradients()) p.overlap_grad_reduce = true;
+  if (p.shard_parameters()) p.overlap_param_gather = true;
   return ok_status();
 }
 

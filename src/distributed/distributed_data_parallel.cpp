@@ -25,6 +25,12 @@ DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, con
                                   MemoryCategory::kCommunication);
     }
   }
+  MS_CHECK(!config.shard_params || config.shard_grads, "sharded parameters need sharded gradients");
+  if (config.shard_params) {
+    std::vector<int> ranks;
+    for (const Bucket& b : buckets) ranks.push_back(group_of(b).rank());
+    buffer.shard_params(ranks);
+  }
   for (Parameter* p : buffer.params()) {
     if (p->spec.sequence_parallel) sequence_parallel_params_.push_back(p);
     if (p->spec.shared_embedding) embedding_group_params_.push_back(p);
@@ -175,6 +181,12 @@ void DistributedDataParallel::launch_param_sync(size_t b) {
 }
 
 void DistributedDataParallel::start_param_sync() {
+  // ZeRO-3: the updated shards stay sharded; each unit is gathered when next used (a unit
+  // still resident from before the step would be stale).
+  if (config_.shard_params) {
+    release_all_params();
+    return;
+  }
   if (!config_.use_distributed_optimizer) return;
   // Forward order is the reverse of the buffer order.
   for (size_t b = buffer_.buckets().size(); b-- > 0;) launch_param_sync(b);
@@ -190,7 +202,78 @@ void DistributedDataParallel::finish_param_sync() {
   }
 }
 
+void DistributedDataParallel::gather_params(size_t b) {
+  if (param_work_[b]) {  // prefetched
+    param_work_[b]->wait();
+    param_work_[b].reset();
+    return;
+  }
+  if (buffer_.bucket_params_resident(b)) return;
+  prefetch_params(static_cast<int64_t>(b));
+  param_work_[b]->wait();
+  param_work_[b].reset();
+}
+
+void DistributedDataParallel::prefetch_params(int64_t b) {
+  if (b < 0 || b >= static_cast<int64_t>(buffer_.buckets().size())) return;
+  const size_t u = static_cast<size_t>(b);
+  if (param_work_[u] || buffer_.bucket_params_resident(u)) return;
+  const Bucket& bucket = buffer_.buckets()[u];
+  ProcessGroup& group = group_of(bucket);
+  void* full = buffer_.allocate_bucket_params(u);
+  const int64_t shard_bytes = bucket.numel / group.size() * dtype_size(buffer_.param_dtype());
+  param_work_[u] = group.all_gather_bytes_async(full, buffer_.bucket_param_shard(u), shard_bytes);
+}
+
+void DistributedDataParallel::before_backward(const std::vector<Parameter*>& params) {
+  prepare_grads(params);
+  if (!config_.shard_params || params.empty()) return;
+  size_t last = 0;
+  for (Parameter* p : params) {
+    const size_t b = bucket_of(p);
+    gather_params(b);
+    last = std::max(last, b);
+  }
+  prefetch_params(static_cast<int64_t>(last) + 1);  // backward runs up the buffer
+}
+
+void DistributedDataParallel::after_use(const std::vector<Parameter*>& params) {
+  if (!config_.shard_params) return;
+  for (Parameter* p : params) {
+    const size_t b = bucket_of(p);
+    if (param_work_[b]) continue;  // a prefetch of this unit is in flight (used again next)
+    buffer_.release_bucket_params(b);
+  }
+}
+
+void DistributedDataParallel::gather_all_params() {
+  if (!config_.shard_params) return;
+  for (size_t b = 0; b < buffer_.buckets().size(); ++b) gather_params(b);
+}
+
+void DistributedDataParallel::release_all_params() {
+  if (!config_.shard_params) return;
+  for (size_t b = 0; b < buffer_.buckets().size(); ++b) {
+    if (param_work_[b]) {
+      param_work_[b]->wait();
+      param_work_[b].reset();
+    }
+    buffer_.release_bucket_params(b);
+  }
+}
+
 void DistributedDataParallel::before_forward(const std::vector<Parameter*>& params) {
+  if (config_.shard_params) {
+    if (params.empty()) return;
+    size_t first = buffer_.buckets().size();
+    for (Parameter* p : params) {
+      const size_t b = bucket_of(p);
+      gather_params(b);
+      first = std::min(first, b);
+    }
+    prefetch_params(static_cast<int64_t>(first) - 1);  // forward runs down the buffer
+    return;
+  }
   for (Parameter* p : params) {
     auto& w = param_work_[bucket_of(p)];
     if (w) {

@@ -17,6 +17,11 @@
 //    its module's backward (prepare_grads) until every parameter in it reported (grads_ready, in
 //    every micro-batch): then it is scaled, reduce-scattered in the background, and the shard is
 //    added to this rank's gradient shard; the full gradient is freed when that completes.
+//  * FSDP optim_grads_params (DdpConfig::shard_params, ZeRO-3): each rank keeps its shard of
+//    every unit's parameters; a module's scope all-gathers its units before use (waiting for
+//    the prefetch when one was started), starts the next unit's gather (forward order going
+//    down the buffer, backward order up), and frees them when the scope ends. The optimizer
+//    updates the shards in place; nothing is gathered after the step.
 #pragma once
 
 #include <memory>
@@ -35,6 +40,7 @@ struct DdpConfig {
   bool overlap_param_gather = false;
   bool use_distributed_optimizer = false;
   bool shard_grads = false;  ///< FSDP optim_grads (needs the buffer's shard_grads)
+  bool shard_params = false;  ///< FSDP optim_grads_params (with shard_grads)
 };
 
 class DistributedDataParallel final : public ParameterHooks {
@@ -58,6 +64,11 @@ class DistributedDataParallel final : public ParameterHooks {
   // ParameterHooks
   void before_forward(const std::vector<Parameter*>& params) override;
   void prepare_grads(const std::vector<Parameter*>& params) override;
+  void before_backward(const std::vector<Parameter*>& params) override;
+  void after_use(const std::vector<Parameter*>& params) override;
+  /// ZeRO-3: every unit's parameters gathered (checkpoint inspection, tests), and freed again.
+  void gather_all_params();
+  void release_all_params();
   void grads_ready(const std::vector<Parameter*>& params) override;
 
   const DdpConfig& config() const { return config_; }
@@ -75,6 +86,10 @@ class DistributedDataParallel final : public ParameterHooks {
   /// shard_grads: adds each finished reduce-scatter into the gradient shard and frees the
   /// bucket's full gradient (all of them when `wait`, else the completed ones).
   void reap_sharded(bool wait);
+  /// ZeRO-3: bucket b's parameters resident (waiting for its prefetch, or gathering now), and
+  /// a background gather of bucket b started (no-op if resident or in flight, or b out of range).
+  void gather_params(size_t b);
+  void prefetch_params(int64_t b);
 
   ParamAndGradBuffer& buffer_;
   const ParallelState& ps_;

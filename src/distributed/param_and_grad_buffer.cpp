@@ -27,7 +27,7 @@ std::string module_of(const std::string& name) {
 
 ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc,
                                        const BufferOptions& options)
-    : alloc_(alloc) {
+    : alloc_(alloc), param_dtype_(options.param_dtype) {
   MS_CHECK(!options.shard_grads || options.pad_for_distributed_optimizer,
            "sharded gradients need the distributed optimizer's bucket padding");
   MS_CHECK(options.param_dtype == DType::kFloat32 || options.param_dtype == DType::kBFloat16,
@@ -77,6 +77,7 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
       shard_offsets_.push_back(shards);
       shards += b.numel / dp;
     }
+    shard_offsets_.push_back(shards);  // the end
     grad_shards_ = Tensor::zeros(alloc, Shape{shards}, DType::kFloat32, MemoryCategory::kGradients);
     bucket_grads_.resize(buckets_.size());
   } else {
@@ -99,6 +100,38 @@ void ParamAndGradBuffer::allocate_bucket_grad(size_t b, const Backend& backend) 
   for (Parameter* p : bucket.params) {
     p->main_grad.data = bucket_grads_[b].f32() + (p->buffer_offset - bucket.offset);
   }
+}
+
+void ParamAndGradBuffer::shard_params(const std::vector<int>& bucket_rank) {
+  MS_CHECK(!shard_offsets_.empty() && param_shards_.empty(), "shard_params needs shard_grads, once");
+  const int64_t width = dtype_size(param_dtype_);
+  param_shards_ = Tensor(alloc_, Shape{shard_offsets_.back()}, param_dtype_, MemoryCategory::kParameters);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const int64_t shard = shard_offsets_[b + 1] - shard_offsets_[b];
+    std::memcpy(bucket_param_shard(b),
+                static_cast<const char*>(params_.data()) + (buckets_[b].offset + bucket_rank[b] * shard) * width,
+                static_cast<size_t>(shard * width));
+  }
+  params_.reset();
+  for (Parameter* p : order_) p->data.data = nullptr;
+  bucket_params_.resize(buckets_.size());
+}
+
+void* ParamAndGradBuffer::allocate_bucket_params(size_t b) {
+  const Bucket& bucket = buckets_[b];
+  if (bucket_params_[b].empty()) {
+    bucket_params_[b] = Tensor(alloc_, Shape{bucket.numel}, param_dtype_, MemoryCategory::kParameters);
+    const int64_t width = dtype_size(param_dtype_);
+    for (Parameter* p : bucket.params) {
+      p->data.data = static_cast<char*>(bucket_params_[b].data()) + (p->buffer_offset - bucket.offset) * width;
+    }
+  }
+  return bucket_params_[b].data();
+}
+
+void ParamAndGradBuffer::release_bucket_params(size_t b) {
+  for (Parameter* p : buckets_[b].params) p->data.data = nullptr;
+  bucket_params_[b].reset();
 }
 
 void ParamAndGradBuffer::release_bucket_grad(size_t b) {

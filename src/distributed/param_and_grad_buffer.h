@@ -10,7 +10,10 @@
 // optim_grads the gradients exist in full only while a unit's backward produces them (a
 // transient bucket gradient, allocate_bucket_grad / release_bucket_grad); between
 // micro-batches and for the optimizer each rank keeps only its shard of every bucket, laid out
-// as the distributed optimizer's shard-local arrays (shard_grads()).
+// as the distributed optimizer's shard-local arrays (shard_grads()). With optim_grads_params
+// (ZeRO-3) the parameters too: after shard_params() each rank keeps its shard of every bucket
+// (param_shards(), the same layout), and a unit's full parameters exist only while a module
+// uses them (gather_bucket_params / release_bucket_params; the DDP does the all-gather).
 #pragma once
 
 #include <cstdint>
@@ -44,8 +47,9 @@ class ParamAndGradBuffer {
   ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc, const BufferOptions& options);
 
   int64_t numel() const { return numel_; }
-  DType param_dtype() const { return params_.dtype(); }
-  void* param_data() const { return params_.data(); }
+  DType param_dtype() const { return param_dtype_; }
+  /// The whole parameter buffer (null after shard_params: there is none).
+  void* param_data() const { return params_.empty() ? nullptr : params_.data(); }
   /// The whole gradient buffer (null with shard_grads: there is none).
   float* grad_data() const { return grads_.empty() ? nullptr : grads_.f32(); }
   /// shard_grads: this rank's gradient shards of every bucket, concatenated in bucket order
@@ -57,6 +61,20 @@ class ParamAndGradBuffer {
   /// into it (no-op when it exists), and back to nothing (views null).
   void allocate_bucket_grad(size_t b, const Backend& backend);
   void release_bucket_grad(size_t b);
+  /// ZeRO-3: keep only this rank's shard of every bucket's parameters (bucket_rank[b]: the
+  /// rank in the bucket's data-parallel group); the whole parameter buffer is freed and the
+  /// parameters' data views are null until gathered.
+  void shard_params(const std::vector<int>& bucket_rank);
+  /// shard_params: the shards, concatenated in bucket order ([sum of numel / dp], param dtype).
+  void* param_shards() const { return param_shards_.empty() ? nullptr : param_shards_.data(); }
+  void* bucket_param_shard(size_t b) const {
+    return static_cast<char*>(param_shards_.data()) + shard_offsets_[b] * dtype_size(param_dtype());
+  }
+  /// shard_params: storage for bucket b's full parameters, the views pointing into it (the
+  /// caller all-gathers into it); and back to nothing.
+  void* allocate_bucket_params(size_t b);
+  void release_bucket_params(size_t b);
+  bool bucket_params_resident(size_t b) const { return !bucket_params_[b].empty(); }
   /// shard_grads: bucket b's full gradient while allocated (else null).
   float* bucket_grad(size_t b) const { return bucket_grads_[b].empty() ? nullptr : bucket_grads_[b].f32(); }
   const std::vector<Bucket>& buckets() const { return buckets_; }
@@ -72,6 +90,9 @@ class ParamAndGradBuffer {
   Tensor grad_shards_;                 ///< shard_grads
   std::vector<int64_t> shard_offsets_;  ///< shard_grads: bucket -> its shard in grad_shards_
   std::vector<Tensor> bucket_grads_;    ///< shard_grads: transient full bucket gradients
+  DType param_dtype_ = DType::kFloat32;
+  Tensor param_shards_;                 ///< shard_params
+  std::vector<Tensor> bucket_params_;   ///< shard_params: transient full bucket parameters
   std::vector<Bucket> buckets_;
   std::vector<Parameter*> order_;
 };

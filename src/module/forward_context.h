@@ -72,6 +72,10 @@ class ParameterHooks {
   /// Before a module writes its parameters' gradients (its backward; the fused output layer's
   /// forward): FSDP with sharded gradients gives them storage here.
   virtual void prepare_grads(const std::vector<Parameter*>& params) {}
+  /// Before a module's backward (its weights are read again, its gradients written).
+  virtual void before_backward(const std::vector<Parameter*>& params) { prepare_grads(params); }
+  /// After a module's forward or backward scope: FSDP with sharded parameters frees them.
+  virtual void after_use(const std::vector<Parameter*>& params) {}
   virtual void grads_ready(const std::vector<Parameter*>& params) = 0;
 };
 

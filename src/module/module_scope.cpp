@@ -6,12 +6,16 @@
 namespace mindspeed {
 
 ModuleScope::ModuleScope(const ForwardContext& outer, const std::vector<Parameter*>& params, Pass pass)
-    : ctx_(outer) {
+    : params_(params), ctx_(outer) {
   // First wait for the parameters (a pending all-gather writes them), then read them.
   if (pass == Pass::kForward && outer.hooks != nullptr) outer.hooks->before_forward(params);
-  if (pass == Pass::kBackward && outer.hooks != nullptr && outer.training) outer.hooks->prepare_grads(params);
+  if (pass == Pass::kBackward && outer.hooks != nullptr && outer.training) outer.hooks->before_backward(params);
   weights_.convert(*outer.backend, *outer.alloc, params);
   ctx_.weights = &weights_;
+}
+
+ModuleScope::~ModuleScope() {
+  if (ctx_.hooks != nullptr) ctx_.hooks->after_use(params_);
 }
 
 void notify_grads_ready(const ForwardContext& ctx, const std::vector<Parameter*>& params) {

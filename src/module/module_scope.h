@@ -3,7 +3,8 @@
 // module's parameter all-gather, Megatron's forward pre-hook); during forward or backward,
 // fp32 views of bf16 weights (ComputeWeights); after a backward, the "gradients ready"
 // notification (Megatron's backward hook), which starts bucket reductions -- at once, or
-// queued behind the module's deferred weight-gradient jobs.
+// queued behind the module's deferred weight-gradient jobs. When the scope ends, the
+// after_use hook (FSDP with sharded parameters frees the gathered ones).
 #pragma once
 
 #include <vector>
@@ -17,12 +18,14 @@ class ModuleScope {
  public:
   enum class Pass { kForward, kBackward };
   ModuleScope(const ForwardContext& outer, const std::vector<Parameter*>& params, Pass pass);
+  ~ModuleScope();
   ModuleScope(const ModuleScope&) = delete;
   ModuleScope& operator=(const ModuleScope&) = delete;
   /// The context for the module's kernels (outer context + these weights).
   const ForwardContext& ctx() const { return ctx_; }
 
  private:
+  std::vector<Parameter*> params_;  ///< a copy: callers may pass a temporary list
   ComputeWeights weights_;
   ForwardContext ctx_;
 };

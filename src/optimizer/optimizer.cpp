@@ -56,10 +56,9 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
     // bf16 params: fp32 main copies of the owned elements. fp32 params are their own main
     // copy (Megatron's FP32Optimizer / the distributed optimizer's view of an fp32 param).
     main_params_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
-    const bf16* src = static_cast<const bf16*>(buffer.param_data());
     for (const Segment& s : segments_) {
-      backend.kernels.convert_to_fp32(backend.context, main_params_.f32() + s.shard_offset, src + s.begin,
-                                      s.end - s.begin);
+      backend.kernels.convert_to_fp32(backend.context, main_params_.f32() + s.shard_offset,
+                                      static_cast<const bf16*>(param_of(s)), s.end - s.begin);
     }
   }
 }
@@ -68,6 +67,13 @@ float* Optimizer::grad_of(const Segment& s) const {
   // FSDP optim_grads: only this rank's shards exist, laid out as the shard-local state.
   if (float* shards = buffer_.shard_grads()) return shards + s.shard_offset;
   return buffer_.grad_data() + s.begin;
+}
+
+void* Optimizer::param_of(const Segment& s) const {
+  // FSDP optim_grads_params: the parameters too exist only as this rank's shards.
+  const int64_t width = dtype_size(buffer_.param_dtype());
+  if (void* shards = buffer_.param_shards()) return static_cast<char*>(shards) + s.shard_offset * width;
+  return static_cast<char*>(buffer_.param_data()) + s.begin * width;
 }
 
 double Optimizer::grad_norm() const {
@@ -103,8 +109,7 @@ Optimizer::StepResult Optimizer::step(double lr) {
   const bool bf16_params = buffer_.param_dtype() == DType::kBFloat16;
   for (const Segment& s : segments_) {
     const int64_t n = s.end - s.begin;
-    float* param = bf16_params ? main_params_.f32() + s.shard_offset
-                               : static_cast<float*>(buffer_.param_data()) + s.begin;
+    float* param = bf16_params ? main_params_.f32() + s.shard_offset : static_cast<float*>(param_of(s));
     backend_.kernels.adamw_step(backend_.context, param, exp_avg_.f32() + s.shard_offset, exp_avg_sq_.f32() + s.shard_offset,
                         grad_of(s), n, static_cast<float>(lr), config_.adam_beta1,
                         config_.adam_beta2, config_.adam_eps,
@@ -116,10 +121,10 @@ Optimizer::StepResult Optimizer::step(double lr) {
 
 void Optimizer::copy_main_to_model_params() {
   if (main_params_.empty()) return;
-  bf16* dst = static_cast<bf16*>(buffer_.param_data());
   const float* src = main_params_.f32();
   for (const Segment& s : segments_) {
-    backend_.kernels.convert_to_bf16(backend_.context, dst + s.begin, src + s.shard_offset, s.end - s.begin);
+    backend_.kernels.convert_to_bf16(backend_.context, static_cast<bf16*>(param_of(s)), src + s.shard_offset,
+                                     s.end - s.begin);
   }
 }
 

@@ -62,6 +62,9 @@ class Optimizer {
   /// The gradient of a segment's elements: in the gradient buffer, or in the buffer's
   /// gradient shards (FSDP optim_grads).
   float* grad_of(const Segment& s) const;
+  /// The (model-dtype) parameters of a segment's elements: in the parameter buffer, or in its
+  /// shards (FSDP optim_grads_params).
+  void* param_of(const Segment& s) const;
 
   OptimizerConfig config_;
   ParamAndGradBuffer& buffer_;

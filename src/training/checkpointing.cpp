@@ -351,8 +351,11 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
       for (const char* kind : kKinds) {
         const bool is_param = std::string(kind) == "param";
         if (!is_param && !save_optimizer) continue;
-        const float* src = is_param ? (bf16 ? t.optimizer.main_params() + r.shard
-                                            : static_cast<const float*>(t.buffer.param_data()) + p->buffer_offset + r.lo)
+        // fp32 parameters: the buffer, or its shards (FSDP optim_grads_params: owned = shard).
+        const float* fp32_params = t.buffer.param_shards() != nullptr
+                                       ? static_cast<const float*>(t.buffer.param_shards()) + r.shard
+                                       : static_cast<const float*>(t.buffer.param_data()) + p->buffer_offset + r.lo;
+        const float* src = is_param ? (bf16 ? t.optimizer.main_params() + r.shard : fp32_params)
                            : std::string(kind) == "exp_avg" ? t.optimizer.exp_avg() + r.shard
                                                             : t.optimizer.exp_avg_sq() + r.shard;
         Chunk c{kind, p->spec.name, file, std::string(kind) + "/" + p->spec.name + "#" + std::to_string(r.lo),
@@ -644,7 +647,18 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
         std::vector<float> mine(static_cast<size_t>(n));
         const ShardCoords at = shard_coords(p.spec, ps);
         MS_RETURN_IF_ERROR(index.read_shard(kind, source, at.rank, at.count, mine.data()));
-        if (is_param) {
+        if (is_param && target.buffer.param_shards() != nullptr) {
+          // FSDP optim_grads_params: only this rank's shards exist (owned by its optimizer).
+          for (const OwnedRange& r : owned_by_optimizer) {
+            if (bf16) {
+              ::mindspeed::bf16* shard = static_cast<::mindspeed::bf16*>(target.buffer.param_shards()) + r.shard;
+              for (int64_t i = r.lo; i < r.hi; ++i) shard[i - r.lo] = float_to_bf16(mine[static_cast<size_t>(i)]);
+              std::copy(mine.begin() + r.lo, mine.begin() + r.hi, target.optimizer.main_params() + r.shard);
+            } else {
+              std::copy(mine.begin() + r.lo, mine.begin() + r.hi, static_cast<float*>(target.buffer.param_shards()) + r.shard);
+            }
+          }
+        } else if (is_param) {
           if (bf16) {
             for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(mine[i]);
             for (const OwnedRange& r : owned_by_optimizer) {

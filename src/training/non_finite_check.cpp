@@ -11,6 +11,9 @@ namespace {
 
 // Non-finite elements of a parameter's weights (fp32 or bf16 storage).
 int64_t nonfinite_weights(const Parameter& p, const Backend& backend, Allocator& alloc) {
+  // FSDP optim_grads_params: between uses a parameter exists only as data-parallel shards
+  // (not inspected here).
+  if (p.data.data == nullptr) return 0;
   if (p.data.dtype == DType::kFloat32) {
     return backend.kernels.count_nonfinite(backend.context, p.data.f32(), p.local_shape.numel());
   }

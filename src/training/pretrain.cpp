@@ -408,6 +408,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.overlap_param_gather = c.parallel.overlap_param_gather;
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
   dconf.shard_grads = c.parallel.shard_gradients();
+  dconf.shard_params = c.parallel.shard_parameters();
   DistributedDataParallel ddp(buffer, ps, dconf, backend, alloc);
   Optimizer optimizer(c.optimizer, buffer, ps, alloc, backend, c.parallel.use_distributed_optimizer);
   const CheckpointTarget checkpoint_target{registry, buffer, optimizer, ps};

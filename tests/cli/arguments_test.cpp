@@ -532,9 +532,19 @@ TEST(Validate, CustomFsdpRules) {
   refused({"--data-parallel-sharding-strategy", "optim"}, 2, "needs --use-custom-fsdp");
   refused({"--use-custom-fsdp", "--use-distributed-optimizer", "--data-parallel-sharding-strategy", "optim_grads"}, 2,
           "add --no-gradient-accumulation-fusion");
+  {  // optim_grads_params: parameters sharded too, gathers overlapped.
+    auto parsed = parse_with({"--use-custom-fsdp", "--use-distributed-optimizer", "--data-parallel-sharding-strategy",
+                              "optim_grads_params", "--no-gradient-accumulation-fusion"});
+    ASSERT_TRUE(parsed.ok());
+    Configs c = parsed->configs;
+    ASSERT_TRUE(validate_configs(c, 2).ok());
+    EXPECT_TRUE(c.parallel.shard_parameters());
+    EXPECT_TRUE(c.parallel.shard_gradients());
+    EXPECT_TRUE(c.parallel.overlap_param_gather);
+  }
   refused({"--use-custom-fsdp", "--use-distributed-optimizer", "--data-parallel-sharding-strategy",
-           "optim_grads_params", "--no-gradient-accumulation-fusion"},
-          2, "optim_grads_params (parameters sharded, gathered per layer) is not implemented yet");
+           "optim_grads_params"},
+          2, "add --no-gradient-accumulation-fusion");
   refused({"--use-custom-fsdp", "--use-distributed-optimizer", "--pipeline-model-parallel-size", "2"}, 2,
           "does not work with pipeline parallelism");
 }

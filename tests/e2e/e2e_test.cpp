@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "run_command.h"
+#include "scratch_dir.h"
 
 namespace {
 
@@ -131,6 +132,33 @@ TEST(EndToEnd, RecomputeRunsLogTheBitsOfThePlainRun) {
     EXPECT_EQ(numbers(r->output), want) << r->output;
   }
   EXPECT_NE(swap.output.find("swapped (current/peak MiB): activations"), std::string::npos) << swap.output;
+}
+
+// Megatron's custom FSDP through the flags: ZeRO-3 (optim_grads_params) logs the losses of the
+// distributed-optimizer run, saves a checkpoint from its parameter shards, and both ZeRO-3 and
+// plain DDP resume from it to the same numbers.
+TEST(EndToEnd, FsdpRunsLogTheLossesOfDdpAndResume) {
+  const mindspeed::testing::ScratchDir scratch("e2e_fsdp");
+  const std::string dir = scratch.file("ckpt");
+  const std::string args = kTiny + " --train-iters 10 --log-interval 5 --eval-interval 10 --eval-iters 1"
+                                   " --attention-dropout 0 --hidden-dropout 0 --use-distributed-optimizer";
+  const std::string zero3 =
+      " --use-custom-fsdp --data-parallel-sharding-strategy optim_grads_params --no-gradient-accumulation-fusion";
+  const Result ddp = run(kMpirun + " -np 2 " + kBin + args);
+  const Result fsdp = run(kMpirun + " -np 2 " + kBin + args + zero3 + " --save " + dir + " --save-interval 5");
+  const Result resumed = run(kMpirun + " -np 2 " + kBin + args + zero3 + " --load " + dir + " --ckpt-step 5");
+  const Result ddp_resumed = run(kMpirun + " -np 2 " + kBin + args + " --load " + dir + " --ckpt-step 5");
+  for (const Result* r : {&ddp, &fsdp, &resumed, &ddp_resumed}) ASSERT_EQ(r->exit_code, 0) << r->output;
+  const auto want = logged_losses(ddp.output);
+  ASSERT_EQ(want.size(), 2u) << ddp.output;
+  const auto got = logged_losses(fsdp.output);
+  ASSERT_EQ(got.size(), 2u) << fsdp.output;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
+  for (const Result* r : {&resumed, &ddp_resumed}) {
+    const auto tail = logged_losses(r->output);
+    ASSERT_EQ(tail.size(), 1u) << r->output;
+    EXPECT_NEAR(tail[0], want[1], 1e-5 * want[1]) << r->output;
+  }
 }
 
 // A Mixtral-style MoE trains under pretrain_gpt with its aux and z losses in the iteration

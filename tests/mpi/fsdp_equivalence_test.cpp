@@ -1,7 +1,8 @@
 // Megatron's custom FSDP (--use-custom-fsdp --data-parallel-sharding-strategy) against DDP on
 // the same layout, weights and data (dropout on): no_shard, optim (ZeRO-1) and optim_grads
 // (ZeRO-2: a unit's gradient reduce-scattered after every micro-batch's backward and kept only
-// as this rank's shard) give the DDP run's losses, gradient norms, evaluations and final
+// as this rank's shard) and optim_grads_params (ZeRO-3: the parameters too kept as shards and
+// gathered per module) give the DDP run's losses, gradient norms, evaluations and final
 // weights within 1e-5 (fp32; the per-micro-batch reduction sums in another order), and the
 // bytes per rank follow the formulas: parameters 4N (2N bf16), gradients 4N (no_shard, optim)
 // or 4N/dp (optim_grads), optimizer state 8N (no_shard) or 8N/dp (12 with bf16's fp32 main
@@ -74,15 +75,28 @@ TEST_P(FsdpEquivalence, MatchesDdpAndShardsWhatItSays) {
       ASSERT_NEAR(g[i], w[i], 1e-5 * std::fabs(w[i]) + 1e-6) << name << "[" << i << "]";
     }
   }
-  // Bytes per rank against the formulas (N: this rank's elements; padding per unit).
+  // Bytes per rank against the formulas (N: this rank's elements; P: N padded per FSDP unit).
   const int dp = c.world / (c.layout.tp * c.layout.cp * c.layout.pp);
   const double n = static_cast<double>(got.num_params_local);
   const double param_width = c.layout.bf16 ? 2.0 : 4.0;
   const double state_width =
       c.layout.bf16 ? 12.0 : 8.0;  // m, v (+ the fp32 main parameters with bf16)
-  const double padded = static_cast<double>(got.param_bytes) / param_width;  // parameters, padded
+  const bool zero3 = c.strategy == FsdpShardingStrategy::kOptimGradsParams;
+  // P from the gradient shards under ZeRO-3 (everything is sharded there), else from the
+  // parameters.
+  const double padded = zero3 ? static_cast<double>(got.grad_bytes) / 4.0 * dp
+                              : static_cast<double>(got.param_bytes) / param_width;
   EXPECT_GE(padded, n);
   EXPECT_LT(padded, n * 1.6) << "padding of the FSDP units";
+  if (c.moe) {  // experts shard over expert-dp (1 here), the rest over dp: only the direction
+    if (c.strategy != FsdpShardingStrategy::kNoShard) {
+      EXPECT_LT(got.grad_bytes, want.grad_bytes);
+    }
+    if (zero3) {
+      EXPECT_LT(got.param_bytes, want.param_bytes);
+    }
+    return;
+  }
   switch (c.strategy) {
     case FsdpShardingStrategy::kNoShard:
       EXPECT_EQ(static_cast<double>(got.grad_bytes), 4.0 * padded);
@@ -94,13 +108,15 @@ TEST_P(FsdpEquivalence, MatchesDdpAndShardsWhatItSays) {
       EXPECT_EQ(static_cast<double>(got.optimizer_bytes), state_width * padded / dp);
       break;
     case FsdpShardingStrategy::kOptimGrads:
+      EXPECT_EQ(static_cast<double>(got.grad_bytes), 4.0 * padded / dp)
+          << "gradients: this rank's shards only";
+      EXPECT_EQ(static_cast<double>(got.optimizer_bytes), state_width * padded / dp);
+      break;
     case FsdpShardingStrategy::kOptimGradsParams:
-      if (!c.moe) {
-        EXPECT_EQ(static_cast<double>(got.grad_bytes), 4.0 * padded / dp)
-            << "gradients: this rank's shards only";
-        EXPECT_EQ(static_cast<double>(got.optimizer_bytes), state_width * padded / dp);
-      }
-      EXPECT_LT(got.grad_bytes, want.grad_bytes);
+      EXPECT_EQ(static_cast<double>(got.param_bytes), param_width * padded / dp)
+          << "parameters: shards only";
+      EXPECT_EQ(static_cast<double>(got.optimizer_bytes), state_width * padded / dp);
+      EXPECT_LT(got.param_bytes, want.param_bytes);
       break;
   }
 }

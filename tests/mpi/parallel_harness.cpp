@@ -277,13 +277,15 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   if (fsdp) {
     bo.bucket_per_module = true;
     bo.pad_for_distributed_optimizer = layout.fsdp_sharding != FsdpShardingStrategy::kNoShard;
-    bo.shard_grads = layout.fsdp_sharding == FsdpShardingStrategy::kOptimGrads;
+    bo.shard_grads = layout.fsdp_sharding == FsdpShardingStrategy::kOptimGrads ||
+                     layout.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams;
   }
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
   initialize_parameters(model.registry(), run.seed, *ps);
   DdpConfig dc;
   dc.use_distributed_optimizer = bo.pad_for_distributed_optimizer;
   dc.shard_grads = bo.shard_grads;
+  dc.shard_params = fsdp && layout.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams;
   dc.overlap_grad_reduce = !single && (layout.overlap_grad_reduce || bo.shard_grads);
   dc.overlap_param_gather = !single && layout.overlap_param_gather;
   DistributedDataParallel ddp(buffer, *ps, dc, backend, alloc);
@@ -362,6 +364,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     }
   }
   ddp.finish_param_sync();
+  ddp.gather_all_params();  // FSDP optim_grads_params: the full parameters, to read them
   for (const auto& p : model.registry().params()) {
     if (p->spec.expert_parallel) continue;  // below
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
@@ -395,6 +398,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
       }
     }
   }
+  ddp.release_all_params();
   const MemoryStats stats = alloc.stats();
   result.param_bytes = stats.current_of(MemoryCategory::kParameters);
   result.grad_bytes = stats.current_of(MemoryCategory::kGradients);
