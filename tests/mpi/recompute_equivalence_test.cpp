@@ -289,6 +289,17 @@ const RecomputeCase kCases[] = {
      .recompute = with(full(RecomputeMethod::kUniform, 1),
                        [](RecomputeConfig& r) { r.distribute_saved_activations = true; }),
      .saves_memory = false},
+    // Context parallelism: the recomputed layers exchange their keys and values again.
+    {.name = "cp2_ring_full_uniform_and_norm",
+     .world = 2,
+     .layout = LayoutOptions{.cp = 2},
+     .recompute = activation_and_norm(full(RecomputeMethod::kBlock, 1), -1, -1),
+     .llama = true},
+    {.name = "cp2_ulysses_full_uniform",
+     .world = 2,
+     .layout = LayoutOptions{.cp = 2, .cp_algo = CpAlgo::kUlysses},
+     .recompute = full(RecomputeMethod::kUniform, 1),
+     .llama = true},
     // MindSpeed's --swap-attention: the attention's and norms' saved tensors go to the file tier
     // after each layer's forward and come back one layer ahead in backward. The resident peak
     // is not compared: a tensor stays resident until its write completes, and at these sizes
