@@ -150,6 +150,7 @@ struct Choices {
   bool use_rope_scaling = false;
   std::string rope_scaling_type;
   std::string optimizer = "adam";
+  std::string optimizer_selection = "fused_adamw";
   std::string transformer_impl = "transformer_engine";
   bool use_rotary_position_embeddings = false;
   bool npu_deterministic = false;
@@ -562,6 +563,17 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--adam-beta2", o.adam_beta2, "Adam beta2", between(0, 1, /*hi_open=*/true));
   r.number("--adam-eps", o.adam_eps, "Adam epsilon", above(0));
   r.number("--clip-grad", o.clip_grad, "Global gradient-norm clipping (0 = off)", at_least(0));
+  r.value("--optimizer-selection", ch.optimizer_selection,
+          "MindSpeed: fused_adamw, fused_torch_adamw (both AdamW) or fused_ema_adamw (AdamW + an EMA of the weights)")
+      ->check(CLI::IsMember({"fused_adamw", "fused_torch_adamw", "fused_ema_adamw"}));
+  r.number("--ema-decay", o.ema_decay, "MindSpeed fused_ema_adamw: EMA decay d in s = d*s + (1-d)*w", between(0, 1));
+  r.flag("--reuse-fp32-param", o.reuse_fp32_param,
+         "MindSpeed: the fp32 master weight is the bf16 weight plus a 16-bit residual (bitwise lossless)");
+  r.flag("--o2-optimizer", o.o2_optimizer, "MindSpeed-LLM: Adam moments stored in bf16 (upcast for the update)");
+  r.flag("--swap-optimizer", o.swap_optimizer,
+         "MindSpeed: fp32 master and Adam moments live in the swap tier (--swap-dir), updated slice by slice");
+  r.number("--swap-optimizer-times", o.swap_optimizer_times, "MindSpeed: slices of the swapped optimizer step",
+           between(1, 1 << 20, false, "slices"));
 
   TrainingConfig& t = c.training;
   r.number("--micro-batch-size", t.micro_batch_size, "Samples per micro-batch", between(1, 1 << 24, false, "samples"));
@@ -569,7 +581,7 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
            between(1, 1ll << 40, false, "samples"));
   r.number("--train-iters", t.train_iters, "Training iterations", between(1, 1ll << 40, false, "iterations"));
   r.value("--swap-dir", t.swap_dir,
-          "mindspeed-cpp: directory of the swap tier's file (--swap-attention); default $TMPDIR or /tmp");
+          "mindspeed-cpp: directory of the swap tier's file (--swap-attention, --swap-optimizer); default $TMPDIR or /tmp");
   r.number("--seed", t.seed, "Random seed (initialisation, dropout, data order)",
            between(0, 4294967295.0));
   r.number("--log-interval", t.log_interval, "Iterations between log lines", at_least(1, "iterations"));
@@ -783,6 +795,9 @@ Status apply_choices(Configs& c, const Choices& ch) {
   } else {
     c.model.position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   }
+  c.optimizer.optimizer_selection = ch.optimizer_selection == "fused_ema_adamw"     ? OptimizerSelection::kFusedEmaAdamw
+                                    : ch.optimizer_selection == "fused_torch_adamw" ? OptimizerSelection::kFusedTorchAdamw
+                                                                                    : OptimizerSelection::kFusedAdamw;
   if (ch.lr_decay_style == "constant") c.optimizer.lr_decay_style = LrDecayStyle::kConstant;
   if (ch.lr_decay_style == "linear") c.optimizer.lr_decay_style = LrDecayStyle::kLinear;
   if (ch.lr_decay_style == "cosine") c.optimizer.lr_decay_style = LrDecayStyle::kCosine;

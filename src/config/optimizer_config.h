@@ -6,6 +6,10 @@
 
 namespace mindspeed {
 
+/// --optimizer-selection (MindSpeed): fused_adamw and fused_torch_adamw are both AdamW in
+/// torch.optim.AdamW's operation order; fused_ema_adamw adds an EMA of the weights.
+enum class OptimizerSelection { kFusedAdamw, kFusedTorchAdamw, kFusedEmaAdamw };
+
 /// --lr-decay-style: constant, linear, cosine, inverse-square-root or WSD (warmup-stable-decay).
 enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot, kWSD };
 
@@ -32,6 +36,15 @@ struct OptimizerConfig {
   /// (--lr-decay-iters); < 0 = unset (Megatron's None), required with WSD; 0 is valid (no annealing).
   /// (--lr-wsd-decay-samples is its sample-based twin, for --train-samples runs.)
   int64_t lr_wsd_decay_iters = -1;
+
+  // Memory features (MindSpeed §3.4, §3.8, §3.9, §8.1).
+  OptimizerSelection optimizer_selection = OptimizerSelection::kFusedAdamw;  ///< --optimizer-selection
+  float ema_decay = 0.9999f;       ///< --ema-decay (fused_ema_adamw)
+  bool reuse_fp32_param = false;   ///< --reuse-fp32-param: fp32 master = bf16 weight + 16-bit residual
+  bool o2_optimizer = false;       ///< --o2-optimizer: exp_avg and exp_avg_sq kept in bf16
+  bool swap_optimizer = false;     ///< --swap-optimizer: master and moments live in the swap tier
+  int64_t swap_optimizer_times = 16;  ///< --swap-optimizer-times: slices the step is done in
+  bool ema() const { return optimizer_selection == OptimizerSelection::kFusedEmaAdamw; }
 };
 
 }  // namespace mindspeed

@@ -80,10 +80,16 @@ Status check_memory(const Configs& c, int world_size) {
   }
   const int64_t params_per_rank = params == kHuge ? kHuge : params / (tp * pp);
   const int64_t dp = std::max<int64_t>(1, world_size / (tp * pp * p.context_parallel_size));
-  const int64_t state_bytes = p.use_distributed_optimizer ? 8 / dp + 1 : 8;  // Adam moments
+  // Adam moments (8 bytes, 4 with --o2-optimizer, none resident with --swap-optimizer).
+  const int64_t moment_bytes = c.optimizer.swap_optimizer ? 0 : c.optimizer.o2_optimizer ? 4 : 8;
+  const int64_t state_bytes = p.use_distributed_optimizer ? moment_bytes / dp + 1 : moment_bytes;
   const int64_t weight_bytes = mul(params_per_rank, 8 + state_bytes);       // params + grads + state
   const int64_t tokens = mul(c.training.micro_batch_size, m.seq_length);
-  const int64_t activation_bytes = mul(mul(mul(tokens, h), 16), m.num_layers == kHuge ? kHuge : m.num_layers / pp);
+  // Per layer at least 16 bytes per token and hidden unit; full recompute keeps only the
+  // layer input (2 bytes in bf16).
+  const int64_t per_token_bytes = m.recompute.full() ? 2 : 16;
+  const int64_t activation_bytes =
+      mul(mul(mul(tokens, h), per_token_bytes), m.num_layers == kHuge ? kHuge : m.num_layers / pp);
   const int64_t needed = add(weight_bytes, activation_bytes);
   const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return ok_status();
@@ -409,6 +415,43 @@ Status validate_logging(const LoggingConfig& l) {
 
 }  // namespace
 
+// MindSpeed's rules for the optimizer memory features (§3.4 reuse-fp32-param, §3.8 O2, §3.9
+// swap optimizer, §8.1 fused EMA AdamW).
+Status validate_optimizer_memory(const OptimizerConfig& o, const ParallelConfig& p, const TrainingConfig& t) {
+  if (o.reuse_fp32_param) {
+    if (!t.bf16) return invalid_argument("--reuse-fp32-param needs --bf16 (MindSpeed's rule)");
+    if (o.ema()) {
+      return invalid_argument("--reuse-fp32-param does not work with --optimizer-selection fused_ema_adamw "
+                              "(MindSpeed's rule)");
+    }
+    if (o.swap_optimizer) {
+      return invalid_argument("--reuse-fp32-param does not work with --swap-optimizer (MindSpeed's rule)");
+    }
+    if (p.use_custom_fsdp) {
+      return invalid_argument("--reuse-fp32-param does not work with --use-custom-fsdp (MindSpeed supports custom "
+                              "FSDP only on its own)");
+    }
+  }
+  if (o.o2_optimizer && !t.bf16) return invalid_argument("--o2-optimizer needs --bf16 (BF16 training only)");
+  if (o.swap_optimizer) {
+    if (!p.use_distributed_optimizer) {
+      return invalid_argument("--swap-optimizer needs --use-distributed-optimizer (MindSpeed's rule)");
+    }
+    if (o.optimizer_selection != OptimizerSelection::kFusedAdamw) {
+      return invalid_argument("--swap-optimizer needs --optimizer-selection fused_adamw (MindSpeed's rule)");
+    }
+    if (o.o2_optimizer) {
+      return invalid_argument("--swap-optimizer needs --optimizer-selection fused_adamw, which --o2-optimizer "
+                              "replaces by the bf16-moment AdamW; use one of them");
+    }
+    if (p.use_custom_fsdp) {
+      return invalid_argument("--swap-optimizer does not work with --use-custom-fsdp (MindSpeed supports custom "
+                              "FSDP only on its own)");
+    }
+  }
+  return ok_status();
+}
+
 Status validate_configs(Configs& c, int world_size, std::optional<int64_t> tokenizer_vocab_size) {
   MS_RETURN_IF_ERROR(validate_parallel_sizes(c.parallel, world_size));
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
@@ -425,6 +468,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
     MS_RETURN_IF_ERROR(PipelineLayout::build(c.parallel, c.model.num_layers, num_micro).status());
   }
   MS_RETURN_IF_ERROR(validate_optimizer(c.optimizer, c.training.train_iters));
+  MS_RETURN_IF_ERROR(validate_optimizer_memory(c.optimizer, c.parallel, c.training));
   MS_RETURN_IF_ERROR(validate_data(c.data));
   MS_RETURN_IF_ERROR(validate_logging(c.logging));
   if (tokenizer_vocab_size.has_value()) {

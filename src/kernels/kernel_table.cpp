@@ -54,6 +54,7 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.ring_attention_update = fused_ring_update ? cpu::ring_attention_update : ref::ring_attention_update;
   t.softmax_cross_entropy = fast ? cpu::softmax_cross_entropy : ref::softmax_cross_entropy;
   t.adamw_step = fast ? cpu::adamw_step : ref::adamw_step;
+  t.ema_update = fast ? cpu::ema_update : ref::ema_update;
   t.sum_of_squares = fast ? cpu::sum_of_squares : ref::sum_of_squares;
   t.attention_workspace_floats =
       fast ? cpu::attention_workspace_floats : ref::attention_workspace_floats;

@@ -50,6 +50,7 @@ struct KernelTable {
   decltype(&ref::ring_attention_update) ring_attention_update = nullptr;
   decltype(&ref::softmax_cross_entropy) softmax_cross_entropy = nullptr;
   decltype(&ref::adamw_step) adamw_step = nullptr;
+  decltype(&ref::ema_update) ema_update = nullptr;
   decltype(&ref::sum_of_squares) sum_of_squares = nullptr;
   decltype(&ref::attention_workspace_floats) attention_workspace_floats = nullptr;
   decltype(&ref::vocab_parallel_ce_row_max) vocab_parallel_ce_row_max = nullptr;

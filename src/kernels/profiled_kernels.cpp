@@ -115,6 +115,7 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::vocab_parallel_ce_sum_exp>(t, "vocab_parallel_ce_sum_exp", [](const auto& a) { return bytes(8.0 * get<5>(a) * get<6>(a)); });
   wrap<&KernelTable::vocab_parallel_ce_finish>(t, "vocab_parallel_ce_finish", [](const auto& a) { return bytes(8.0 * get<6>(a) * get<7>(a)); });
   wrap<&KernelTable::adamw_step>(t, "adamw_step", [](const auto& a) { return bytes(28.0 * get<5>(a)); });
+  wrap<&KernelTable::ema_update>(t, "ema_update", [](const auto& a) { return bytes(12.0 * get<3>(a)); });
   wrap<&KernelTable::sum_of_squares>(t, "sum_of_squares", [](const auto& a) { return bytes(4.0 * get<2>(a)); });
   wrap<&KernelTable::masked_sums>(t, "masked_sums", [](const auto& a) { return bytes(8.0 * get<4>(a)); });
   wrap<&KernelTable::count_nonfinite>(t, "count_nonfinite", [](const auto& a) { return bytes(4.0 * get<2>(a)); });

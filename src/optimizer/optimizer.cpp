@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "core/check.h"
 
@@ -10,7 +11,7 @@ namespace mindspeed {
 
 Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
                      const ParallelState& ps, Allocator& alloc, const Backend& backend,
-                     bool distributed)
+                     bool distributed, SwapTier* swap_tier)
     : config_(config), buffer_(buffer), ps_(ps), backend_(backend), distributed_(distributed) {
   MS_CHECK(distributed || buffer.shard_grads() == nullptr, "sharded gradients need the distributed optimizer");
   // The owned ranges: the whole buffer, or this rank's 1/dp of every bucket (dp of the
@@ -50,9 +51,78 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
   for (const Bucket& b : buffer.buckets()) has_expert_params_ = has_expert_params_ || b.expert;
   std::sort(segments_.begin(), segments_.end(),
             [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
-  exp_avg_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
-  exp_avg_sq_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
-  if (buffer.param_dtype() == DType::kBFloat16) {
+
+  const bool bf16_params = buffer.param_dtype() == DType::kBFloat16;
+  MS_CHECK(!config.reuse_fp32_param || bf16_params, "--reuse-fp32-param needs bf16 parameters");
+  MS_CHECK(!config.o2_optimizer || bf16_params, "--o2-optimizer needs bf16 parameters");
+  MS_CHECK(!config.swap_optimizer || swap_tier != nullptr, "--swap-optimizer needs a swap tier");
+  MS_CHECK(!(config.swap_optimizer && (config.reuse_fp32_param || config.o2_optimizer || config.ema())),
+           "--swap-optimizer keeps fp32 master and moments: not with reuse-fp32-param, O2 or EMA");
+  swap_tier_ = config.swap_optimizer ? swap_tier : nullptr;
+
+  // Pieces: each segment cut at the swap slices' edges and, where the fp32 workspace is used,
+  // into kWorkspaceElements pieces; listed slice by slice.
+  // A cut inside a segment lands a multiple of 8 elements from its start: the vectorised
+  // kernels treat the last n % 8 elements of a call apart, so with aligned cuts every element
+  // gets the arithmetic it gets in one call over the whole segment (bitwise the plain step).
+  const int64_t slices = swap_tier_ ? std::max<int64_t>(1, std::min(config.swap_optimizer_times, shard_numel_)) : 1;
+  const int64_t slice_len = (shard_numel_ + slices - 1) / std::max<int64_t>(slices, 1);
+  auto aligned_cut = [&](int64_t at) {
+    for (const Segment& s : segments_) {
+      if (at > s.shard_offset && at < s.shard_offset + (s.end - s.begin)) return s.shard_offset + (at - s.shard_offset) / 8 * 8;
+    }
+    return at;
+  };
+  std::vector<int64_t> cuts = {0};
+  for (int64_t k = 1; k < slices; ++k) cuts.push_back(std::max(cuts.back(), aligned_cut(std::min(shard_numel_, k * slice_len))));
+  cuts.push_back(shard_numel_);
+  const bool workspace = config.reuse_fp32_param || config.o2_optimizer;
+  static_assert(kWorkspaceElements % 8 == 0);
+  for (int64_t k = 0; k < slices; ++k) {
+    const int64_t lo = cuts[static_cast<size_t>(k)], hi = cuts[static_cast<size_t>(k) + 1];
+    SwapSlice slice{lo, hi, pieces_.size(), 0, {}};
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      const Segment& s = segments_[i];
+      const int64_t a = std::max(lo, s.shard_offset), b = std::min(hi, s.shard_offset + (s.end - s.begin));
+      for (int64_t p = a; p < b; p = workspace ? std::min(b, p + kWorkspaceElements) : b) {
+        pieces_.push_back({static_cast<int>(i), p, workspace ? std::min(b, p + kWorkspaceElements) : b});
+      }
+    }
+    slice.end_piece = pieces_.size();
+    if (swap_tier_ && hi > lo) swap_slices_.push_back(std::move(slice));
+  }
+
+  const DType moment_dtype = config.o2_optimizer ? DType::kBFloat16 : DType::kFloat32;
+  if (workspace) {
+    workspace_ = Tensor::zeros(alloc, Shape{3 * kWorkspaceElements}, DType::kFloat32, MemoryCategory::kWorkspace);
+  }
+  if (config.ema()) ema_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
+  if (swap_tier_) {
+    // Each slice is made resident, filled (master from the bf16 weights, zero moments) and
+    // written out before the next is made, so the state is never all resident at once.
+    const int rows = bf16_params ? 3 : 2;
+    for (SwapSlice& slice : swap_slices_) {
+      const int64_t len = slice.hi - slice.lo;
+      Tensor t = Tensor::zeros(alloc, Shape{rows * len}, DType::kFloat32, MemoryCategory::kOptimizerState);
+      if (bf16_params) {
+        for (size_t k = slice.first_piece; k < slice.end_piece; ++k) {
+          const Piece& pc = pieces_[k];
+          const Segment& s = segments_[static_cast<size_t>(pc.segment)];
+          backend.kernels.convert_to_fp32(backend.context, t.f32() + (pc.lo - slice.lo),
+                                          static_cast<const bf16*>(param_at(s, pc.lo - s.shard_offset)), pc.hi - pc.lo);
+        }
+      }
+      slice.state = swap_tier_->swap_out(std::move(t));
+      swap_tier_->synchronize();
+    }
+    return;
+  }
+  exp_avg_ = Tensor::zeros(alloc, Shape{shard_numel_}, moment_dtype, MemoryCategory::kOptimizerState);
+  exp_avg_sq_ = Tensor::zeros(alloc, Shape{shard_numel_}, moment_dtype, MemoryCategory::kOptimizerState);
+  if (config.reuse_fp32_param) {
+    // The master starts as the bf16 weights exactly: residual zero, no exceptions.
+    reuse_residual_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kBFloat16, MemoryCategory::kOptimizerState);
+  } else if (bf16_params) {
     // bf16 params: fp32 main copies of the owned elements. fp32 params are their own main
     // copy (Megatron's FP32Optimizer / the distributed optimizer's view of an fp32 param).
     main_params_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
@@ -61,7 +131,21 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
                                       static_cast<const bf16*>(param_of(s)), s.end - s.begin);
     }
   }
+  if (config.ema()) {
+    // The EMA starts at the initial (master) weights.
+    for (const Segment& s : segments_) {
+      if (bf16_params) {
+        backend.kernels.convert_to_fp32(backend.context, ema_.f32() + s.shard_offset,
+                                        static_cast<const bf16*>(param_of(s)), s.end - s.begin);
+      } else {
+        const float* w = static_cast<const float*>(param_of(s));
+        std::copy(w, w + (s.end - s.begin), ema_.f32() + s.shard_offset);
+      }
+    }
+  }
 }
+
+Optimizer::~Optimizer() = default;
 
 float* Optimizer::grad_of(const Segment& s) const {
   // FSDP optim_grads: only this rank's shards exist, laid out as the shard-local state.
@@ -74,6 +158,17 @@ void* Optimizer::param_of(const Segment& s) const {
   const int64_t width = dtype_size(buffer_.param_dtype());
   if (void* shards = buffer_.param_shards()) return static_cast<char*>(shards) + s.shard_offset * width;
   return static_cast<char*>(buffer_.param_data()) + s.begin * width;
+}
+
+void* Optimizer::param_at(const Segment& s, int64_t offset) const {
+  return static_cast<char*>(param_of(s)) + offset * dtype_size(buffer_.param_dtype());
+}
+
+const Optimizer::Segment& Optimizer::segment_at(int64_t shard_index) const {
+  for (const Segment& s : segments_) {
+    if (shard_index >= s.shard_offset && shard_index < s.shard_offset + (s.end - s.begin)) return s;
+  }
+  fatal("optimizer: shard element " + std::to_string(shard_index) + " is in no segment");
 }
 
 double Optimizer::grad_norm() const {
@@ -106,26 +201,163 @@ Optimizer::StepResult Optimizer::step(double lr) {
   }
   result.clip_coeff = scale;
   ++step_;
-  const bool bf16_params = buffer_.param_dtype() == DType::kBFloat16;
-  for (const Segment& s : segments_) {
-    const int64_t n = s.end - s.begin;
-    float* param = bf16_params ? main_params_.f32() + s.shard_offset : static_cast<float*>(param_of(s));
-    backend_.kernels.adamw_step(backend_.context, param, exp_avg_.f32() + s.shard_offset, exp_avg_sq_.f32() + s.shard_offset,
-                        grad_of(s), n, static_cast<float>(lr), config_.adam_beta1,
-                        config_.adam_beta2, config_.adam_eps,
-                        s.weight_decay ? config_.weight_decay : 0.0f, step_, scale);
+  std::vector<ReuseException> new_exceptions;
+  if (swap_tier_ == nullptr) {
+    for (const Piece& pc : pieces_) update_piece(pc, nullptr, nullptr, static_cast<float>(lr), scale, &new_exceptions);
+  } else {
+    // Slice i+1 is read back while slice i is updated; i is written out after its update.
+    // (Prefetching after swap_in keeps at most three slices resident: swap_in(i) waited for
+    // the write of slice i-2, queued before the read of slice i.)
+    for (size_t i = 0; i < swap_slices_.size(); ++i) {
+      SwapSlice& slice = swap_slices_[i];
+      Tensor t = swap_tier_->swap_in(std::move(slice.state));
+      if (i + 1 < swap_slices_.size()) swap_tier_->prefetch(swap_slices_[i + 1].state);
+      for (size_t k = slice.first_piece; k < slice.end_piece; ++k) {
+        update_piece(pieces_[k], t.f32(), &slice, static_cast<float>(lr), scale, &new_exceptions);
+      }
+      slice.state = swap_tier_->swap_out(std::move(t));
+    }
   }
-  if (bf16_params) copy_main_to_model_params();
+  if (config_.reuse_fp32_param) {
+    std::sort(new_exceptions.begin(), new_exceptions.end());
+    reuse_exceptions_ = std::move(new_exceptions);
+  }
   return result;
 }
 
-void Optimizer::copy_main_to_model_params() {
-  if (main_params_.empty()) return;
-  const float* src = main_params_.f32();
-  for (const Segment& s : segments_) {
-    backend_.kernels.convert_to_bf16(backend_.context, static_cast<bf16*>(param_of(s)), src + s.shard_offset,
-                                     s.end - s.begin);
+Optimizer::PieceState Optimizer::load_piece(const Piece& pc, float* slice, const SwapSlice* swap_slice) {
+  const Segment& s = segments_[static_cast<size_t>(pc.segment)];
+  const int64_t n = pc.hi - pc.lo;
+  const bool bf16_params = buffer_.param_dtype() == DType::kBFloat16;
+  PieceState st;
+  if (swap_slice != nullptr) {
+    // The slice's rows: [master (bf16 params only), exp_avg, exp_avg_sq] x len.
+    const int64_t len = swap_slice->hi - swap_slice->lo, at = pc.lo - swap_slice->lo;
+    float* rows = slice + at;
+    st.param = bf16_params ? rows : static_cast<float*>(param_at(s, pc.lo - s.shard_offset));
+    if (bf16_params) rows += len;
+    st.exp_avg = rows;
+    st.exp_avg_sq = rows + len;
+    return st;
   }
+  float* ws = workspace_.empty() ? nullptr : workspace_.f32();
+  if (config_.reuse_fp32_param) {
+    st.param = ws;
+    restore_fp32(static_cast<const bf16*>(param_at(s, pc.lo - s.shard_offset)),
+                 reinterpret_cast<const int16_t*>(reuse_residual_.bf()) + pc.lo, n, pc.lo, reuse_exceptions_, st.param);
+  } else {
+    st.param = bf16_params ? main_params_.f32() + pc.lo : static_cast<float*>(param_at(s, pc.lo - s.shard_offset));
+  }
+  if (config_.o2_optimizer) {
+    st.exp_avg = ws + kWorkspaceElements;
+    st.exp_avg_sq = ws + 2 * kWorkspaceElements;
+    backend_.kernels.convert_to_fp32(backend_.context, st.exp_avg, exp_avg_.bf() + pc.lo, n);
+    backend_.kernels.convert_to_fp32(backend_.context, st.exp_avg_sq, exp_avg_sq_.bf() + pc.lo, n);
+  } else {
+    st.exp_avg = exp_avg_.f32() + pc.lo;
+    st.exp_avg_sq = exp_avg_sq_.f32() + pc.lo;
+  }
+  return st;
+}
+
+void Optimizer::store_piece(const Piece& pc, const PieceState& st, std::vector<ReuseException>* new_exceptions) {
+  const Segment& s = segments_[static_cast<size_t>(pc.segment)];
+  const int64_t n = pc.hi - pc.lo;
+  if (config_.o2_optimizer) {
+    backend_.kernels.convert_to_bf16(backend_.context, exp_avg_.bf() + pc.lo, st.exp_avg, n);
+    backend_.kernels.convert_to_bf16(backend_.context, exp_avg_sq_.bf() + pc.lo, st.exp_avg_sq, n);
+  }
+  if (buffer_.param_dtype() != DType::kBFloat16) return;  // fp32 params were updated in place
+  bf16* model = static_cast<bf16*>(param_at(s, pc.lo - s.shard_offset));
+  if (config_.reuse_fp32_param) {
+    split_fp32(st.param, n, model, reinterpret_cast<int16_t*>(reuse_residual_.bf()) + pc.lo, pc.lo, new_exceptions);
+  } else {
+    backend_.kernels.convert_to_bf16(backend_.context, model, st.param, n);
+  }
+}
+
+void Optimizer::update_piece(const Piece& pc, float* slice, const SwapSlice* swap_slice, float lr, float grad_scale,
+                             std::vector<ReuseException>* new_exceptions) {
+  const Segment& s = segments_[static_cast<size_t>(pc.segment)];
+  const int64_t n = pc.hi - pc.lo;
+  const PieceState st = load_piece(pc, slice, swap_slice);
+  backend_.kernels.adamw_step(backend_.context, st.param, st.exp_avg, st.exp_avg_sq, grad_at(s, pc.lo - s.shard_offset),
+                              n, lr, config_.adam_beta1, config_.adam_beta2, config_.adam_eps,
+                              s.weight_decay ? config_.weight_decay : 0.0f, step_, grad_scale);
+  if (config_.ema()) backend_.kernels.ema_update(backend_.context, ema_.f32() + pc.lo, st.param, n, config_.ema_decay);
+  store_piece(pc, st, new_exceptions);
+}
+
+bool Optimizer::has_state(OptimizerState kind) const {
+  switch (kind) {
+    case OptimizerState::kMainParam: return buffer_.param_dtype() == DType::kBFloat16;
+    case OptimizerState::kExpAvg:
+    case OptimizerState::kExpAvgSq: return true;
+    case OptimizerState::kEma: return config_.ema();
+  }
+  return false;
+}
+
+template <typename Fn>
+void Optimizer::for_state_range(int64_t lo, int64_t hi, bool write_back, Fn&& fn) {
+  // Pieces of [lo, hi) as the step would cut them (one segment, slices, workspace size).
+  const Segment& s = segment_at(lo);
+  MS_CHECK(hi <= s.shard_offset + (s.end - s.begin), "optimizer state range [", lo, ", ", hi, ") spans segments");
+  const int seg = static_cast<int>(&s - segments_.data());
+  std::vector<ReuseException> new_exceptions;
+  auto run = [&](int64_t a, int64_t b, float* slice, const SwapSlice* swap_slice) {
+    for (int64_t p = a; p < b; p += kWorkspaceElements) {
+      const Piece pc{seg, p, std::min(b, p + kWorkspaceElements)};
+      const PieceState st = load_piece(pc, slice, swap_slice);
+      fn(pc, st);
+      if (write_back) store_piece(pc, st, &new_exceptions);
+    }
+  };
+  if (swap_tier_ == nullptr) {
+    run(lo, hi, nullptr, nullptr);
+  } else {
+    for (SwapSlice& slice : swap_slices_) {
+      const int64_t a = std::max(lo, slice.lo), b = std::min(hi, slice.hi);
+      if (a >= b) continue;
+      Tensor t = swap_tier_->swap_in(std::move(slice.state));
+      run(a, b, t.f32(), &slice);
+      slice.state = swap_tier_->swap_out(std::move(t));
+    }
+  }
+  if (write_back && config_.reuse_fp32_param) {
+    // Replace the exceptions of [lo, hi) by the new ones.
+    std::erase_if(reuse_exceptions_, [&](const ReuseException& e) { return e.index >= lo && e.index < hi; });
+    reuse_exceptions_.insert(reuse_exceptions_.end(), new_exceptions.begin(), new_exceptions.end());
+    std::sort(reuse_exceptions_.begin(), reuse_exceptions_.end());
+  }
+}
+
+void Optimizer::read_state(OptimizerState kind, int64_t shard_begin, int64_t n, float* out) {
+  MS_CHECK(has_state(kind), "optimizer: no such state");
+  if (kind == OptimizerState::kEma) {
+    std::copy(ema_.f32() + shard_begin, ema_.f32() + shard_begin + n, out);
+    return;
+  }
+  for_state_range(shard_begin, shard_begin + n, /*write_back=*/false, [&](const Piece& pc, const PieceState& st) {
+    const float* src = kind == OptimizerState::kMainParam ? st.param
+                       : kind == OptimizerState::kExpAvg  ? st.exp_avg
+                                                          : st.exp_avg_sq;
+    std::copy(src, src + (pc.hi - pc.lo), out + (pc.lo - shard_begin));
+  });
+}
+
+void Optimizer::write_state(OptimizerState kind, int64_t shard_begin, int64_t n, const float* in) {
+  MS_CHECK(has_state(kind), "optimizer: no such state");
+  if (kind == OptimizerState::kEma) {
+    std::copy(in, in + n, ema_.f32() + shard_begin);
+    return;
+  }
+  for_state_range(shard_begin, shard_begin + n, /*write_back=*/true, [&](const Piece& pc, const PieceState& st) {
+    float* dst = kind == OptimizerState::kMainParam ? st.param
+                 : kind == OptimizerState::kExpAvg  ? st.exp_avg
+                                                    : st.exp_avg_sq;
+    std::copy(in + (pc.lo - shard_begin), in + (pc.hi - shard_begin), dst);
+  });
 }
 
 }  // namespace mindspeed

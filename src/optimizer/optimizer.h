@@ -6,21 +6,40 @@
 // every bucket (ZeRO-1). Data-parallel communication (reduce-scatter of gradients,
 // all-gather of parameters) is the DDP's job (distributed/); this class only reads the
 // gradients of the elements it owns and writes back the parameters it owns.
+//
+// MindSpeed's memory features change where the owned state lives, not the arithmetic (each is
+// bitwise the plain AdamW step unless it says otherwise):
+//   --reuse-fp32-param   no fp32 master: it is the bf16 weight plus a 16-bit residual
+//                        (fp32_param_reuse.h), restored before the update and split after it;
+//   --o2-optimizer       exp_avg / exp_avg_sq stored in bf16, upcast for the update (lossy);
+//   fused_ema_adamw      an fp32 EMA of the master weights, s = d*s + (1-d)*w after each update;
+//   --swap-optimizer     master, exp_avg and exp_avg_sq in the swap tier, in T slices: slice
+//                        i+1 is read back while slice i is updated, then i is written out.
+// The step runs over pieces (a segment's part inside one slice, at most kWorkspaceElements
+// long when it needs the fp32 workspace), so only a slice or a piece is ever resident in fp32.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "config/optimizer_config.h"
+#include "core/swap_tier.h"
 #include "core/tensor.h"
 #include "distributed/param_and_grad_buffer.h"
 #include "kernels/backend.h"
+#include "optimizer/fp32_param_reuse.h"
 #include "parallel/parallel_state.h"
 
 namespace mindspeed {
 
+/// The per-element state a checkpoint saves (as fp32 values, whatever the storage).
+enum class OptimizerState { kMainParam, kExpAvg, kExpAvgSq, kEma };
+
 class Optimizer {
  public:
+  /// Elements of a piece that needs the fp32 workspace (reuse-fp32-param, O2).
+  static constexpr int64_t kWorkspaceElements = int64_t{1} << 16;
+
   struct StepResult {
     double grad_norm = 0.0;    ///< global L2 norm before clipping
     double clip_coeff = 1.0;   ///< applied to the gradients (1 = none)
@@ -30,8 +49,12 @@ class Optimizer {
     bool skipped = false;
   };
 
+  /// `swap_tier` is needed with --swap-optimizer (and must outlive the optimizer).
   Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer, const ParallelState& ps,
-            Allocator& alloc, const Backend& backend, bool distributed);
+            Allocator& alloc, const Backend& backend, bool distributed, SwapTier* swap_tier = nullptr);
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
 
   /// Clips and applies one AdamW step with learning rate `lr` to the owned elements; skips
   /// the update (and the step count) when the gradient norm is not finite.
@@ -50,21 +73,60 @@ class Optimizer {
   int64_t shard_numel() const { return shard_numel_; }
   int64_t step_count() const { return step_; }
   void set_step_count(int64_t step) { step_ = step; }
-  /// Optimizer state arrays (shard-local): exp_avg, exp_avg_sq and, for bf16 params, the
-  /// fp32 main parameters (empty for fp32 params, whose main copy is the buffer itself).
-  float* exp_avg() const { return exp_avg_.f32(); }
-  float* exp_avg_sq() const { return exp_avg_sq_.f32(); }
-  float* main_params() const { return main_params_.empty() ? nullptr : main_params_.f32(); }
-  /// Copies the fp32 main parameters into the (bf16) parameter buffer for the owned range.
-  void copy_main_to_model_params();
+  /// Whether this optimizer keeps `kind`: kMainParam only for bf16 parameters (fp32 ones are
+  /// their own master copy), kEma only with fused_ema_adamw.
+  bool has_state(OptimizerState kind) const;
+  /// fp32 values of state `kind` for shard-local elements [shard_begin, shard_begin + n), which
+  /// lie in one segment (a checkpoint's per-parameter range).
+  void read_state(OptimizerState kind, int64_t shard_begin, int64_t n, float* out /*[n]*/);
+  /// Sets them; kMainParam also sets the bf16 model weights of those elements.
+  void write_state(OptimizerState kind, int64_t shard_begin, int64_t n, const float* in /*[n]*/);
+  /// Element exceptions of --reuse-fp32-param now (for tests and the memory report).
+  int64_t reuse_exception_count() const { return static_cast<int64_t>(reuse_exceptions_.size()); }
 
  private:
+  /// A segment's shard-local range [lo, hi) inside one swap slice (or the whole shard).
+  struct Piece {
+    int segment = 0;
+    int64_t lo = 0, hi = 0;
+  };
+  /// A slice of the shard with its state in the swap tier: rows (main if bf16,) exp_avg,
+  /// exp_avg_sq, each `hi - lo` floats.
+  struct SwapSlice {
+    int64_t lo = 0, hi = 0;
+    size_t first_piece = 0, end_piece = 0;
+    SwappedTensor state;
+  };
+  /// fp32 pointers to a piece's master, exp_avg and exp_avg_sq (storage or workspace).
+  struct PieceState {
+    float* param = nullptr;
+    float* exp_avg = nullptr;
+    float* exp_avg_sq = nullptr;
+  };
+
+  /// Updates one piece: loads its fp32 state, runs AdamW (and the EMA), stores it back.
+  void update_piece(const Piece& piece, float* slice, const SwapSlice* swap_slice, float lr, float grad_scale,
+                    std::vector<ReuseException>* new_exceptions);
+  /// The piece's fp32 state, converting into the workspace where storage is not fp32.
+  PieceState load_piece(const Piece& piece, float* slice, const SwapSlice* swap_slice);
+  /// Writes workspace values back (O2 moments, the reuse split, the bf16 model weights).
+  void store_piece(const Piece& piece, const PieceState& st, std::vector<ReuseException>* new_exceptions);
+  /// The segment holding shard-local element `shard_index` (fatal when none).
+  const Segment& segment_at(int64_t shard_index) const;
+  /// Applies fn(piece-like range, slice data or null, swap slice or null) over [lo, hi) for
+  /// read_state / write_state, swapping slices in and out as needed.
+  template <typename Fn>
+  void for_state_range(int64_t lo, int64_t hi, bool write_back, Fn&& fn);
+
   /// The gradient of a segment's elements: in the gradient buffer, or in the buffer's
   /// gradient shards (FSDP optim_grads).
   float* grad_of(const Segment& s) const;
+  float* grad_at(const Segment& s, int64_t offset) const { return grad_of(s) + offset; }
   /// The (model-dtype) parameters of a segment's elements: in the parameter buffer, or in its
   /// shards (FSDP optim_grads_params).
   void* param_of(const Segment& s) const;
+  /// param_of + `offset` elements.
+  void* param_at(const Segment& s, int64_t offset) const;
 
   OptimizerConfig config_;
   ParamAndGradBuffer& buffer_;
@@ -75,7 +137,14 @@ class Optimizer {
   int64_t shard_numel_ = 0;
   int64_t step_ = 0;
   bool has_expert_params_ = false;
-  Tensor exp_avg_, exp_avg_sq_, main_params_;
+  SwapTier* swap_tier_ = nullptr;
+  // Resident storage (shard-local): exp_avg / exp_avg_sq (fp32, or bf16 with O2), the fp32
+  // master of bf16 params (none with reuse or swap), the reuse residual (int16 bits in a
+  // 2-byte tensor), the EMA (fp32), the fp32 workspace (3 x kWorkspaceElements).
+  Tensor exp_avg_, exp_avg_sq_, main_params_, reuse_residual_, ema_, workspace_;
+  std::vector<ReuseException> reuse_exceptions_;  ///< sorted by shard-local index
+  std::vector<Piece> pieces_;
+  std::vector<SwapSlice> swap_slices_;  ///< empty without --swap-optimizer
 };
 
 }  // namespace mindspeed

@@ -25,7 +25,16 @@ namespace {
 constexpr const char* kTracker = "latest_checkpointed_iteration.txt";
 constexpr const char* kMetadata = "metadata.json";
 constexpr const char* kFormat = "mindspeed-cpp distributed checkpoint";
-const char* const kKinds[] = {"param", "exp_avg", "exp_avg_sq"};
+// What a checkpoint holds per parameter element: the (master) weight and the optimizer state
+// (the EMA only from fused_ema_adamw runs).
+const char* const kKinds[] = {"param", "exp_avg", "exp_avg_sq", "ema"};
+
+OptimizerState state_of_kind(const std::string& kind) {
+  if (kind == "param") return OptimizerState::kMainParam;
+  if (kind == "exp_avg") return OptimizerState::kExpAvg;
+  if (kind == "exp_avg_sq") return OptimizerState::kExpAvgSq;
+  return OptimizerState::kEma;
+}
 
 std::string rank_file(int rank, const char* ext) {
   char name[64];
@@ -351,16 +360,21 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
       for (const char* kind : kKinds) {
         const bool is_param = std::string(kind) == "param";
         if (!is_param && !save_optimizer) continue;
-        // fp32 parameters: the buffer, or its shards (FSDP optim_grads_params: owned = shard).
-        const float* fp32_params = t.buffer.param_shards() != nullptr
-                                       ? static_cast<const float*>(t.buffer.param_shards()) + r.shard
-                                       : static_cast<const float*>(t.buffer.param_data()) + p->buffer_offset + r.lo;
-        const float* src = is_param ? (bf16 ? t.optimizer.main_params() + r.shard : fp32_params)
-                           : std::string(kind) == "exp_avg" ? t.optimizer.exp_avg() + r.shard
-                                                            : t.optimizer.exp_avg_sq() + r.shard;
+        const OptimizerState state = state_of_kind(kind);
+        if (!is_param && !t.optimizer.has_state(state)) continue;
+        std::vector<float> values(static_cast<size_t>(n));
+        if (is_param && !bf16) {
+          // fp32 parameters: the buffer, or its shards (FSDP optim_grads_params: owned = shard).
+          const float* src = t.buffer.param_shards() != nullptr
+                                 ? static_cast<const float*>(t.buffer.param_shards()) + r.shard
+                                 : static_cast<const float*>(t.buffer.param_data()) + p->buffer_offset + r.lo;
+          std::copy(src, src + n, values.begin());
+        } else {
+          t.optimizer.read_state(state, r.shard, n, values.data());
+        }
         Chunk c{kind, p->spec.name, file, std::string(kind) + "/" + p->spec.name + "#" + std::to_string(r.lo),
                 p->is_tensor_parallel() ? at.rank : 0, p->is_tensor_parallel() ? at.count : 1, r.lo, r.hi};
-        tensors->push_back({c.key, {n}, std::vector<float>(src, src + n), {}});
+        tensors->push_back({c.key, {n}, std::move(values), {}});
         chunks->push_back(to_json(c));
       }
       (*specs)[p->spec.name] = {{"global_shape", dims_of(p->spec.global_shape)},
@@ -644,32 +658,34 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
       for (const char* kind : kKinds) {
         const bool is_param = std::string(kind) == "param";
         if (!is_param && !load_optimizer) continue;
+        const OptimizerState state = state_of_kind(kind);
+        if (!is_param && !target.optimizer.has_state(state)) continue;
         std::vector<float> mine(static_cast<size_t>(n));
         const ShardCoords at = shard_coords(p.spec, ps);
-        MS_RETURN_IF_ERROR(index.read_shard(kind, source, at.rank, at.count, mine.data()));
-        if (is_param && target.buffer.param_shards() != nullptr) {
-          // FSDP optim_grads_params: only this rank's shards exist (owned by its optimizer).
-          for (const OwnedRange& r : owned_by_optimizer) {
-            if (bf16) {
-              ::mindspeed::bf16* shard = static_cast<::mindspeed::bf16*>(target.buffer.param_shards()) + r.shard;
-              for (int64_t i = r.lo; i < r.hi; ++i) shard[i - r.lo] = float_to_bf16(mine[static_cast<size_t>(i)]);
-              std::copy(mine.begin() + r.lo, mine.begin() + r.hi, target.optimizer.main_params() + r.shard);
-            } else {
-              std::copy(mine.begin() + r.lo, mine.begin() + r.hi, static_cast<float*>(target.buffer.param_shards()) + r.shard);
-            }
-          }
-        } else if (is_param) {
-          if (bf16) {
-            for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(mine[i]);
+        if (state == OptimizerState::kEma && !index.has(kind, source.name)) {
+          // fused_ema_adamw resumed from a checkpoint without an EMA: it starts at the weights.
+          MS_RETURN_IF_ERROR(index.read_shard("param", source, at.rank, at.count, mine.data()));
+        } else {
+          MS_RETURN_IF_ERROR(index.read_shard(kind, source, at.rank, at.count, mine.data()));
+        }
+        if (is_param && !bf16) {
+          // fp32: the buffer, or (FSDP optim_grads_params) this rank's shards of it.
+          if (target.buffer.param_shards() != nullptr) {
             for (const OwnedRange& r : owned_by_optimizer) {
-              std::copy(mine.begin() + r.lo, mine.begin() + r.hi, target.optimizer.main_params() + r.shard);
+              std::copy(mine.begin() + r.lo, mine.begin() + r.hi, static_cast<float*>(target.buffer.param_shards()) + r.shard);
             }
           } else {
             std::copy(mine.begin(), mine.end(), p.data.f32());
           }
-        } else {
-          float* state = std::string(kind) == "exp_avg" ? target.optimizer.exp_avg() : target.optimizer.exp_avg_sq();
-          for (const OwnedRange& r : owned_by_optimizer) std::copy(mine.begin() + r.lo, mine.begin() + r.hi, state + r.shard);
+          continue;
+        }
+        // bf16 weights of the whole local slice (unless only shards exist), then the master
+        // (which sets the owned bf16 weights too) and the optimizer state of the owned ranges.
+        if (is_param && target.buffer.param_shards() == nullptr) {
+          for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(mine[static_cast<size_t>(i)]);
+        }
+        for (const OwnedRange& r : owned_by_optimizer) {
+          target.optimizer.write_state(state, r.shard, r.hi - r.lo, mine.data() + r.lo);
         }
       }
     }

@@ -410,7 +410,22 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.shard_grads = c.parallel.shard_gradients();
   dconf.shard_params = c.parallel.shard_parameters();
   DistributedDataParallel ddp(buffer, ps, dconf, backend, alloc);
-  Optimizer optimizer(c.optimizer, buffer, ps, alloc, backend, c.parallel.use_distributed_optimizer);
+  // --swap-attention / --swap-optimizer: the swap tier (a file on local disk; host memory on
+  // an accelerator). Made before the optimizer, which keeps tensors in it.
+  std::unique_ptr<FileSwapTier> swap_tier;
+  if (c.model.recompute.swap_attention || c.optimizer.swap_optimizer) {
+    std::string dir = c.training.swap_dir;
+    if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
+    MS_ASSIGN_OR_RETURN(swap_tier, agreed(ps.world(), FileSwapTier::open(dir, alloc)));
+    if (log_rank0) {
+      log_info("> swap tier: ", swap_tier->path(), " (",
+               c.model.recompute.swap_attention && c.optimizer.swap_optimizer ? "--swap-attention, --swap-optimizer"
+               : c.optimizer.swap_optimizer                                   ? "--swap-optimizer"
+                                                                              : "--swap-attention",
+               ")");
+    }
+  }
+  Optimizer optimizer(c.optimizer, buffer, ps, alloc, backend, c.parallel.use_distributed_optimizer, swap_tier.get());
   const CheckpointTarget checkpoint_target{registry, buffer, optimizer, ps};
   // Megatron's load_checkpoint: the tracked iteration of --load (any saving layout), or a
   // warning and random weights when the directory holds no checkpoint yet.
@@ -503,15 +518,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.bf16 = c.training.bf16;
   ctx.cp = c.parallel.cp;
   ctx.hooks = &ddp;
-  // --swap-attention: the swap tier (a file on local disk; host memory on an accelerator).
-  std::unique_ptr<FileSwapTier> swap_tier;
-  if (c.model.recompute.swap_attention) {
-    std::string dir = c.training.swap_dir;
-    if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
-    MS_ASSIGN_OR_RETURN(swap_tier, agreed(ps.world(), FileSwapTier::open(dir, alloc)));
-    ctx.swap_tier = swap_tier.get();
-    if (log_rank0) log_info("> swap tier: ", swap_tier->path(), " (--swap-attention)");
-  }
+  ctx.swap_tier = c.model.recompute.swap_attention ? swap_tier.get() : nullptr;
   const double flops_per_iter = num_floating_point_operations(c.model, c.training.global_batch_size);
   const double tokens_per_iter = static_cast<double>(c.training.global_batch_size * c.model.seq_length);
 

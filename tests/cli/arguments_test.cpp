@@ -549,6 +549,39 @@ TEST(Validate, CustomFsdpRules) {
           "does not work with pipeline parallelism");
 }
 
+TEST(Validate, OptimizerMemoryRules) {
+  auto refused = [&](std::vector<std::string> extra, int world, const std::string& text) {
+    const std::string e = validation_error(std::move(extra), world);
+    EXPECT_NE(e.find(text), std::string::npos) << "got: " << e;
+  };
+  EXPECT_EQ(validation_error({"--bf16", "--reuse-fp32-param", "--o2-optimizer"}, 1), "");
+  EXPECT_EQ(validation_error({"--bf16", "--use-distributed-optimizer", "--swap-optimizer", "--swap-optimizer-times", "4"}, 2),
+            "");
+  EXPECT_EQ(validation_error({"--optimizer-selection", "fused_ema_adamw", "--ema-decay", "0.99"}, 1), "");
+  {  // The flags reach the optimizer's config.
+    auto parsed = parse_with({"--bf16", "--use-distributed-optimizer", "--swap-optimizer", "--swap-optimizer-times", "4"});
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_TRUE(parsed->configs.optimizer.swap_optimizer);
+    EXPECT_EQ(parsed->configs.optimizer.swap_optimizer_times, 4);
+    auto ema = parse_with({"--optimizer-selection", "fused_ema_adamw", "--ema-decay", "0.99"});
+    ASSERT_TRUE(ema.ok());
+    EXPECT_TRUE(ema->configs.optimizer.ema());
+    EXPECT_FLOAT_EQ(ema->configs.optimizer.ema_decay, 0.99f);
+  }
+  refused({"--reuse-fp32-param"}, 1, "--reuse-fp32-param needs --bf16");
+  refused({"--o2-optimizer"}, 1, "--o2-optimizer needs --bf16");
+  refused({"--bf16", "--reuse-fp32-param", "--optimizer-selection", "fused_ema_adamw"}, 1, "fused_ema_adamw");
+  refused({"--bf16", "--reuse-fp32-param", "--use-distributed-optimizer", "--swap-optimizer"}, 2,
+          "--reuse-fp32-param does not work with --swap-optimizer");
+  refused({"--bf16", "--reuse-fp32-param", "--use-custom-fsdp", "--use-distributed-optimizer"}, 2, "--use-custom-fsdp");
+  refused({"--swap-optimizer"}, 1, "--swap-optimizer needs --use-distributed-optimizer");
+  refused({"--use-distributed-optimizer", "--swap-optimizer", "--optimizer-selection", "fused_ema_adamw"}, 2,
+          "needs --optimizer-selection fused_adamw");
+  refused({"--bf16", "--use-distributed-optimizer", "--swap-optimizer", "--o2-optimizer"}, 2, "use one of them");
+  refused({"--optimizer-selection", "adamw"}, 1, "--optimizer-selection");
+  refused({"--o2-gradient"}, 1, "--o2-gradient");
+}
+
 TEST(Validate, ContextParallelRules) {
   // seq 32, 4 heads (base_args).
   EXPECT_EQ(validation_error({"--context-parallel-size", "2"}, 2), "");

@@ -111,6 +111,8 @@ const std::map<std::string, Row> kExpected = {
     {"--adam-beta2", {true, false, false}},
     {"--adam-eps", {false, false, true}},
     {"--clip-grad", {true, false, true}},
+    {"--ema-decay", {true, false, false}},
+    {"--swap-optimizer-times", {false, false, false}},
     {"--micro-batch-size", {false, false, false}},
     {"--global-batch-size", {false, false, false}},
     {"--train-iters", {false, false, false}},

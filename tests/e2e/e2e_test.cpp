@@ -134,6 +134,44 @@ TEST(EndToEnd, RecomputeRunsLogTheBitsOfThePlainRun) {
   EXPECT_NE(swap.output.find("swapped (current/peak MiB): activations"), std::string::npos) << swap.output;
 }
 
+// The optimizer's memory features through the flags, bf16 with the distributed optimizer over
+// two data-parallel ranks: --reuse-fp32-param (and its resume from a checkpoint),
+// --swap-optimizer and fused_ema_adamw log the bits of the plain run; --o2-optimizer's bf16
+// moments stay within 1% of its losses.
+TEST(EndToEnd, OptimizerMemoryFeaturesLogTheBitsOfThePlainRun) {
+  const mindspeed::testing::ScratchDir scratch("e2e_optimizer_memory");
+  const std::string dir = scratch.file("ckpt");
+  const std::string args = kTiny + " --train-iters 10 --log-interval 5 --eval-interval 10 --eval-iters 1"
+                                   " --bf16 --use-distributed-optimizer";
+  const Result plain = run(kMpirun + " -np 2 " + kBin + args);
+  const Result reuse = run(kMpirun + " -np 2 " + kBin + args + " --reuse-fp32-param --save " + dir + " --save-interval 5");
+  const Result resumed = run(kMpirun + " -np 2 " + kBin + args + " --reuse-fp32-param --load " + dir + " --ckpt-step 5");
+  const Result swap = run(kMpirun + " -np 2 " + kBin + args + " --swap-optimizer --swap-optimizer-times 3");
+  const Result ema = run(kMpirun + " -np 2 " + kBin + args + " --optimizer-selection fused_ema_adamw --ema-decay 0.9");
+  const Result o2 = run(kMpirun + " -np 2 " + kBin + args + " --o2-optimizer");
+  auto numbers = [](const std::string& out) {
+    std::vector<std::string> found;
+    const std::regex re(R"((lm loss|lm loss value|grad norm): [0-9.E+-]+)");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+      found.push_back((*it)[0]);
+    return found;
+  };
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto want = numbers(plain.output);
+  ASSERT_GE(want.size(), 5u) << plain.output;
+  for (const Result* r : {&reuse, &swap, &ema, &o2, &resumed}) ASSERT_EQ(r->exit_code, 0) << r->output;
+  for (const Result* r : {&reuse, &swap, &ema}) EXPECT_EQ(numbers(r->output), want) << r->output;
+  EXPECT_NE(swap.output.find("swapped (current/peak MiB): optimizer"), std::string::npos) << swap.output;
+  // The resumed run logs iteration 10's numbers exactly.
+  const auto tail = numbers(resumed.output);
+  ASSERT_GE(tail.size(), 2u) << resumed.output;
+  EXPECT_EQ(tail[0], want[2]) << resumed.output;
+  EXPECT_EQ(tail[1], want[3]) << resumed.output;
+  const auto plain_losses = logged_losses(plain.output), o2_losses = logged_losses(o2.output);
+  ASSERT_EQ(o2_losses.size(), plain_losses.size()) << o2.output;
+  for (size_t i = 0; i < plain_losses.size(); ++i) EXPECT_NEAR(o2_losses[i], plain_losses[i], 0.01 * plain_losses[i]);
+}
+
 // Megatron's custom FSDP through the flags: ZeRO-3 (optim_grads_params) logs the losses of the
 // distributed-optimizer run, saves a checkpoint from its parameter shards, and both ZeRO-3 and
 // plain DDP resume from it to the same numbers.

@@ -4,6 +4,7 @@
 // polynomial exp/erfc.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <tuple>
 #include <vector>
 
@@ -163,6 +164,25 @@ TEST_P(RowKernelTest, AdamWAndSumOfSquares) {
   EXPECT_TRUE(all_close(v2, v1, 1e-6, 1e-12));
   EXPECT_NEAR(cpu::sum_of_squares(kKc, g.data(), n), ref::sum_of_squares(kKc, g.data(), n),
               1e-6 * ref::sum_of_squares(kKc, g.data(), n) + 1e-12);
+}
+
+TEST(EmaUpdate, FastMatchesReferenceAndFormula) {
+  const int64_t n = 1003;  // a vector tail
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> e1(n), w(n);
+  for (float& x : e1) x = u(rng);
+  for (float& x : w) x = u(rng);
+  auto e2 = e1;
+  ref::ema_update(kKc, e1.data(), w.data(), n, 0.99f);
+  cpu::ema_update(kKc, e2.data(), w.data(), n, 0.99f);
+  EXPECT_TRUE(all_close(e2, e1, 1e-6, 1e-7));
+  // s = d*s + (1-d)*w: at d = 0 the EMA is the weights, at d = 1 it does not move.
+  auto keep = e1;
+  cpu::ema_update(kKc, keep.data(), w.data(), n, 1.0f);
+  EXPECT_EQ(keep, e1);
+  cpu::ema_update(kKc, keep.data(), w.data(), n, 0.0f);
+  EXPECT_EQ(keep, w);
 }
 
 TEST(Dropout, SequenceShardsReproduceTheWholeMask) {

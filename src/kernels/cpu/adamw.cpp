@@ -43,6 +43,15 @@ void adamw_step(const KernelContext& kc, float* param, float* exp_avg, float* ex
   }
 }
 
+void ema_update(const KernelContext& kc, float* ema, const float* param, int64_t n, float decay) {
+  const float keep = decay, take = 1.0f - decay;
+  const Vec8 vkeep = Vec8::set1(keep), vtake = Vec8::set1(take);
+  const int64_t nv = n / 8 * 8;
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
+  for (int64_t i = 0; i < nv; i += 8) (vkeep * Vec8::load(ema + i) + vtake * Vec8::load(param + i)).store(ema + i);
+  for (int64_t i = nv; i < n; ++i) ema[i] = keep * ema[i] + take * param[i];
+}
+
 double sum_of_squares(const KernelContext& kc, const float* x, int64_t n) {
   const int64_t chunks = reduction_chunks(n, 1 << 16);
   double partial[64] = {};

@@ -26,6 +26,11 @@ void adamw_step(const KernelContext& kc, float* param, float* exp_avg, float* ex
   }
 }
 
+void ema_update(const KernelContext& kc, float* ema, const float* param, int64_t n, float decay) {
+  const float keep = decay, take = 1.0f - decay;
+  for (int64_t i = 0; i < n; ++i) ema[i] = keep * ema[i] + take * param[i];
+}
+
 double sum_of_squares(const KernelContext& kc, const float* x, int64_t n) {
   double acc = 0.0;
   for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * x[i];
