@@ -251,8 +251,10 @@ TEST_P(GoldenTest, FiveAdamWStepsMatchPyTorch) {
   ASSERT_TRUE(now.ok() && then.ok()) << then.status().to_string();
   for (const SafetensorsEntry& e : then->entries()) {
     // GPT-2's fused QKV bias holds the key bias, whose gradient is exactly zero: Adam turns
-    // its rounding noise into kernel-dependent steps (as in the MPI equivalence tests).
-    if (std::get<1>(GetParam()) != Kernels::kReference && e.name.ends_with("attn.c_attn.bias")) continue;
+    // its rounding noise into kernel- and machine-dependent steps (as in the MPI equivalence
+    // tests; even the reference kernels' noise differs on another CPU's OpenBLAS core). It
+    // adds the same amount to every score of a query, so the logits below do not see it.
+    if (e.name.ends_with("attn.c_attn.bias")) continue;
     EXPECT_LE(normwise_error(*now->read_f32(e.name), *then->read_f32(e.name)), kTolerance) << "exported " << e.name;
   }
   Instance reloaded;

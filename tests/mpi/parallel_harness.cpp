@@ -405,6 +405,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   result.optimizer_bytes = stats.current_of(MemoryCategory::kOptimizerState);
   result.activation_peak_bytes = stats.peak_of(MemoryCategory::kActivations);
   result.swapped_peak_bytes = stats.total_swapped_peak;
+  result.swap_file_bytes = swap_tier ? swap_tier->file_bytes() : 0;
   result.num_params_local = model.registry().num_local_elements();
   return result;
 }

@@ -96,6 +96,9 @@ struct RunResult {
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< this rank's allocator
   int64_t activation_peak_bytes = 0;  ///< the allocator's activation peak over the run (resident)
   int64_t swapped_peak_bytes = 0;     ///< the swap tier's peak (--swap-attention)
+  /// Bytes of the swap tier's file: what was handed to the tier, whether or not a write ran
+  /// before a prefetch cancelled it (timing-independent, unlike swapped_peak_bytes).
+  int64_t swap_file_bytes = 0;
   /// This rank's schedule traces: most micro-batches with live activations in a step, and the
   /// recompute steps run by the schedule (ripipe).
   int64_t peak_in_flight = 0, recompute_steps = 0;

@@ -123,7 +123,8 @@ TEST_P(RecomputeEquivalence, IsBitwiseTheRunWithoutRecompute) {
     }
   }
   if (c.recompute.swap_attention) {
-    EXPECT_GT(got.swapped_peak_bytes, 0) << "nothing went to the swap tier";
+    // (Whether a write ran before backward's prefetch cancelled it depends on timing.)
+    EXPECT_GT(got.swap_file_bytes, 0) << "nothing went to the swap tier";
   }
   EXPECT_EQ(want.swapped_peak_bytes, 0);
   if (c.saves_memory) {
