@@ -83,7 +83,9 @@ Status check_memory(const Configs& c, int world_size) {
   // Adam moments (8 bytes, 4 with --o2-optimizer, none resident with --swap-optimizer).
   const int64_t moment_bytes = c.optimizer.swap_optimizer ? 0 : c.optimizer.o2_optimizer ? 4 : 8;
   const int64_t state_bytes = p.use_distributed_optimizer ? moment_bytes / dp + 1 : moment_bytes;
-  const int64_t weight_bytes = mul(params_per_rank, 8 + state_bytes);       // params + grads + state
+  // Parameters + fp32 gradients: 4 + 4, or 2 + 4 with --bf16 (whose fp32 master is left out
+  // of this lower bound: --swap-optimizer moves it off the machine).
+  const int64_t weight_bytes = mul(params_per_rank, (c.training.bf16 ? 6 : 8) + state_bytes);
   const int64_t tokens = mul(c.training.micro_batch_size, m.seq_length);
   // Per layer at least 16 bytes per token and hidden unit; full recompute keeps only the
   // layer input (2 bytes in bf16).
