@@ -2,22 +2,13 @@
 #include "optimizer/fp32_param_reuse.h"
 
 #include <algorithm>
-#include <cstring>
+#include <bit>
 
 namespace mindspeed {
 namespace {
 
-uint32_t bits_of(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-
-float float_of(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
+uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
+float float_of(uint32_t b) { return std::bit_cast<float>(b); }
 
 }  // namespace
 

@@ -39,6 +39,15 @@ std::vector<double> logged_losses(const std::string& out) {
   return losses;
 }
 
+// The logged losses, validation losses and grad norms as printed (for bitwise comparisons).
+std::vector<std::string> logged_numbers(const std::string& out) {
+  std::vector<std::string> found;
+  const std::regex re(R"((lm loss|lm loss value|grad norm): [0-9.E+-]+)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    found.push_back((*it)[0]);
+  return found;
+}
+
 void expect_loss_falls(const Result& r) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto losses = logged_losses(r.output);
@@ -117,19 +126,12 @@ TEST(EndToEnd, RecomputeRunsLogTheBitsOfThePlainRun) {
                            " --recompute-activations --recompute-modules core_attn layernorm"
                            " --recompute-activation-function");
   const Result swap = run(kMpirun + " -np 2 " + kBin + args + " --swap-attention --recompute-num-layers 1");
-  auto numbers = [](const std::string& out) {
-    std::vector<std::string> found;
-    const std::regex re(R"((lm loss|lm loss value|grad norm): [0-9.E+-]+)");
-    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
-      found.push_back((*it)[0]);
-    return found;
-  };
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  const auto want = numbers(plain.output);
+  const auto want = logged_numbers(plain.output);
   ASSERT_GE(want.size(), 5u) << plain.output;  // 2 x (loss, grad norm) + the validation losses
   for (const Result* r : {&full, &light, &swap}) {
     ASSERT_EQ(r->exit_code, 0) << r->output;
-    EXPECT_EQ(numbers(r->output), want) << r->output;
+    EXPECT_EQ(logged_numbers(r->output), want) << r->output;
   }
   EXPECT_NE(swap.output.find("swapped (current/peak MiB): activations"), std::string::npos) << swap.output;
 }
@@ -149,21 +151,14 @@ TEST(EndToEnd, OptimizerMemoryFeaturesLogTheBitsOfThePlainRun) {
   const Result swap = run(kMpirun + " -np 2 " + kBin + args + " --swap-optimizer --swap-optimizer-times 3");
   const Result ema = run(kMpirun + " -np 2 " + kBin + args + " --optimizer-selection fused_ema_adamw --ema-decay 0.9");
   const Result o2 = run(kMpirun + " -np 2 " + kBin + args + " --o2-optimizer");
-  auto numbers = [](const std::string& out) {
-    std::vector<std::string> found;
-    const std::regex re(R"((lm loss|lm loss value|grad norm): [0-9.E+-]+)");
-    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
-      found.push_back((*it)[0]);
-    return found;
-  };
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  const auto want = numbers(plain.output);
+  const auto want = logged_numbers(plain.output);
   ASSERT_GE(want.size(), 5u) << plain.output;
   for (const Result* r : {&reuse, &swap, &ema, &o2, &resumed}) ASSERT_EQ(r->exit_code, 0) << r->output;
-  for (const Result* r : {&reuse, &swap, &ema}) EXPECT_EQ(numbers(r->output), want) << r->output;
+  for (const Result* r : {&reuse, &swap, &ema}) EXPECT_EQ(logged_numbers(r->output), want) << r->output;
   EXPECT_NE(swap.output.find("swapped (current/peak MiB): optimizer"), std::string::npos) << swap.output;
   // The resumed run logs iteration 10's numbers exactly.
-  const auto tail = numbers(resumed.output);
+  const auto tail = logged_numbers(resumed.output);
   ASSERT_GE(tail.size(), 2u) << resumed.output;
   EXPECT_EQ(tail[0], want[2]) << resumed.output;
   EXPECT_EQ(tail[1], want[3]) << resumed.output;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -26,17 +27,8 @@
 namespace mindspeed {
 namespace {
 
-uint32_t bits_of(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-
-float float_of(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
+uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
+float float_of(uint32_t b) { return std::bit_cast<float>(b); }
 
 TEST(Fp32ParamReuse, RestoreOfSplitIsBitwiseForEveryKindOfFloat) {
   std::vector<uint32_t> bits = {
