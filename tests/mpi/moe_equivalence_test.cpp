@@ -1,7 +1,7 @@
 // Mixture of experts under every parallel layout against the single-process run on the same
 // weights and data (fp32, 10 steps, dropout on, the aux and z losses on): losses, gradient
 // norms, the logged load_balancing_loss / z_loss, two evaluations and every final weight --
-// each routed expert gathered from the rank holding it -- within 1e-5. Layouts: EP2 and EP4
+// each routed expert gathered from the rank holding it -- within 1e-5 (weights 3e-5). Layouts: EP2 and EP4
 // with the allgather and alltoall dispatchers (sequential and grouped experts, permute
 // fusion), EP x TP with expert-TP 1 and 2, MindSpeed's TP-extend-EP, EP x DP with the
 // distributed optimizer, EP with PP2, shared experts (with the gate), capacity with both drop
@@ -21,6 +21,12 @@ namespace mindspeed::testing {
 namespace {
 
 constexpr double kTolerance = 1e-5;
+/// Final weights after 10 Adam steps: Adam divides each gradient by its own running RMS, so
+/// an embedding row whose gradient nearly cancels across the data-parallel ranks turns a
+/// last-bit difference in the reduction order into a visible step difference (ep4 with
+/// jitter: one element of the embedding 9e-7 apart, 1.1e-5 of the largest weight, on
+/// OpenBLAS's Haswell kernels). A routing or reduction bug moves weights by 1e-3 and more.
+constexpr double kWeightTolerance = 3e-5;
 
 /// The tiny LLaMA-style model with every MLP (or every other, `dense_layer_1`) an MoE of 4
 /// experts, top-2, Megatron's aux loss and z-loss.
@@ -112,7 +118,7 @@ TEST_P(MoeEquivalence, MatchesSingleProcessRun) {
   ASSERT_EQ(got.weights.size() == want.weights.size(), c.layout.pp == 1);
   for (const auto& [name, w] : got.weights) {
     ASSERT_EQ(want.weights.count(name), 1u) << name;
-    EXPECT_LE(normwise_error(w, want.weights.at(name)), kTolerance) << name;
+    EXPECT_LE(normwise_error(w, want.weights.at(name)), kWeightTolerance) << name;
   }
 }
 
