@@ -1,6 +1,7 @@
 // MPI ProcessGroup (mpi_process_group.h).
 #include "parallel/mpi_process_group.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <condition_variable>
@@ -36,6 +37,37 @@ void mpi_check(int rc, const char* what, const std::string& group) {
   int len = 0;
   MPI_Error_string(rc, text, &len);
   fatal(str_cat("MPI ", what, " on group ", group, " failed: ", std::string(text, len)));
+}
+
+// The most elements one MPI call of the collectives below moves: MPI counts are int, and a
+// gradient bucket of a multi-billion-parameter model (Megatron's default without overlap is
+// one bucket) holds more. Larger collectives run as several calls of at most this many.
+int64_t g_max_count = INT_MAX;
+
+// Calls fn(offset, count) for consecutive pieces of [0, n) of at most g_max_count elements.
+template <typename Fn>
+void for_each_piece(int64_t n, Fn&& fn) {
+  for (int64_t off = 0; off < n; off += g_max_count) fn(off, static_cast<int>(std::min(g_max_count, n - off)));
+}
+
+// Allgather of `n` elements of `type` (`width` bytes) per rank: one call when the count fits,
+// otherwise every rank broadcasts its block in pieces.
+void all_gather_pieces(void* out, const void* in, int64_t n, MPI_Datatype type, int width, int rank, int size,
+                       MPI_Comm comm, const std::string& group) {
+  char* o = static_cast<char*>(out);
+  const bool in_place = in == o + static_cast<int64_t>(rank) * n * width;
+  if (n <= g_max_count) {
+    const int count = static_cast<int>(n);
+    mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in, count, type, out, count, type, comm), "Allgather", group);
+    return;
+  }
+  if (!in_place) std::memcpy(o + static_cast<int64_t>(rank) * n * width, in, static_cast<size_t>(n * width));
+  for (int root = 0; root < size; ++root) {
+    for_each_piece(n, [&](int64_t off, int count) {
+      mpi_check(MPI_Bcast(o + (static_cast<int64_t>(root) * n + off) * width, count, type, root, comm), "Bcast",
+                group);
+    });
+  }
 }
 
 // Completion flag shared by a Work and the worker that runs it.
@@ -179,55 +211,62 @@ class MpiProcessGroup final : public ProcessGroup {
   std::unique_ptr<Work> all_reduce_async(float* data, int64_t n, ReduceOp op) override {
     stats_.record(CollectiveKind::kAllReduce, 4 * n);
     if (size_ == 1) return done();
-    const int count = checked_count(n, "all_reduce");
     return async(CollectiveKind::kAllReduce, 4 * n, [=, this] {
-      mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, to_mpi(op), async_comm_), "Allreduce", name_);
+      for_each_piece(n, [&](int64_t off, int count) {
+        mpi_check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, to_mpi(op), async_comm_), "Allreduce",
+                  name_);
+      });
     });
   }
   std::unique_ptr<Work> all_gather_async(float* out, const float* in, int64_t n) override {
     stats_.record(CollectiveKind::kAllGather, 4 * n * size_);
-    const int count = checked_count(n, "all_gather");
     if (size_ == 1) {
       if (out != in) std::copy(in, in + n, out);
       return done();
     }
     return async(CollectiveKind::kAllGather, 4 * n * size_, [=, this] {
-      const bool in_place = in == out + static_cast<int64_t>(rank_) * n;
-      mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in, count, MPI_FLOAT, out, count, MPI_FLOAT, async_comm_),
-                "Allgather", name_);
+      all_gather_pieces(out, in, n, MPI_FLOAT, 4, rank_, size_, async_comm_, name_);
     });
   }
   std::unique_ptr<Work> reduce_scatter_async(float* out, const float* in, int64_t n, ReduceOp op) override {
     stats_.record(CollectiveKind::kReduceScatter, 4 * n * size_);
-    const int count = checked_count(n, "reduce_scatter");
     if (size_ == 1) {
       if (out != in) std::copy(in, in + n, out);
       return done();
     }
     return async(CollectiveKind::kReduceScatter, 4 * n * size_, [=, this] {
-      mpi_check(MPI_Reduce_scatter_block(in, out, count, MPI_FLOAT, to_mpi(op), async_comm_), "Reduce_scatter",
-                name_);
+      if (n <= g_max_count) {
+        mpi_check(MPI_Reduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, to_mpi(op), async_comm_),
+                  "Reduce_scatter", name_);
+        return;
+      }
+      for (int root = 0; root < size_; ++root) {  // each rank's block reduced onto it, in pieces
+        for_each_piece(n, [&](int64_t off, int count) {
+          mpi_check(MPI_Reduce(in + static_cast<int64_t>(root) * n + off, root == rank_ ? out + off : nullptr, count,
+                               MPI_FLOAT, to_mpi(op), root, async_comm_),
+                    "Reduce", name_);
+        });
+      }
     });
   }
   std::unique_ptr<Work> all_gather_bytes_async(void* out, const void* in, int64_t bytes) override {
     stats_.record(CollectiveKind::kAllGather, bytes * size_);
-    const int count = checked_count(bytes, "all_gather_bytes");
     if (size_ == 1) {
       if (out != in) std::memmove(out, in, static_cast<size_t>(bytes));
       return done();
     }
     return async(CollectiveKind::kAllGather, bytes * size_, [=, this] {
-      const bool in_place = in == static_cast<char*>(out) + static_cast<int64_t>(rank_) * bytes;
-      mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in, count, MPI_BYTE, out, count, MPI_BYTE, async_comm_),
-                "Allgather", name_);
+      all_gather_pieces(out, in, bytes, MPI_BYTE, 1, rank_, size_, async_comm_, name_);
     });
   }
   std::unique_ptr<Work> broadcast_async(void* data, int64_t bytes, int root) override {
     stats_.record(CollectiveKind::kBroadcast, bytes);
     if (size_ == 1) return done();
-    const int count = checked_count(bytes, "broadcast");
-    return async(CollectiveKind::kBroadcast, bytes,
-                 [=, this] { mpi_check(MPI_Bcast(data, count, MPI_BYTE, root, async_comm_), "Bcast", name_); });
+    return async(CollectiveKind::kBroadcast, bytes, [=, this] {
+      for_each_piece(bytes, [&](int64_t off, int count) {
+        mpi_check(MPI_Bcast(static_cast<char*>(data) + off, count, MPI_BYTE, root, async_comm_), "Bcast", name_);
+      });
+    });
   }
   std::unique_ptr<Work> all_to_all_async(float* out, const std::vector<int64_t>& recv_counts, const float* in,
                                          const std::vector<int64_t>& send_counts) override {
@@ -342,6 +381,11 @@ class MpiProcessGroup final : public ProcessGroup {
 };
 
 }  // namespace
+
+void set_mpi_max_count_for_testing(int64_t count) {
+  MS_CHECK(count >= 1 && count <= INT_MAX, "MPI piece size ", count, " outside [1, INT_MAX]");
+  g_max_count = count;
+}
 
 std::unique_ptr<ProcessGroup> make_mpi_process_group(MPI_Comm comm, std::string name,
                                                      std::vector<int> global_ranks) {
