@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   bo.data_parallel_size = ps.dp_cp().size();
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
   initialize_parameters(model.registry(), 1234, ps.tp_rank, ps.sizes.tensor);
-  DistributedDataParallel ddp(buffer, ps, {}, backend, alloc);
+  DistributedDataParallel ddp(buffer, ps, {}, backend);
   OptimizerConfig oc;
   oc.lr = 1e-4f;
   Optimizer optimizer(oc, buffer, ps, alloc, backend, false);

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
   initialize_parameters(model.registry(), 1234, ps.tp_rank, ps.sizes.tensor);
   DistributedDataParallel ddp(buffer, ps, {.overlap_grad_reduce = overlap, .overlap_param_gather = overlap && distopt,
-                                          .use_distributed_optimizer = distopt}, backend, alloc);
+                                          .use_distributed_optimizer = distopt}, backend);
   OptimizerConfig oc;
   oc.lr = 1e-4f;
   Optimizer optimizer(oc, buffer, ps, alloc, backend, distopt);

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   bo.data_parallel_size = 1;
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
   initialize_parameters(model.registry(), 1234, ps.tp_rank, ps.sizes.tensor);
-  DistributedDataParallel ddp(buffer, ps, DdpConfig{}, backend, alloc);
+  DistributedDataParallel ddp(buffer, ps, DdpConfig{}, backend);
   OptimizerConfig oc;
   oc.lr = 1e-4f;
   Optimizer optimizer(oc, buffer, ps, alloc, backend, /*distributed=*/false);

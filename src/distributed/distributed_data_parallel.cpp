@@ -8,7 +8,7 @@
 namespace mindspeed {
 
 DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, const ParallelState& ps,
-                                                 const DdpConfig& config, const Backend& backend, Allocator& alloc)
+                                                 const DdpConfig& config, const Backend& backend)
     : buffer_(buffer), ps_(ps), config_(config), backend_(backend) {
   MS_CHECK(!config.shard_grads || (config.use_distributed_optimizer && buffer.shard_grads() != nullptr),
            "sharded gradients need the distributed optimizer and a buffer with shard_grads");
@@ -21,8 +21,6 @@ DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, con
     if (config.use_distributed_optimizer) {
       const int dp = group_of(buckets[b]).size();
       MS_CHECK(buckets[b].numel % dp == 0, "bucket ", b, " is not padded to the data-parallel size");
-      shard_scratch_.emplace_back(alloc, Shape{buckets[b].numel / dp}, DType::kFloat32,
-                                  MemoryCategory::kCommunication);
     }
   }
   MS_CHECK(!config.shard_params || config.shard_grads, "sharded parameters need sharded gradients");
@@ -68,7 +66,10 @@ void DistributedDataParallel::launch_grad_sync(size_t b) {
   const float scale = 1.0f / static_cast<float>(dp_cp);
   if (dp_cp > 1) backend_.kernels.scale_inplace(backend_.context, grad, scale, n);
   if (config_.use_distributed_optimizer) {
-    grad_work_[b] = group.reduce_scatter_async(shard_scratch_[b].f32(), grad, n / group.size(), ReduceOp::kSum);
+    // In place, as Megatron's reduce_scatter_tensor into the buffer's own shard view: the
+    // reduced shard lands on this rank's block and the other blocks are left undefined.
+    const int64_t shard = n / group.size();
+    grad_work_[b] = group.reduce_scatter_async(grad + group.rank() * shard, grad, shard, ReduceOp::kSum);
   } else {
     grad_work_[b] = group.all_reduce_async(grad, n, ReduceOp::kSum);
   }
@@ -91,8 +92,10 @@ void DistributedDataParallel::reap_sharded(bool wait) {
     if (!grad_work_[b] || (!wait && !grad_work_[b]->is_completed())) continue;
     grad_work_[b]->wait();
     grad_work_[b].reset();
-    const int64_t shard = buckets[b].numel / group_of(buckets[b]).size();
-    backend_.kernels.add_inplace(backend_.context, buffer_.bucket_grad_shard(b), shard_scratch_[b].f32(), shard);
+    const ProcessGroup& group = group_of(buckets[b]);
+    const int64_t shard = buckets[b].numel / group.size();
+    backend_.kernels.add_inplace(backend_.context, buffer_.bucket_grad_shard(b),
+                                 buffer_.bucket_grad(b) + group.rank() * shard, shard);
     buffer_.release_bucket_grad(b);
   }
 }
@@ -146,15 +149,9 @@ void DistributedDataParallel::finish_grad_sync() {
     return;
   }
   for (size_t b = 0; b < buckets.size(); ++b) {
-    ProcessGroup& group = group_of(buckets[b]);
     if (!grad_work_[b]) launch_grad_sync(b);
     grad_work_[b]->wait();
     grad_work_[b].reset();
-    if (config_.use_distributed_optimizer) {
-      const int64_t shard = buckets[b].numel / group.size();
-      backend_.kernels.copy(backend_.context, buffer_.grad_data() + buckets[b].offset + group.rank() * shard,
-                            shard_scratch_[b].f32(), shard);
-    }
     ready_[b] = 0;
   }
   sync_enabled_ = false;

@@ -46,7 +46,7 @@ struct DdpConfig {
 class DistributedDataParallel final : public ParameterHooks {
  public:
   DistributedDataParallel(ParamAndGradBuffer& buffer, const ParallelState& ps, const DdpConfig& config,
-                          const Backend& backend, Allocator& alloc);
+                          const Backend& backend);
   ~DistributedDataParallel() override;
 
   /// Gradient reductions may start during backward only after this (Megatron's no_sync off
@@ -98,7 +98,6 @@ class DistributedDataParallel final : public ParameterHooks {
   std::vector<int> ready_;
   std::vector<std::unique_ptr<Work>> grad_work_;
   std::vector<std::unique_ptr<Work>> param_work_;
-  std::vector<Tensor> shard_scratch_;  // reduce-scatter outputs (distributed optimizer)
   std::vector<Parameter*> sequence_parallel_params_;
   std::vector<Parameter*> embedding_group_params_;  // the word embedding and its tied copies
   const Backend& backend_;

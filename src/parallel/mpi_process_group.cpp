@@ -235,15 +235,27 @@ class MpiProcessGroup final : public ProcessGroup {
       return done();
     }
     return async(CollectiveKind::kReduceScatter, 4 * n * size_, [=, this] {
+      const bool in_place = out == in + static_cast<int64_t>(rank_) * n;
       if (n <= g_max_count) {
-        mpi_check(MPI_Reduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, to_mpi(op), async_comm_),
+        if (!in_place) {
+          mpi_check(MPI_Reduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, to_mpi(op), async_comm_),
+                    "Reduce_scatter", name_);
+          return;
+        }
+        // MPI's in-place form leaves the result at the start of the buffer.
+        float* buffer = const_cast<float*>(in);
+        mpi_check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, static_cast<int>(n), MPI_FLOAT, to_mpi(op),
+                                           async_comm_),
                   "Reduce_scatter", name_);
+        if (out != buffer) std::memmove(out, buffer, sizeof(float) * static_cast<size_t>(n));
         return;
       }
       for (int root = 0; root < size_; ++root) {  // each rank's block reduced onto it, in pieces
         for_each_piece(n, [&](int64_t off, int count) {
-          mpi_check(MPI_Reduce(in + static_cast<int64_t>(root) * n + off, root == rank_ ? out + off : nullptr, count,
-                               MPI_FLOAT, to_mpi(op), root, async_comm_),
+          const float* send = in + static_cast<int64_t>(root) * n + off;
+          const bool mine = root == rank_;
+          mpi_check(MPI_Reduce(mine && in_place ? MPI_IN_PLACE : send, mine ? out + off : nullptr, count, MPI_FLOAT,
+                               to_mpi(op), root, async_comm_),
                     "Reduce", name_);
         });
       }

@@ -53,7 +53,9 @@ class ProcessGroup {
   virtual std::unique_ptr<Work> all_reduce_async(float* data, int64_t n, ReduceOp op) = 0;
   /// out[r*n + i] = in_of_rank_r[i]; out holds size()*n.
   virtual std::unique_ptr<Work> all_gather_async(float* out, const float* in, int64_t n) = 0;
-  /// out[i] = reduce over ranks of in_of_rank_r[rank()*n + i]; in holds size()*n.
+  /// out[i] = reduce over ranks of in_of_rank_r[rank()*n + i]; in holds size()*n. In place
+  /// when out == in + rank()*n (Megatron's gradient buffer: the reduced shard lands where
+  /// the rank's block was; `in`'s other blocks are left undefined).
   virtual std::unique_ptr<Work> reduce_scatter_async(float* out, const float* in, int64_t n,
                                                      ReduceOp op) = 0;
   virtual std::unique_ptr<Work> broadcast_async(void* data, int64_t bytes, int root) = 0;

@@ -409,7 +409,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
   dconf.shard_grads = c.parallel.shard_gradients();
   dconf.shard_params = c.parallel.shard_parameters();
-  DistributedDataParallel ddp(buffer, ps, dconf, backend, alloc);
+  DistributedDataParallel ddp(buffer, ps, dconf, backend);
   // --swap-attention / --swap-optimizer: the swap tier (a file on local disk; host memory on
   // an accelerator). Made before the optimizer, which keeps tensors in it.
   std::unique_ptr<FileSwapTier> swap_tier;

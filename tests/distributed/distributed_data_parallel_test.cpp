@@ -18,7 +18,7 @@ TEST(DistributedDataParallelDeathTest, ForeignParameterIsNamed) {
   registry.add({.name = "decoder.final_layernorm.weight", .global_shape = Shape{8}}, 1);
   ParamAndGradBuffer buffer(registry, alloc, BufferOptions{});
   const Backend backend = select_backend(KernelOptions{});
-  DistributedDataParallel ddp(buffer, *ps, DdpConfig{.overlap_grad_reduce = true}, backend, alloc);
+  DistributedDataParallel ddp(buffer, *ps, DdpConfig{.overlap_grad_reduce = true}, backend);
   ParameterRegistry other;
   Parameter* foreign = other.add({.name = "not.in.the.buffer.weight", .global_shape = Shape{4}}, 1);
   // Parameters of the buffer are found.

@@ -288,7 +288,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   dc.shard_params = fsdp && layout.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams;
   dc.overlap_grad_reduce = !single && (layout.overlap_grad_reduce || bo.shard_grads);
   dc.overlap_param_gather = !single && layout.overlap_param_gather;
-  DistributedDataParallel ddp(buffer, *ps, dc, backend, alloc);
+  DistributedDataParallel ddp(buffer, *ps, dc, backend);
   OptimizerConfig oc;
   oc.lr = run.lr;
   oc.min_lr = run.lr / 10;
