@@ -85,7 +85,13 @@ Status check_memory(const Configs& c, int world_size) {
   const int64_t state_bytes = p.use_distributed_optimizer ? moment_bytes / dp + 1 : moment_bytes;
   // Parameters + fp32 gradients: 4 + 4, or 2 + 4 with --bf16 (whose fp32 master is left out
   // of this lower bound: --swap-optimizer moves it off the machine).
-  const int64_t weight_bytes = mul(params_per_rank, (c.training.bf16 ? 6 : 8) + state_bytes);
+  // --swap-optimizer keeps up to three of its T slices of master + moments (12 bytes) in
+  // memory: the one being updated, the next one prefetched, the previous one being written.
+  const int64_t swap_resident =
+      c.optimizer.swap_optimizer
+          ? mul(params_per_rank, 36) / (dp * std::max<int64_t>(1, c.optimizer.swap_optimizer_times))
+          : 0;
+  const int64_t weight_bytes = add(mul(params_per_rank, (c.training.bf16 ? 6 : 8) + state_bytes), swap_resident);
   const int64_t tokens = mul(c.training.micro_batch_size, m.seq_length);
   // Per layer at least 16 bytes per token and hidden unit; full recompute keeps only the
   // layer input (2 bytes in bf16).
