@@ -229,9 +229,8 @@ awk -F'|' -v N="$NF" -v U="$UL" -v E=$((V * H)) '
     } else if (cat == "optimizer") {
       if (dist) { f = 12 * N / dp; e = "12N/dp" } else { f = 12 * N; e = "12N" }
       p = f; pe = e
-    } else {
-      if (dist) { f = 4 * N / dp; e = "4N/dp" } else { f = 0; e = "0" }
-      p = f; pe = e
+    } else {  # reduce-scatters run in place in the gradient buffer: no communication buffer
+      f = 0; e = "0"; p = f; pe = e
     }
     rc = f > 0 ? sprintf("%.3f", cur / mib(f)) : (cur == 0 ? "-" : "inf")
     rp = p > 0 ? sprintf("%.3f", speak / mib(p)) : (speak == 0 ? "-" : "inf")
