@@ -69,7 +69,7 @@ TEST(MpiProcessGroup, CollectivesLargerThanOneMpiCallRunInPieces) {
     return v;
   };
   struct Results {
-    std::vector<float> reduced, scattered, gathered, gathered_in_place, bytes, broadcast;
+    std::vector<float> reduced, scattered, scattered_in_place, gathered, gathered_in_place, bytes, broadcast;
   };
   auto run_all = [&](int64_t n) {
     Results r;
@@ -78,6 +78,10 @@ TEST(MpiProcessGroup, CollectivesLargerThanOneMpiCallRunInPieces) {
     const std::vector<float> in = input(n);
     r.scattered.assign(static_cast<size_t>(n), 0.0f);
     group->reduce_scatter_async(r.scattered.data(), in.data(), n, ReduceOp::kSum)->wait();
+    std::vector<float> buffer = input(n);  // in place: the result lands on this rank's block
+    float* own = buffer.data() + static_cast<int64_t>(world.rank) * n;
+    group->reduce_scatter_async(own, buffer.data(), n, ReduceOp::kSum)->wait();
+    r.scattered_in_place.assign(own, own + n);
     r.gathered.assign(static_cast<size_t>(n * P), 0.0f);
     group->all_gather_async(r.gathered.data(), in.data(), n)->wait();
     r.gathered_in_place = input(n);
@@ -100,6 +104,8 @@ TEST(MpiProcessGroup, CollectivesLargerThanOneMpiCallRunInPieces) {
     };
     expect_same_sums(pieces.reduced, whole.reduced);
     expect_same_sums(pieces.scattered, whole.scattered);
+    expect_same_sums(pieces.scattered_in_place, whole.scattered);
+    expect_same_sums(whole.scattered_in_place, whole.scattered);
     EXPECT_EQ(pieces.gathered, whole.gathered) << n;
     EXPECT_EQ(pieces.gathered_in_place, whole.gathered_in_place) << n;
     EXPECT_EQ(pieces.bytes, whole.bytes) << n;
