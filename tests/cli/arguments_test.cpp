@@ -3,6 +3,7 @@
 #include "cli/arguments.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "config/parallel_config.h"
 #include "config/validate.h"
@@ -580,6 +581,26 @@ TEST(Validate, OptimizerMemoryRules) {
   refused({"--bf16", "--use-distributed-optimizer", "--swap-optimizer", "--o2-optimizer"}, 2, "use one of them");
   refused({"--optimizer-selection", "adamw"}, 1, "--optimizer-selection");
   refused({"--o2-gradient"}, 1, "--o2-gradient");
+}
+
+// The memory check's lower bound counts the swap optimizer's resident slices: up to three of
+// its T slices of fp32 master + moments (12 bytes per parameter). A model of about M/12
+// parameters on this machine's M bytes fits with 1024 slices (6 + 36/1024 bytes per
+// parameter) and is refused with 1 slice (6 + 36).
+TEST(Validate, MemoryCheckCountsTheSwapOptimizersResidentSlices) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) GTEST_SKIP() << "no physical memory size on this system";
+  const int64_t memory = static_cast<int64_t>(pages) * page;
+  const int64_t h = 4096, per_layer = h * 3 * h + h * h + 2 * h * 4 * h;  // qkv, proj, fc1 + fc2
+  const int64_t layers = memory / (12 * per_layer) + 1;
+  auto run = [&](const char* slices) {
+    return validation_error({"--num-layers", std::to_string(layers), "--hidden-size", std::to_string(h),
+                             "--num-attention-heads", "32", "--bf16", "--use-distributed-optimizer",
+                             "--swap-optimizer", "--swap-optimizer-times", slices},
+                            1);
+  };
+  EXPECT_EQ(run("1024"), "");
+  EXPECT_NE(run("1").find("this model needs at least"), std::string::npos) << run("1");
 }
 
 TEST(Validate, ContextParallelRules) {
