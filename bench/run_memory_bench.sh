@@ -29,15 +29,9 @@
 # Environment: SKIP_DP4=1 skips the DP 4 runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${1:-build/release/apps/pretrain_gpt}
-if [ ! -x "$BIN" ]; then
-  echo "no pretrain_gpt at $BIN (cmake --preset release && cmake --build --preset release --target pretrain_gpt)" >&2
-  exit 1
-fi
-BIN=$(realpath "$BIN")
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/memory-bench.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# shellcheck source=bench/memory_bench_common.sh
+source bench/memory_bench_common.sh
+memory_bench_setup memory-bench "${1:-}"
 CORES=$(nproc)
 
 S=1024 B=1 H=512 A=8 V=4096
@@ -67,15 +61,7 @@ run() {
     exit 1
   fi
   {
-    grep "\[Rank $last\] memory (MiB)" "$WORK/$name.log" | tail -1 |
-      awk '{ n = split($0, f, "|");
-             for (i = 2; i <= n; i++) {
-               m = split(f[i], w, " ");
-               if (w[1] == "swapped") {  # swapped (current/peak MiB): activations c/p, total c/p
-                 t = f[i]; sub(/.*total /, "", t); split(t, cp, "/"); print "log_swapped_peak", cp[2] + 0
-               } else if (m >= 2 && w[2] ~ /\//) {
-                 split(w[2], cp, "/"); print "log_" w[1] "_cur", cp[1] + 0; print "log_" w[1] "_peak", cp[2] + 0
-               } } }'
+    memory_line_fields "$WORK/$name.log" "$last"
     grep -ho '"name":"memory (bytes)"[^}]*}' "$WORK"/prof/*.json |
       awk -F'[{}:,"]+' '{ for (i = 1; i < NF; i++) if ($i == "args") break;
                           for (i++; i < NF; i += 2) if (!($i in m) || $(i + 1) + 0 > m[$i]) m[$i] = $(i + 1) + 0 }

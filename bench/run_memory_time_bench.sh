@@ -13,15 +13,9 @@
 # Environment: MEMORY_TIME_LAYERS / MEMORY_TIME_HIDDEN / MEMORY_TIME_HEADS change the model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${1:-build/release/apps/pretrain_gpt}
-if [ ! -x "$BIN" ]; then
-  echo "no pretrain_gpt at $BIN (cmake --preset release && cmake --build --preset release --target pretrain_gpt)" >&2
-  exit 1
-fi
-BIN=$(realpath "$BIN")
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/memory-time-bench.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# shellcheck source=bench/memory_bench_common.sh
+source bench/memory_bench_common.sh
+memory_bench_setup memory-time-bench "${1:-}"
 
 L=${MEMORY_TIME_LAYERS:-8} H=${MEMORY_TIME_HIDDEN:-1024} A=${MEMORY_TIME_HEADS:-16} S=1024
 COMMON=(--num-layers "$L" --hidden-size "$H" --num-attention-heads "$A" --seq-length "$S"
@@ -58,14 +52,10 @@ measure() {
   local ms
   ms=$(grep -o 'elapsed time per iteration (ms): [0-9.]*' "$WORK/$name.log" | awk 'NR >= 2 { print $NF }' |
        sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-  grep 'memory (MiB)' "$WORK/$name.log" | tail -1 |
-    awk -v ms="$ms" '{ n = split($0, f, "|"); sw = 0
-                       for (i = 2; i <= n; i++) {
-                         m = split(f[i], w, " ")
-                         if (w[1] == "swapped") { t = f[i]; sub(/.*total /, "", t); split(t, cp, "/"); sw = cp[2] + 0 }
-                         else if (m >= 2 && w[2] ~ /\//) { split(w[2], cp, "/"); peak[w[1]] = cp[2] + 0 }
-                       }
-                       print ms, peak["total"], peak["activations"], peak["optimizer"], sw }'
+  memory_line_fields "$WORK/$name.log" 0 |
+    awk -v ms="$ms" '{ v[$1] = $2 }
+                     END { print ms, v["log_total_peak"] + 0, v["log_activations_peak"] + 0,
+                                 v["log_optimizer_peak"] + 0, v["log_swapped_peak"] + 0 }'
 }
 
 echo "## Step time against bytes, per memory feature"
@@ -114,8 +104,8 @@ measure_pp() {
   local ms a0 a1
   ms=$(grep -o 'elapsed time per iteration (ms): [0-9.]*' "$WORK/$name.log" | awk 'NR >= 2 { print $NF }' |
        sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-  a0=$(grep '\[Rank 0\] memory (MiB)' "$WORK/$name.log" | tail -1 | grep -o 'activations [0-9.]*/[0-9.]*' | cut -d/ -f2)
-  a1=$(grep '\[Rank 1\] memory (MiB)' "$WORK/$name.log" | tail -1 | grep -o 'activations [0-9.]*/[0-9.]*' | cut -d/ -f2)
+  a0=$(memory_line_fields "$WORK/$name.log" 0 | awk '$1 == "log_activations_peak" { print $2 }')
+  a1=$(memory_line_fields "$WORK/$name.log" 1 | awk '$1 == "log_activations_peak" { print $2 }')
   echo "$ms ${a0:-0} ${a1:-0}"
 }
 echo
