@@ -339,9 +339,7 @@ void Optimizer::read_state(OptimizerState kind, int64_t shard_begin, int64_t n, 
     return;
   }
   for_state_range(shard_begin, shard_begin + n, /*write_back=*/false, [&](const Piece& pc, const PieceState& st) {
-    const float* src = kind == OptimizerState::kMainParam ? st.param
-                       : kind == OptimizerState::kExpAvg  ? st.exp_avg
-                                                          : st.exp_avg_sq;
+    const float* src = st.of(kind);
     std::copy(src, src + (pc.hi - pc.lo), out + (pc.lo - shard_begin));
   });
 }
@@ -353,10 +351,7 @@ void Optimizer::write_state(OptimizerState kind, int64_t shard_begin, int64_t n,
     return;
   }
   for_state_range(shard_begin, shard_begin + n, /*write_back=*/true, [&](const Piece& pc, const PieceState& st) {
-    float* dst = kind == OptimizerState::kMainParam ? st.param
-                 : kind == OptimizerState::kExpAvg  ? st.exp_avg
-                                                    : st.exp_avg_sq;
-    std::copy(in + (pc.lo - shard_begin), in + (pc.hi - shard_begin), dst);
+    std::copy(in + (pc.lo - shard_begin), in + (pc.hi - shard_begin), st.of(kind));
   });
 }
 

@@ -102,6 +102,10 @@ class Optimizer {
     float* param = nullptr;
     float* exp_avg = nullptr;
     float* exp_avg_sq = nullptr;
+    /// The row of `kind` (kMainParam, kExpAvg or kExpAvgSq; the EMA is not per piece).
+    float* of(OptimizerState kind) const {
+      return kind == OptimizerState::kMainParam ? param : kind == OptimizerState::kExpAvg ? exp_avg : exp_avg_sq;
+    }
   };
 
   /// Updates one piece: loads its fp32 state, runs AdamW (and the EMA), stores it back.
