@@ -17,6 +17,8 @@
 #     learned positions + tied embeddings, RoPE + tied, RoPE + untied (design: 2 units).
 #  4. Optimizer state bytes per rank for --reuse-fp32-param, --o2-optimizer, both, and
 #     --swap-optimizer, at DP 1 and DP 2 with the distributed optimizer, beside 12/10/8/6 x N.
+#  5. Gradient bytes per rank with --o2-gradient (bf16 buffer, 2N) against fp32 gradients (4N),
+#     at DP 1 and DP 2 with the distributed optimizer, and the step's transient fp32 units.
 # Two sources per run: the "[Rank R] memory (MiB)" line pretrain_gpt logs (current/peak since
 # start, 0.1 MiB resolution; the peak includes set-up), and the exact bytes of the
 # allocator's per-category counters over train step 2 alone (--profile-with-memory trace,
@@ -289,6 +291,39 @@ for entry in "${OPT_CASES[@]}"; do
     else { f = per * N / sharded; expr = sprintf("%dN/%d", per, sharded) }
     printf("| %d | %s | %.2f | %s | %.2f | %.3f | %s |\n", dp, label, got / 1048576, expr, f / 1048576, got / f,
            per == "swap" ? sprintf("%.1f (12N/%d = %.1f)", swapped, sharded, 12 * N / sharded / 1048576) : "-") }'
+  i=$((i + 1))
+done
+echo
+
+# --- 5. Gradient bytes with --o2-gradient ---------------------------------------------------
+# fp32 gradients: 4N bytes for the whole step. --o2-gradient: a bf16 buffer (2N) between steps;
+# during the step a module's backward writes a transient fp32 gradient (4 x its elements) that
+# is added into the buffer when the module is done. With tied embeddings the word embedding's
+# unit lives from the output layer's forward (the fused loss writes its gradient) to the
+# embedding's backward, so the step peak is 2N + 4 x (E + U): the word embedding's unit and a
+# layer's (E and U as in section 2).
+echo "## Gradient bytes per rank with --o2-gradient"
+echo
+echo "GPT of $LF layers (N below), bf16, --no-gradient-accumulation-fusion (which --o2-gradient needs) in every row."
+echo "Between steps = the gradient category's current value in the log after step 2; step-2 peak = exact bytes."
+echo
+echo "| DP | flags | between steps (MiB) | formula (MiB) | step-2 peak (MiB) | 2N + 4(E + U) (MiB) |"
+echo "|---|---|---:|---:|---:|---:|"
+GRAD_CASES=(
+  "1|4|-|"
+  "1|2|--o2-gradient|--o2-gradient"
+  "2|2|distopt + --o2-gradient|--use-distributed-optimizer --o2-gradient"
+)
+i=0
+for entry in "${GRAD_CASES[@]}"; do
+  IFS='|' read -r dp per label oflags <<<"$entry"
+  # shellcheck disable=SC2086
+  run "grad-$i" "$dp" --num-layers "$LF" --global-batch-size $((B * dp)) --no-gradient-accumulation-fusion $oflags
+  awk -v dp="$dp" -v per="$per" -v label="$label" -v N="$(get "grad-$i" nparams)" -v cur="$(get "grad-$i" log_grads_cur)" \
+      -v peak="$(get "grad-$i" step_grads)" -v emb=$((V * H)) -v layer="$UL" 'BEGIN {
+    transient = per == 2 ? sprintf("%.2f", (2 * N + 4 * (emb + layer)) / 1048576) : "-"
+    printf("| %d | %s | %.1f | %dN = %.2f | %.2f | %s |\n", dp, label, cur, per, per * N / 1048576, peak / 1048576,
+           transient) }'
   i=$((i + 1))
 done
 echo

@@ -570,6 +570,9 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--reuse-fp32-param", o.reuse_fp32_param,
          "MindSpeed: the fp32 master weight is the bf16 weight plus a 16-bit residual (bitwise lossless)");
   r.flag("--o2-optimizer", o.o2_optimizer, "MindSpeed-LLM: Adam moments stored in bf16 (upcast for the update)");
+  r.flag("--o2-gradient", o.o2_gradient,
+         "MindSpeed-LLM: main gradients accumulated and reduced in a bf16 buffer (2 bytes per parameter instead of 4; "
+         "needs --bf16 and --no-gradient-accumulation-fusion)");
   r.flag("--swap-optimizer", o.swap_optimizer,
          "MindSpeed: fp32 master and Adam moments live in the swap tier (--swap-dir), updated slice by slice");
   r.number("--swap-optimizer-times", o.swap_optimizer_times, "MindSpeed: slices of the swapped optimizer step",

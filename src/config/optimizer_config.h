@@ -42,6 +42,9 @@ struct OptimizerConfig {
   float ema_decay = 0.9999f;       ///< --ema-decay (fused_ema_adamw)
   bool reuse_fp32_param = false;   ///< --reuse-fp32-param: fp32 master = bf16 weight + 16-bit residual
   bool o2_optimizer = false;       ///< --o2-optimizer: exp_avg and exp_avg_sq kept in bf16
+  /// --o2-gradient: the main gradients and their accumulation buffer kept in bf16 (each
+  /// module's backward writes a transient fp32 gradient, added into the bf16 buffer).
+  bool o2_gradient = false;
   bool swap_optimizer = false;     ///< --swap-optimizer: master and moments live in the swap tier
   int64_t swap_optimizer_times = 16;  ///< --swap-optimizer-times: slices the step is done in
   bool ema() const { return optimizer_selection == OptimizerSelection::kFusedEmaAdamw; }

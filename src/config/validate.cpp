@@ -83,15 +83,17 @@ Status check_memory(const Configs& c, int world_size) {
   // Adam moments (8 bytes, 4 with --o2-optimizer, none resident with --swap-optimizer).
   const int64_t moment_bytes = c.optimizer.swap_optimizer ? 0 : c.optimizer.o2_optimizer ? 4 : 8;
   const int64_t state_bytes = p.use_distributed_optimizer ? moment_bytes / dp + 1 : moment_bytes;
-  // Parameters + fp32 gradients: 4 + 4, or 2 + 4 with --bf16 (whose fp32 master is left out
-  // of this lower bound: --swap-optimizer moves it off the machine).
+  // Parameters + gradients: 4 + 4, or 2 + 4 with --bf16, 2 + 2 with --o2-gradient (the bf16
+  // model's fp32 master is left out of this lower bound: --swap-optimizer moves it off the
+  // machine).
   // --swap-optimizer keeps up to three of its T slices of master + moments (12 bytes) in
   // memory: the one being updated, the next one prefetched, the previous one being written.
   const int64_t swap_resident =
       c.optimizer.swap_optimizer
           ? mul(params_per_rank, 36) / (dp * std::max<int64_t>(1, c.optimizer.swap_optimizer_times))
           : 0;
-  const int64_t weight_bytes = add(mul(params_per_rank, (c.training.bf16 ? 6 : 8) + state_bytes), swap_resident);
+  const int64_t param_grad_bytes = c.optimizer.o2_gradient ? 4 : c.training.bf16 ? 6 : 8;
+  const int64_t weight_bytes = add(mul(params_per_rank, param_grad_bytes + state_bytes), swap_resident);
   const int64_t tokens = mul(c.training.micro_batch_size, m.seq_length);
   // Per layer at least 16 bytes per token and hidden unit; full recompute keeps only the
   // layer input (2 bytes in bf16).
@@ -441,6 +443,22 @@ Status validate_optimizer_memory(const OptimizerConfig& o, const ParallelConfig&
     }
   }
   if (o.o2_optimizer && !t.bf16) return invalid_argument("--o2-optimizer needs --bf16 (BF16 training only)");
+  if (o.o2_gradient) {
+    if (!t.bf16) return invalid_argument("--o2-gradient needs --bf16 (BF16 training only)");
+    if (p.gradient_accumulation_fusion) {
+      return invalid_argument("--o2-gradient needs --no-gradient-accumulation-fusion (MindSpeed-LLM's rule: the fused "
+                              "kernel adds into an fp32 main gradient)");
+    }
+    if (p.use_custom_fsdp) {
+      return invalid_argument("--o2-gradient does not work with --use-custom-fsdp (MindSpeed supports custom FSDP only "
+                              "on its own)");
+    }
+    if (p.dualpipev) {
+      return invalid_argument("--o2-gradient does not work with --schedules-method dualpipev yet: its deferred "
+                              "weight-gradient passes would keep each layer's fp32 gradient across micro-batches, "
+                              "which the bf16 gradient buffer exists to avoid");
+    }
+  }
   if (o.swap_optimizer) {
     if (!p.use_distributed_optimizer) {
       return invalid_argument("--swap-optimizer needs --use-distributed-optimizer (MindSpeed's rule)");

@@ -14,6 +14,7 @@ DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, con
            "sharded gradients need the distributed optimizer and a buffer with shard_grads");
   const auto& buckets = buffer.buckets();
   ready_.assign(buckets.size(), 0);
+  launched_.assign(buckets.size(), false);
   grad_work_.resize(buckets.size());
   param_work_.resize(buckets.size());
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -24,6 +25,8 @@ DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, con
     }
   }
   MS_CHECK(!config.shard_params || config.shard_grads, "sharded parameters need sharded gradients");
+  MS_CHECK(config.bf16_grads == (buffer.grad_dtype() == DType::kBFloat16) && !(config.bf16_grads && config.shard_grads),
+           "bf16 gradients need a buffer with bf16 gradients, and unsharded gradients");
   if (config.shard_params) {
     std::vector<int> ranks;
     for (const Bucket& b : buckets) ranks.push_back(group_of(b).rank());
@@ -57,7 +60,15 @@ ProcessGroup& DistributedDataParallel::group_of(const Bucket& bucket) const {
 void DistributedDataParallel::launch_grad_sync(size_t b) {
   const Bucket& bucket = buffer_.buckets()[b];
   ProcessGroup& group = group_of(bucket);
-  float* grad = config_.shard_grads ? buffer_.bucket_grad(b) : buffer_.grad_data() + bucket.offset;
+  if (config_.bf16_grads) {
+    // The bucket's bf16 gradient widened into an fp32 transient, reduced there.
+    MS_CHECK(buffer_.bucket_grad(b) == nullptr, "bucket ", b, " still has an unfolded gradient");
+    launched_[b] = true;
+    buffer_.allocate_bucket_grad(b, backend_);
+    backend_.kernels.convert_to_fp32(backend_.context, buffer_.bucket_grad(b), buffer_.grad_data_bf16() + bucket.offset,
+                                     bucket.numel);
+  }
+  float* grad = config_.shard_grads || config_.bf16_grads ? buffer_.bucket_grad(b) : buffer_.grad_data() + bucket.offset;
   MS_CHECK(grad != nullptr, "bucket ", b, " has no gradient to reduce");
   const int64_t n = bucket.numel;
   // Megatron's gradient_scaling_factor: 1/(dp*cp) for every bucket, the expert ones too
@@ -76,6 +87,14 @@ void DistributedDataParallel::launch_grad_sync(size_t b) {
 }
 
 void DistributedDataParallel::prepare_grads(const std::vector<Parameter*>& params) {
+  if (config_.bf16_grads) {
+    for (Parameter* p : params) {
+      const size_t b = bucket_of(p);
+      if (grad_work_[b]) reap_bf16(/*wait=*/true);  // its transient is a reduction's buffer
+      buffer_.allocate_bucket_grad(b, backend_);
+    }
+    return;
+  }
   if (!config_.shard_grads) return;
   reap_sharded(/*wait=*/false);
   for (Parameter* p : params) {
@@ -100,7 +119,58 @@ void DistributedDataParallel::reap_sharded(bool wait) {
   }
 }
 
+void DistributedDataParallel::fold_into_bf16(size_t b) {
+  const float* grad = buffer_.bucket_grad(b);
+  // Nothing new: folded already (a unit that reported twice), or the transient is a reduction's.
+  if (grad == nullptr || grad_work_[b]) return;
+  const Bucket& bucket = buffer_.buckets()[b];
+  backend_.kernels.add_into_bf16(backend_.context, buffer_.grad_data_bf16() + bucket.offset, grad, bucket.numel);
+  buffer_.release_bucket_grad(b);
+}
+
+void DistributedDataParallel::reap_bf16(bool wait) {
+  const auto& buckets = buffer_.buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (!grad_work_[b] || (!wait && !grad_work_[b]->is_completed())) continue;
+    grad_work_[b]->wait();
+    grad_work_[b].reset();
+    // The reduced values (this rank's shard with the distributed optimizer) back into bf16.
+    const Bucket& bucket = buckets[b];
+    int64_t lo = 0, n = bucket.numel;
+    if (config_.use_distributed_optimizer) {
+      const ProcessGroup& group = group_of(bucket);
+      n = bucket.numel / group.size();
+      lo = group.rank() * n;
+    }
+    backend_.kernels.convert_to_bf16(backend_.context, buffer_.grad_data_bf16() + bucket.offset + lo,
+                                     buffer_.bucket_grad(b) + lo, n);
+    buffer_.release_bucket_grad(b);
+  }
+}
+
+void DistributedDataParallel::all_reduce_bf16_grad(ProcessGroup& group, Parameter* p) {
+  const int64_t n = p->local_shape.numel();
+  std::vector<float> wide(static_cast<size_t>(n));
+  backend_.kernels.convert_to_fp32(backend_.context, wide.data(), p->main_grad.bf(), n);
+  group.all_reduce(wide.data(), n);
+  backend_.kernels.convert_to_bf16(backend_.context, p->main_grad.bf(), wide.data(), n);
+}
+
 void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params) {
+  if (config_.bf16_grads) {
+    // Every micro-batch: a unit's fp32 gradient is added into the bf16 buffer once complete;
+    // in the last micro-batch, with overlap, its reduction starts then.
+    for (Parameter* p : params) {
+      const size_t b = bucket_of(p);
+      if (++ready_[b] == static_cast<int>(buffer_.buckets()[b].params.size())) {
+        ready_[b] = 0;
+        fold_into_bf16(b);
+        if (sync_enabled_ && config_.overlap_grad_reduce && !launched_[b]) launch_grad_sync(b);
+      }
+    }
+    reap_bf16(/*wait=*/false);
+    return;
+  }
   if (config_.shard_grads) {
     // Every micro-batch: a unit's gradient leaves as soon as it is complete.
     for (Parameter* p : params) {
@@ -122,6 +192,28 @@ void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params)
 
 void DistributedDataParallel::finish_grad_sync() {
   const auto& buckets = buffer_.buckets();
+  if (config_.bf16_grads) {
+    // One bucket at a time (its fp32 transient is the only one alive), after those in flight.
+    reap_bf16(/*wait=*/true);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      ready_[b] = 0;
+      if (grad_work_[b]) continue;
+      fold_into_bf16(b);  // a unit whose parameters did not all report (none expected)
+      if (!launched_[b]) {
+        launch_grad_sync(b);
+        reap_bf16(/*wait=*/true);
+      }
+    }
+    std::fill(launched_.begin(), launched_.end(), false);
+    sync_enabled_ = false;
+    if (ps_.tp().size() > 1) {
+      for (Parameter* p : sequence_parallel_params_) all_reduce_bf16_grad(ps_.tp(), p);
+    }
+    if (ps_.embedding().size() > 1) {
+      for (Parameter* p : embedding_group_params_) all_reduce_bf16_grad(ps_.embedding(), p);
+    }
+    return;
+  }
   if (config_.shard_grads) {
     // Units whose parameters did not all report (none expected) are reduced now.
     for (size_t b = 0; b < buckets.size(); ++b) {

@@ -27,9 +27,12 @@ std::string module_of(const std::string& name) {
 
 ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc,
                                        const BufferOptions& options)
-    : alloc_(alloc), param_dtype_(options.param_dtype) {
+    : alloc_(alloc), param_dtype_(options.param_dtype), grad_dtype_(options.grad_dtype) {
   MS_CHECK(!options.shard_grads || options.pad_for_distributed_optimizer,
            "sharded gradients need the distributed optimizer's bucket padding");
+  MS_CHECK(options.grad_dtype == DType::kFloat32 ||
+               (options.grad_dtype == DType::kBFloat16 && options.bucket_per_module && !options.shard_grads),
+           "bf16 gradients need a bucket per module (the transient fp32 units) and unsharded gradients");
   MS_CHECK(options.param_dtype == DType::kFloat32 || options.param_dtype == DType::kBFloat16,
            "parameter dtype must be fp32 or bf16");
   auto bucket_align = [&](bool expert) -> int64_t {
@@ -81,15 +84,21 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
     grad_shards_ = Tensor::zeros(alloc, Shape{shards}, DType::kFloat32, MemoryCategory::kGradients);
     bucket_grads_.resize(buckets_.size());
   } else {
-    grads_ = Tensor::zeros(alloc, Shape{numel_}, DType::kFloat32, MemoryCategory::kGradients);
+    grads_ = Tensor::zeros(alloc, Shape{numel_}, grad_dtype_, MemoryCategory::kGradients);
+    if (grad_dtype_ == DType::kBFloat16) bucket_grads_.resize(buckets_.size());
   }
   for (Parameter* p : order_) {
     p->data = TensorView{static_cast<char*>(params_.data()) + p->buffer_offset * dtype_size(options.param_dtype),
                          options.param_dtype, p->local_shape};
     // Sharded gradients: no storage until the unit's backward (allocate_bucket_grad).
-    p->main_grad = TensorView{grads_.empty() ? nullptr : grads_.f32() + p->buffer_offset, DType::kFloat32,
-                              p->local_shape};
+    p->main_grad = resting_grad_view(*p);
   }
+}
+
+TensorView ParamAndGradBuffer::resting_grad_view(const Parameter& p) const {
+  if (grads_.empty()) return TensorView{nullptr, DType::kFloat32, p.local_shape};
+  return TensorView{static_cast<char*>(grads_.data()) + p.buffer_offset * dtype_size(grad_dtype_), grad_dtype_,
+                    p.local_shape};
 }
 
 void ParamAndGradBuffer::allocate_bucket_grad(size_t b, const Backend& backend) {
@@ -98,7 +107,7 @@ void ParamAndGradBuffer::allocate_bucket_grad(size_t b, const Backend& backend) 
   bucket_grads_[b] = Tensor(alloc_, Shape{bucket.numel}, DType::kFloat32, MemoryCategory::kGradients);
   backend.kernels.fill_zero(backend.context, bucket_grads_[b].f32(), bucket.numel);
   for (Parameter* p : bucket.params) {
-    p->main_grad.data = bucket_grads_[b].f32() + (p->buffer_offset - bucket.offset);
+    p->main_grad = TensorView{bucket_grads_[b].f32() + (p->buffer_offset - bucket.offset), DType::kFloat32, p->local_shape};
   }
 }
 
@@ -135,13 +144,17 @@ void ParamAndGradBuffer::release_bucket_params(size_t b) {
 }
 
 void ParamAndGradBuffer::release_bucket_grad(size_t b) {
-  for (Parameter* p : buckets_[b].params) p->main_grad.data = nullptr;
+  for (Parameter* p : buckets_[b].params) p->main_grad = resting_grad_view(*p);
   bucket_grads_[b].reset();
 }
 
 void ParamAndGradBuffer::zero_grad(const Backend& backend) {
   if (!grad_shards_.empty()) {
     backend.kernels.fill_zero(backend.context, grad_shards_.f32(), grad_shards_.numel());
+    return;
+  }
+  if (grad_dtype_ == DType::kBFloat16) {
+    std::memset(grads_.data(), 0, static_cast<size_t>(grads_.nbytes()));  // bf16 zero: all bits 0
     return;
   }
   backend.kernels.fill_zero(backend.context, grads_.f32(), numel_);

@@ -50,7 +50,9 @@ struct Parameter {
   ParameterSpec spec;
   Shape local_shape;       ///< this rank's shard
   TensorView data;         ///< into the parameter buffer (fp32, or bf16 with --bf16)
-  TensorView main_grad;    ///< fp32, into the gradient buffer (+= by backward)
+  /// fp32, into the gradient buffer (+= by backward). With --o2-gradient: into the unit's
+  /// transient fp32 gradient during its backward, else its bf16 gradient in the buffer.
+  TensorView main_grad;
   int64_t buffer_offset = -1;  ///< element offset in the buffers
 
   bool is_tensor_parallel() const { return spec.split != TensorParallelSplit::kReplicated; }

@@ -76,7 +76,9 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
   std::vector<int64_t> cuts = {0};
   for (int64_t k = 1; k < slices; ++k) cuts.push_back(std::max(cuts.back(), aligned_cut(std::min(shard_numel_, k * slice_len))));
   cuts.push_back(shard_numel_);
-  const bool workspace = config.reuse_fp32_param || config.o2_optimizer;
+  // bf16 gradients (--o2-gradient) are widened piece by piece into the workspace's last row.
+  const bool bf16_grads = buffer.grad_dtype() == DType::kBFloat16;
+  const bool workspace = config.reuse_fp32_param || config.o2_optimizer || bf16_grads;
   static_assert(kWorkspaceElements % 8 == 0);
   for (int64_t k = 0; k < slices; ++k) {
     const int64_t lo = cuts[static_cast<size_t>(k)], hi = cuts[static_cast<size_t>(k) + 1];
@@ -94,7 +96,8 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
 
   const DType moment_dtype = config.o2_optimizer ? DType::kBFloat16 : DType::kFloat32;
   if (workspace) {
-    workspace_ = Tensor::zeros(alloc, Shape{3 * kWorkspaceElements}, DType::kFloat32, MemoryCategory::kWorkspace);
+    const int64_t rows = bf16_grads ? kWorkspaceRows : kGradRow;  // the gradient row only when used
+    workspace_ = Tensor::zeros(alloc, Shape{rows * kWorkspaceElements}, DType::kFloat32, MemoryCategory::kWorkspace);
   }
   if (config.ema()) ema_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
   if (swap_tier_) {
@@ -150,7 +153,17 @@ Optimizer::~Optimizer() = default;
 float* Optimizer::grad_of(const Segment& s) const {
   // FSDP optim_grads: only this rank's shards exist, laid out as the shard-local state.
   if (float* shards = buffer_.shard_grads()) return shards + s.shard_offset;
+  MS_CHECK(buffer_.grad_data() != nullptr, "optimizer: the gradients are not fp32 (grad_of)");
   return buffer_.grad_data() + s.begin;
+}
+
+const float* Optimizer::fp32_grads(const Segment& s, int64_t offset, int64_t n) const {
+  const bf16* narrow = buffer_.grad_data_bf16();
+  if (narrow == nullptr) return grad_at(s, offset);
+  MS_CHECK(n <= kWorkspaceElements, "optimizer: a bf16 gradient piece longer than the workspace");
+  float* wide = workspace_.f32() + kGradRow * kWorkspaceElements;
+  backend_.kernels.convert_to_fp32(backend_.context, wide, narrow + s.begin + offset, n);
+  return wide;
 }
 
 void* Optimizer::param_of(const Segment& s) const {
@@ -175,7 +188,15 @@ double Optimizer::grad_norm() const {
   double dense = 0.0, expert = 0.0;
   for (const Segment& s : segments_) {
     if (!s.in_grad_norm) continue;
-    (s.expert ? expert : dense) += backend_.kernels.sum_of_squares(backend_.context, grad_of(s), s.end - s.begin);
+    double& sum = s.expert ? expert : dense;
+    if (buffer_.grad_dtype() == DType::kFloat32) {
+      sum += backend_.kernels.sum_of_squares(backend_.context, grad_of(s), s.end - s.begin);
+      continue;
+    }
+    for (int64_t at = 0; at < s.end - s.begin; at += kWorkspaceElements) {
+      const int64_t n = std::min(kWorkspaceElements, s.end - s.begin - at);
+      sum += backend_.kernels.sum_of_squares(backend_.context, fp32_grads(s, at, n), n);
+    }
   }
   // Distributed: each rank holds its own shard (of the dense and the expert buckets); sum
   // over all ranks. Non-distributed: every data-parallel rank holds the same full gradient;
@@ -249,8 +270,8 @@ Optimizer::PieceState Optimizer::load_piece(const Piece& pc, float* slice, const
     st.param = bf16_params ? main_params_.f32() + pc.lo : static_cast<float*>(param_at(s, pc.lo - s.shard_offset));
   }
   if (config_.o2_optimizer) {
-    st.exp_avg = ws + kWorkspaceElements;
-    st.exp_avg_sq = ws + 2 * kWorkspaceElements;
+    st.exp_avg = ws + kExpAvgRow * kWorkspaceElements;
+    st.exp_avg_sq = ws + kExpAvgSqRow * kWorkspaceElements;
     backend_.kernels.convert_to_fp32(backend_.context, st.exp_avg, exp_avg_.bf() + pc.lo, n);
     backend_.kernels.convert_to_fp32(backend_.context, st.exp_avg_sq, exp_avg_sq_.bf() + pc.lo, n);
   } else {
@@ -281,8 +302,8 @@ void Optimizer::update_piece(const Piece& pc, float* slice, const SwapSlice* swa
   const Segment& s = segments_[static_cast<size_t>(pc.segment)];
   const int64_t n = pc.hi - pc.lo;
   const PieceState st = load_piece(pc, slice, swap_slice);
-  backend_.kernels.adamw_step(backend_.context, st.param, st.exp_avg, st.exp_avg_sq, grad_at(s, pc.lo - s.shard_offset),
-                              n, lr, config_.adam_beta1, config_.adam_beta2, config_.adam_eps,
+  backend_.kernels.adamw_step(backend_.context, st.param, st.exp_avg, st.exp_avg_sq,
+                              fp32_grads(s, pc.lo - s.shard_offset, n), n, lr, config_.adam_beta1, config_.adam_beta2, config_.adam_eps,
                               s.weight_decay ? config_.weight_decay : 0.0f, step_, grad_scale);
   if (config_.ema()) backend_.kernels.ema_update(backend_.context, ema_.f32() + pc.lo, st.param, n, config_.ema_decay);
   store_piece(pc, st, new_exceptions);

@@ -14,7 +14,8 @@
 //   --o2-optimizer       exp_avg / exp_avg_sq stored in bf16, upcast for the update (lossy);
 //   fused_ema_adamw      an fp32 EMA of the master weights, s = d*s + (1-d)*w after each update;
 //   --swap-optimizer     master, exp_avg and exp_avg_sq in the swap tier, in T slices: slice
-//                        i+1 is read back while slice i is updated, then i is written out.
+//                        i+1 is read back while slice i is updated, then i is written out;
+//   --o2-gradient        the gradients are bf16 (the buffer's): widened piece by piece.
 // The step runs over pieces (a segment's part inside one slice, at most kWorkspaceElements
 // long when it needs the fp32 workspace), so only a slice or a piece is ever resident in fp32.
 #pragma once
@@ -37,8 +38,10 @@ enum class OptimizerState { kMainParam, kExpAvg, kExpAvgSq, kEma };
 
 class Optimizer {
  public:
-  /// Elements of a piece that needs the fp32 workspace (reuse-fp32-param, O2).
+  /// Elements of a piece that needs the fp32 workspace (reuse-fp32-param, O2, bf16 gradients).
   static constexpr int64_t kWorkspaceElements = int64_t{1} << 16;
+  /// The workspace's rows: the master (reuse), exp_avg and exp_avg_sq (O2), the gradient.
+  static constexpr int64_t kExpAvgRow = 1, kExpAvgSqRow = 2, kGradRow = 3, kWorkspaceRows = 4;
 
   struct StepResult {
     double grad_norm = 0.0;    ///< global L2 norm before clipping
@@ -126,6 +129,9 @@ class Optimizer {
   /// gradient shards (FSDP optim_grads).
   float* grad_of(const Segment& s) const;
   float* grad_at(const Segment& s, int64_t offset) const { return grad_of(s) + offset; }
+  /// Gradient elements [offset, offset + n) of a segment as fp32: in place, or widened from
+  /// bf16 gradients into the workspace's gradient row (n <= kWorkspaceElements).
+  const float* fp32_grads(const Segment& s, int64_t offset, int64_t n) const;
   /// The (model-dtype) parameters of a segment's elements: in the parameter buffer, or in its
   /// shards (FSDP optim_grads_params).
   void* param_of(const Segment& s) const;
@@ -144,7 +150,7 @@ class Optimizer {
   SwapTier* swap_tier_ = nullptr;
   // Resident storage (shard-local): exp_avg / exp_avg_sq (fp32, or bf16 with O2), the fp32
   // master of bf16 params (none with reuse or swap), the reuse residual (int16 bits in a
-  // 2-byte tensor), the EMA (fp32), the fp32 workspace (3 x kWorkspaceElements).
+  // 2-byte tensor), the EMA (fp32), the fp32 workspace (kWorkspaceRows x kWorkspaceElements).
   Tensor exp_avg_, exp_avg_sq_, main_params_, reuse_residual_, ema_, workspace_;
   std::vector<ReuseException> reuse_exceptions_;  ///< sorted by shard-local index
   std::vector<Piece> pieces_;

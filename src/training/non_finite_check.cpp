@@ -21,6 +21,17 @@ int64_t nonfinite_weights(const Parameter& p, const Backend& backend, Allocator&
   return backend.kernels.count_nonfinite(backend.context, fp32.find(p), p.local_shape.numel());
 }
 
+// Non-finite elements of a parameter's gradient (fp32, or bf16 with --o2-gradient).
+int64_t nonfinite_grads(const Parameter& p, const Backend& backend) {
+  // FSDP optim_grads: the full gradient exists only during the unit's backward.
+  if (p.main_grad.empty()) return 0;
+  const int64_t n = p.local_shape.numel();
+  if (p.main_grad.dtype == DType::kFloat32) return backend.kernels.count_nonfinite(backend.context, p.g(), n);
+  std::vector<float> wide(static_cast<size_t>(n));
+  backend.kernels.convert_to_fp32(backend.context, wide.data(), p.main_grad.bf(), n);
+  return backend.kernels.count_nonfinite(backend.context, wide.data(), n);
+}
+
 std::string rank_list(const std::vector<float>& flags, int stride, int field) {
   std::string out;
   for (size_t r = 0; r * stride < flags.size(); ++r) {
@@ -53,9 +64,7 @@ Status diagnose_non_finite(const ParameterRegistry& registry, const ParallelStat
   const auto& params = registry.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const Parameter& p = *params[i];
-    if (mine[1] == 0.0f && backend.kernels.count_nonfinite(backend.context, p.g(), p.local_shape.numel()) > 0) {
-      mine[1] = static_cast<float>(i + 1);
-    }
+    if (mine[1] == 0.0f && nonfinite_grads(p, backend) > 0) mine[1] = static_cast<float>(i + 1);
     if (mine[2] == 0.0f && nonfinite_weights(p, backend, alloc) > 0) mine[2] = 1.0f;
   }
   ProcessGroup& world = ps.world();

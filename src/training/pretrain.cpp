@@ -364,8 +364,10 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
   bopts.data_parallel_size = ps.dp_cp().size();
   bopts.expert_data_parallel_size = ps.expert_dp().size();
-  bopts.bucket_per_module = c.parallel.use_custom_fsdp;  // FSDP units
+  // FSDP units; --o2-gradient's transient fp32 gradients are per module too.
+  bopts.bucket_per_module = c.parallel.use_custom_fsdp || c.optimizer.o2_gradient;
   bopts.shard_grads = c.parallel.shard_gradients();
+  bopts.grad_dtype = c.optimizer.o2_gradient ? DType::kBFloat16 : DType::kFloat32;
   if (c.parallel.overlap_grad_reduce) {
     bopts.bucket_size = c.parallel.ddp_bucket_size > 0
                             ? c.parallel.ddp_bucket_size
@@ -409,6 +411,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
   dconf.shard_grads = c.parallel.shard_gradients();
   dconf.shard_params = c.parallel.shard_parameters();
+  dconf.bf16_grads = c.optimizer.o2_gradient;
   DistributedDataParallel ddp(buffer, ps, dconf, backend);
   // --swap-attention / --swap-optimizer: the swap tier (a file on local disk; host memory on
   // an accelerator). Made before the optimizer, which keeps tensors in it.

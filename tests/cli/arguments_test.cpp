@@ -580,7 +580,17 @@ TEST(Validate, OptimizerMemoryRules) {
           "needs --optimizer-selection fused_adamw");
   refused({"--bf16", "--use-distributed-optimizer", "--swap-optimizer", "--o2-optimizer"}, 2, "use one of them");
   refused({"--optimizer-selection", "adamw"}, 1, "--optimizer-selection");
-  refused({"--o2-gradient"}, 1, "--o2-gradient");
+  EXPECT_EQ(validation_error({"--bf16", "--no-gradient-accumulation-fusion", "--o2-gradient", "--o2-optimizer"}, 1), "");
+  {
+    auto parsed = parse_with({"--bf16", "--no-gradient-accumulation-fusion", "--o2-gradient"});
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_TRUE(parsed->configs.optimizer.o2_gradient);
+  }
+  refused({"--o2-gradient", "--no-gradient-accumulation-fusion"}, 1, "--o2-gradient needs --bf16");
+  refused({"--bf16", "--o2-gradient"}, 1, "--o2-gradient needs --no-gradient-accumulation-fusion");
+  refused({"--bf16", "--no-gradient-accumulation-fusion", "--o2-gradient", "--use-custom-fsdp",
+           "--use-distributed-optimizer"},
+          2, "--o2-gradient does not work with --use-custom-fsdp");
 }
 
 // The memory check's lower bound counts the swap optimizer's resident slices: up to three of

@@ -139,7 +139,8 @@ TEST(EndToEnd, RecomputeRunsLogTheBitsOfThePlainRun) {
 // The optimizer's memory features through the flags, bf16 with the distributed optimizer over
 // two data-parallel ranks: --reuse-fp32-param (and its resume from a checkpoint),
 // --swap-optimizer and fused_ema_adamw log the bits of the plain run; --o2-optimizer's bf16
-// moments stay within 1% of its losses.
+// moments and --o2-gradient's bf16 gradient buffer (with the reduction overlapped) stay within
+// 1% of its losses.
 TEST(EndToEnd, OptimizerMemoryFeaturesLogTheBitsOfThePlainRun) {
   const mindspeed::testing::ScratchDir scratch("e2e_optimizer_memory");
   const std::string dir = scratch.file("ckpt");
@@ -151,10 +152,12 @@ TEST(EndToEnd, OptimizerMemoryFeaturesLogTheBitsOfThePlainRun) {
   const Result swap = run(kMpirun + " -np 2 " + kBin + args + " --swap-optimizer --swap-optimizer-times 3");
   const Result ema = run(kMpirun + " -np 2 " + kBin + args + " --optimizer-selection fused_ema_adamw --ema-decay 0.9");
   const Result o2 = run(kMpirun + " -np 2 " + kBin + args + " --o2-optimizer");
+  const Result o2_grad = run(kMpirun + " -np 2 " + kBin + args +
+                             " --no-gradient-accumulation-fusion --o2-gradient --overlap-grad-reduce");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const auto want = logged_numbers(plain.output);
   ASSERT_GE(want.size(), 5u) << plain.output;
-  for (const Result* r : {&reuse, &swap, &ema, &o2, &resumed}) ASSERT_EQ(r->exit_code, 0) << r->output;
+  for (const Result* r : {&reuse, &swap, &ema, &o2, &o2_grad, &resumed}) ASSERT_EQ(r->exit_code, 0) << r->output;
   for (const Result* r : {&reuse, &swap, &ema}) EXPECT_EQ(logged_numbers(r->output), want) << r->output;
   EXPECT_NE(swap.output.find("swapped (current/peak MiB): optimizer"), std::string::npos) << swap.output;
   // The resumed run logs iteration 10's numbers exactly.
@@ -162,9 +165,12 @@ TEST(EndToEnd, OptimizerMemoryFeaturesLogTheBitsOfThePlainRun) {
   ASSERT_GE(tail.size(), 2u) << resumed.output;
   EXPECT_EQ(tail[0], want[2]) << resumed.output;
   EXPECT_EQ(tail[1], want[3]) << resumed.output;
-  const auto plain_losses = logged_losses(plain.output), o2_losses = logged_losses(o2.output);
-  ASSERT_EQ(o2_losses.size(), plain_losses.size()) << o2.output;
-  for (size_t i = 0; i < plain_losses.size(); ++i) EXPECT_NEAR(o2_losses[i], plain_losses[i], 0.01 * plain_losses[i]);
+  const auto plain_losses = logged_losses(plain.output);
+  for (const Result* r : {&o2, &o2_grad}) {
+    const auto losses = logged_losses(r->output);
+    ASSERT_EQ(losses.size(), plain_losses.size()) << r->output;
+    for (size_t i = 0; i < plain_losses.size(); ++i) EXPECT_NEAR(losses[i], plain_losses[i], 0.01 * plain_losses[i]);
+  }
 }
 
 // Megatron's custom FSDP through the flags: ZeRO-3 (optim_grads_params) logs the losses of the

@@ -185,6 +185,31 @@ TEST(EmaUpdate, FastMatchesReferenceAndFormula) {
   EXPECT_EQ(keep, w);
 }
 
+TEST(AddIntoBf16, FastMatchesReferenceAndRoundsTheFp32Sum) {
+  const int64_t n = 1003;  // a vector tail
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> start(n), x(n);
+  for (float& v : start) v = u(rng);
+  for (float& v : x) v = u(rng) * 1e-3f;
+  std::vector<bf16> a1(n), a2(n);
+  for (int64_t i = 0; i < n; ++i) a1[i] = a2[i] = float_to_bf16(start[i]);
+  ref::add_into_bf16(kKc, a1.data(), x.data(), n);
+  cpu::add_into_bf16(kKc, a2.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(a2[i].bits, a1[i].bits) << i;
+    // The fp32 sum of the accumulator and x, rounded to bf16 (nearest even).
+    const float sum = bf16_to_float(float_to_bf16(start[i])) + x[i];
+    ASSERT_EQ(a1[i].bits, float_to_bf16(sum).bits) << i;
+  }
+  // A tie rounds to even: 1 + 2^-8 lies halfway between bf16's 1 and 1 + 2^-7.
+  bf16 one = float_to_bf16(1.0f);
+  const float half_ulp = 1.0f / 256.0f;
+  cpu::add_into_bf16(kKc, &one, &half_ulp, 1);
+  EXPECT_EQ(bf16_to_float(one), 1.0f);
+  EXPECT_NE(float_to_bf16(1.0f + 1.5f * half_ulp).bits, float_to_bf16(1.0f).bits);
+}
+
 TEST(Dropout, SequenceShardsReproduceTheWholeMask) {
   // [s=6, b=2, C=5]: the two halves of the sequence (as sequence parallelism splits it),
   // run with their t_offset, give exactly the rows of the whole.

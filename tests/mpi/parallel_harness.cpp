@@ -280,6 +280,10 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     bo.shard_grads = layout.fsdp_sharding == FsdpShardingStrategy::kOptimGrads ||
                      layout.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams;
   }
+  if (layout.o2_gradient) {  // a bucket per module: its transient fp32 gradient
+    bo.bucket_per_module = true;
+    bo.grad_dtype = DType::kBFloat16;
+  }
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
   initialize_parameters(model.registry(), run.seed, *ps);
   DdpConfig dc;
@@ -288,6 +292,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   dc.shard_params = fsdp && layout.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams;
   dc.overlap_grad_reduce = !single && (layout.overlap_grad_reduce || bo.shard_grads);
   dc.overlap_param_gather = !single && layout.overlap_param_gather;
+  dc.bf16_grads = layout.o2_gradient;
   DistributedDataParallel ddp(buffer, *ps, dc, backend);
   OptimizerConfig oc;
   oc.lr = run.lr;
@@ -305,7 +310,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.ps = ps.get();
   ctx.seed = run.seed;
   ctx.sequence_parallel = sp;
-  ctx.gradient_accumulation_fusion = single || layout.gradient_accumulation_fusion;
+  ctx.gradient_accumulation_fusion = !layout.o2_gradient && (single || layout.gradient_accumulation_fusion);
   ctx.bf16 = layout.bf16;
   ctx.cp = pc.cp;
   std::unique_ptr<FileSwapTier> swap_tier;  // --swap-attention: a file in the temporary directory

@@ -40,6 +40,7 @@ struct LayoutOptions {
   int64_t bucket_size = 0;  ///< elements; 0 = one bucket
   bool gradient_accumulation_fusion = true;
   bool bf16 = false;  ///< --bf16 (also for the single-process reference when set there)
+  bool o2_gradient = false;  ///< --o2-gradient (with bf16 and the unfused weight gradient)
   // Context parallelism (--context-parallel-size and MindSpeed's --context-parallel-algo
   // family): every micro-batch split by get_batch_on_this_cp_rank.
   int cp = 1;

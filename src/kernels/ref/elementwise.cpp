@@ -38,6 +38,10 @@ void convert_to_fp32(const KernelContext& kc, float* out, const bf16* in, int64_
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(in[i]);
 }
 
+void add_into_bf16(const KernelContext& kc, bf16* acc, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] = float_to_bf16(bf16_to_float(acc[i]) + x[i]);
+}
+
 namespace {
 template <typename T>
 void transpose_01(const KernelContext& kc, T* out, const T* in, int64_t D0, int64_t D1, int64_t C) {
