@@ -147,6 +147,7 @@ struct Choices {
   std::string ckpt_format = "safetensors";
   std::string profile_level = "level0";
   std::vector<std::string> profile_ranks = {"-1"};
+  std::vector<std::string> rampup_batch_size;  ///< --rampup-batch-size START INCREMENT SAMPLES
   bool use_rope_scaling = false;
   std::string rope_scaling_type;
   std::string optimizer = "adam";
@@ -558,6 +559,12 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--lr-warmup-fraction", o.lr_warmup_fraction, "Warmup as a fraction of the decay iterations",
            between(0, 1));
   r.number("--lr-warmup-init", o.lr_warmup_init, "Learning rate at the start of the warmup", at_least(0));
+  // Sample-based twins of the schedule flags (with --train-samples).
+  r.number("--lr-decay-samples", o.lr_decay_samples, "Samples of the decay (default --train-samples)",
+           at_least(1, "samples"));
+  r.number("--lr-warmup-samples", o.lr_warmup_samples, "Samples of linear warmup", at_least(0, "samples"));
+  r.number("--lr-wsd-decay-samples", o.lr_wsd_decay_samples, "Samples of the WSD anneal (WSD with --train-samples)",
+           at_least(0, "samples"));
   r.number("--weight-decay", o.weight_decay, "Decoupled weight decay (matrices only)", at_least(0));
   r.number("--adam-beta1", o.adam_beta1, "Adam beta1", between(0, 1, /*hi_open=*/true));
   r.number("--adam-beta2", o.adam_beta2, "Adam beta2", between(0, 1, /*hi_open=*/true));
@@ -583,6 +590,14 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.number("--global-batch-size", t.global_batch_size, "Samples per iteration (gradient accumulation)",
            between(1, 1ll << 40, false, "samples"));
   r.number("--train-iters", t.train_iters, "Training iterations", between(1, 1ll << 40, false, "iterations"));
+  r.number("--train-samples", t.train_samples,
+           "Training samples (sample-based training, instead of --train-iters; the iterations follow from it)",
+           between(1, 1ll << 50, false, "samples"));
+  r.list("--rampup-batch-size", ch.rampup_batch_size,
+         "START INCREMENT SAMPLES: grow the global batch from START by INCREMENT over SAMPLES samples (needs "
+         "--train-samples)");
+  r.flag("--decrease-batch-size-if-needed", t.decrease_batch_size_if_needed,
+         "Run a global batch that --micro-batch-size x data-parallel size does not divide rounded down");
   r.value("--swap-dir", t.swap_dir,
           "mindspeed-cpp: directory of the swap tier's file (--swap-attention, --swap-optimizer); default $TMPDIR or /tmp");
   r.number("--seed", t.seed, "Random seed (initialisation, dropout, data order)",
@@ -818,6 +833,22 @@ Status apply_choices(Configs& c, const Choices& ch) {
   prof.level = ch.profile_level == "level2"   ? profiler::Level::kLevel2
                : ch.profile_level == "level1" ? profiler::Level::kLevel1
                                               : profiler::Level::kLevel0;
+  if (!ch.rampup_batch_size.empty()) {
+    std::vector<int64_t> v;
+    for (const std::string& text : ch.rampup_batch_size) {
+      char* end = nullptr;
+      const long long value = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || end == nullptr || *end != '\0' || value <= 0) {
+        return invalid_argument("--rampup-batch-size: '", text, "' is not a positive integer");
+      }
+      v.push_back(value);
+    }
+    if (v.size() != 3) {
+      return invalid_argument("--rampup-batch-size takes three numbers: <start batch size> <batch size increment> "
+                              "<ramp-up samples> (got ", v.size(), ")");
+    }
+    c.training.rampup_batch_size = RampupBatchSize{v[0], v[1], v[2]};
+  }
   prof.ranks.clear();
   for (const std::string& text : ch.profile_ranks) {
     char* end = nullptr;

@@ -34,8 +34,11 @@ struct OptimizerConfig {
   LrWsdDecayStyle lr_wsd_decay_style = LrWsdDecayStyle::kExponential;
   /// --lr-wsd-decay-iters: iterations of WSD's annealing phase, which ends at the decay end
   /// (--lr-decay-iters); < 0 = unset (Megatron's None), required with WSD; 0 is valid (no annealing).
-  /// (--lr-wsd-decay-samples is its sample-based twin, for --train-samples runs.)
   int64_t lr_wsd_decay_iters = -1;
+  // Their sample-based twins (with --train-samples; Megatron refuses mixing the two units).
+  int64_t lr_decay_samples = 0;       ///< --lr-decay-samples; 0 = train samples
+  int64_t lr_warmup_samples = 0;      ///< --lr-warmup-samples
+  int64_t lr_wsd_decay_samples = -1;  ///< --lr-wsd-decay-samples; < 0 = unset
 
   // Memory features (MindSpeed §3.4, §3.8, §3.9, §8.1).
   OptimizerSelection optimizer_selection = OptimizerSelection::kFusedAdamw;  ///< --optimizer-selection

@@ -2,16 +2,28 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/profiler.h"
 
 namespace mindspeed {
 
+/// --rampup-batch-size START INCREMENT SAMPLES (Megatron's batch-size ramp-up).
+struct RampupBatchSize {
+  int64_t start_global_batch_size = 0;
+  int64_t batch_size_increment = 0;
+  int64_t rampup_samples = 0;
+};
+
 struct TrainingConfig {
   int64_t micro_batch_size = 1;   ///< --micro-batch-size
   int64_t global_batch_size = 0;  ///< --global-batch-size; 0 = micro * data-parallel size
-  int64_t train_iters = 0;        ///< --train-iters (required)
+  /// --train-iters; with --train-samples, derived from it (training.py's update_train_iters).
+  int64_t train_iters = 0;
+  int64_t train_samples = 0;      ///< --train-samples: sample-based training (0 = iteration-based)
+  std::optional<RampupBatchSize> rampup_batch_size;  ///< --rampup-batch-size (sample-based only)
+  bool decrease_batch_size_if_needed = false;        ///< --decrease-batch-size-if-needed
   int64_t seed = 1234;            ///< --seed
   int64_t log_interval = 100;     ///< --log-interval
   int64_t eval_interval = 1000;   ///< --eval-interval

@@ -3,10 +3,12 @@
 #include "config/validate_moe.h"
 #include "config/validate_recompute.h"
 
+#include "config/num_microbatches_calculator.h"
 #include "config/pipeline_layout.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -324,23 +326,30 @@ Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size
   return ok_status();
 }
 
-Status validate_optimizer(const OptimizerConfig& o, int64_t train_iters) {
+Status validate_optimizer(const OptimizerConfig& o, const TrainingConfig& t) {
   if (o.lr <= 0.0f) return invalid_argument("--lr is required and must be positive (got ", o.lr, ")");
   if (o.min_lr < 0.0f || o.min_lr > o.lr) {
     return invalid_argument("--min-lr (", o.min_lr, ") must be in [0, --lr (", o.lr, ")]");
   }
-  if (o.lr_warmup_fraction >= 0.0f && o.lr_warmup_iters > 0) {
-    return invalid_argument("give --lr-warmup-fraction or --lr-warmup-iters, not both");
+  // The schedule's unit: iterations, or samples with --train-samples (validate_schedule_unit).
+  const bool samples = t.train_samples > 0;
+  const char* unit = samples ? "samples" : "iterations";
+  const int64_t warmup_given = samples ? o.lr_warmup_samples : o.lr_warmup_iters;
+  const char* warmup_flag = samples ? "--lr-warmup-samples" : "--lr-warmup-iters";
+  if (o.lr_warmup_fraction >= 0.0f && warmup_given > 0) {
+    return invalid_argument("give --lr-warmup-fraction or ", warmup_flag, ", not both");
   }
   if (o.lr_warmup_fraction > 1.0f) return invalid_argument("--lr-warmup-fraction must be at most 1");
-  const int64_t decay = o.lr_decay_iters > 0 ? o.lr_decay_iters : train_iters;
+  const int64_t decay = samples ? (o.lr_decay_samples > 0 ? o.lr_decay_samples : t.train_samples)
+                                : (o.lr_decay_iters > 0 ? o.lr_decay_iters : t.train_iters);
   const double warmup = o.lr_warmup_fraction >= 0.0f ? o.lr_warmup_fraction * static_cast<double>(decay)
-                                                     : static_cast<double>(o.lr_warmup_iters);
+                                                     : static_cast<double>(warmup_given);
   if (warmup >= static_cast<double>(decay)) {
     const std::string given = o.lr_warmup_fraction >= 0.0f ? str_cat("--lr-warmup-fraction ", o.lr_warmup_fraction)
-                                                           : str_cat("--lr-warmup-iters ", o.lr_warmup_iters);
-    return invalid_argument("the warmup (", given, ": ", warmup, " iterations) must be shorter than --lr-decay-iters (",
-                            decay, "; default --train-iters)");
+                                                           : str_cat(warmup_flag, " ", warmup_given);
+    return invalid_argument("the warmup (", given, ": ", warmup, " ", unit, ") must be shorter than ",
+                            samples ? "--lr-decay-samples (" : "--lr-decay-iters (", decay,
+                            samples ? "; default --train-samples)" : "; default --train-iters)");
   }
   if (o.adam_beta1 < 0.0f || o.adam_beta1 >= 1.0f || o.adam_beta2 < 0.0f || o.adam_beta2 >= 1.0f) {
     return invalid_argument("--adam-beta1 and --adam-beta2 must be in [0, 1)");
@@ -349,10 +358,57 @@ Status validate_optimizer(const OptimizerConfig& o, int64_t train_iters) {
   if (o.lr_warmup_init > o.lr) {
     return invalid_argument("--lr-warmup-init (", o.lr_warmup_init, ") must not exceed --lr (", o.lr, ")");
   }
-  if (o.lr_decay_style == LrDecayStyle::kWSD && o.lr_wsd_decay_iters < 0) {
+  if (o.lr_decay_style == LrDecayStyle::kWSD && !samples && o.lr_wsd_decay_iters < 0) {
     return invalid_argument("--lr-decay-style WSD needs --lr-wsd-decay-iters (the iterations of the final anneal)");
   }
+  if (o.lr_decay_style == LrDecayStyle::kWSD && samples && o.lr_wsd_decay_samples < 0) {
+    return invalid_argument("--lr-decay-style WSD with --train-samples needs --lr-wsd-decay-samples (the samples of "
+                            "the final anneal)");
+  }
   if (o.clip_grad < 0.0f) return invalid_argument("--clip-grad must not be negative");
+  return ok_status();
+}
+
+// Megatron's iteration-based or sample-based training (arguments.py validate_args): the flags
+// of the other unit refused, and with --train-samples the iteration count derived from it
+// (training.py update_train_iters, ramp-up included).
+Status validate_schedule_unit(TrainingConfig& t, const OptimizerConfig& o, int64_t dp) {
+  if (t.train_iters > 0 && t.train_samples > 0) {
+    return invalid_argument("give --train-iters or --train-samples, not both (iteration- or sample-based training)");
+  }
+  if (t.train_iters > 0) {
+    const char* sample_flag = o.lr_decay_samples > 0       ? "--lr-decay-samples"
+                              : o.lr_warmup_samples > 0    ? "--lr-warmup-samples"
+                              : o.lr_wsd_decay_samples >= 0 ? "--lr-wsd-decay-samples"
+                              : t.rampup_batch_size        ? "--rampup-batch-size"
+                                                           : nullptr;
+    if (sample_flag != nullptr) {
+      return invalid_argument(sample_flag, " is for sample-based training: with --train-iters use the ",
+                              t.rampup_batch_size ? "constant --global-batch-size (Megatron has no ramp-up for "
+                                                    "iteration-based training)"
+                                                  : "--lr-*-iters flags",
+                              ", or give --train-samples instead");
+    }
+    return ok_status();
+  }
+  if (t.train_samples <= 0) return invalid_argument("--train-iters or --train-samples is required");
+  const char* iteration_flag = o.lr_decay_iters > 0       ? "--lr-decay-iters"
+                               : o.lr_warmup_iters > 0    ? "--lr-warmup-iters"
+                               : o.lr_wsd_decay_iters >= 0 ? "--lr-wsd-decay-iters"
+                                                          : nullptr;
+  if (iteration_flag != nullptr) {
+    return invalid_argument(iteration_flag, " is for iteration-based training: with --train-samples use ",
+                            "--lr-decay-samples, --lr-warmup-samples or --lr-wsd-decay-samples");
+  }
+  if (t.global_batch_size == 0) t.global_batch_size = t.micro_batch_size * dp;
+  MS_ASSIGN_OR_RETURN(NumMicroBatchesCalculator calc,
+                      NumMicroBatchesCalculator::create(t.global_batch_size, t.micro_batch_size, dp,
+                                                        t.decrease_batch_size_if_needed, t.rampup_batch_size));
+  t.train_iters = calc.train_iters_for_samples(t.train_samples);
+  if (t.train_iters <= 0) {
+    return invalid_argument("--train-samples ", t.train_samples, " is less than one global batch (",
+                            t.global_batch_size, "): nothing to train");
+  }
   return ok_status();
 }
 
@@ -362,7 +418,9 @@ Status validate_training(TrainingConfig& t, const ParallelConfig& p, int world_s
   const int64_t dp = world_size / (static_cast<int64_t>(p.tensor_model_parallel_size) *
                                    p.pipeline_model_parallel_size * p.context_parallel_size);
   if (t.global_batch_size == 0) t.global_batch_size = t.micro_batch_size * dp;
-  if (t.global_batch_size % (t.micro_batch_size * dp) != 0) {
+  // A ramp-up's batches are checked when used, a batch to decrease is rounded down
+  // (NumMicroBatchesCalculator, built in validate_schedule_unit); otherwise it must divide.
+  if (!t.rampup_batch_size && !t.decrease_batch_size_if_needed && t.global_batch_size % (t.micro_batch_size * dp) != 0) {
     return invalid_argument("--global-batch-size (", t.global_batch_size, ") must be divisible by --micro-batch-size (",
                             t.micro_batch_size, ") x data-parallel size (", dp, ")");
   }
@@ -484,6 +542,12 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
   MS_RETURN_IF_ERROR(validate_moe(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_recompute(c.model, c.parallel, c.training));
+  {
+    const int64_t dp = world_size / (static_cast<int64_t>(c.parallel.tensor_model_parallel_size) *
+                                     c.parallel.pipeline_model_parallel_size * c.parallel.context_parallel_size);
+    MS_RETURN_IF_ERROR(require_positive(c.training.micro_batch_size, "--micro-batch-size"));
+    MS_RETURN_IF_ERROR(validate_schedule_unit(c.training, c.optimizer, std::max<int64_t>(dp, 1)));
+  }
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
   {
     // The layer split and schedule, with the schedule's minimum number of micro-batches per
@@ -493,7 +557,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
     const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * dp);
     MS_RETURN_IF_ERROR(PipelineLayout::build(c.parallel, c.model.num_layers, num_micro).status());
   }
-  MS_RETURN_IF_ERROR(validate_optimizer(c.optimizer, c.training.train_iters));
+  MS_RETURN_IF_ERROR(validate_optimizer(c.optimizer, c.training));
   MS_RETURN_IF_ERROR(validate_optimizer_memory(c.optimizer, c.parallel, c.training));
   MS_RETURN_IF_ERROR(validate_data(c.data));
   MS_RETURN_IF_ERROR(validate_logging(c.logging));

@@ -17,8 +17,23 @@ LrScheduler::LrScheduler(const OptimizerConfig& config, int64_t train_iters, int
   } else {
     warmup_steps_ = static_cast<double>(config.lr_warmup_iters);
   }
-  MS_CHECK(config.lr_decay_style != LrDecayStyle::kWSD || config.lr_wsd_decay_iters >= 0,
+  wsd_decay_steps_ = config.lr_wsd_decay_iters;
+  MS_CHECK(config.lr_decay_style != LrDecayStyle::kWSD || wsd_decay_steps_ >= 0,
            "--lr-decay-style WSD needs --lr-wsd-decay-iters");
+}
+
+LrScheduler LrScheduler::for_samples(const OptimizerConfig& config, int64_t train_samples) {
+  LrScheduler s;
+  s.config_ = config;
+  s.global_batch_size_ = 1;  // steps are samples: a "batch" of one
+  s.decay_steps_ = config.lr_decay_samples > 0 ? config.lr_decay_samples : train_samples;
+  s.warmup_steps_ = config.lr_warmup_fraction >= 0.0f
+                        ? static_cast<double>(config.lr_warmup_fraction) * static_cast<double>(s.decay_steps_)
+                        : static_cast<double>(config.lr_warmup_samples);
+  s.wsd_decay_steps_ = config.lr_wsd_decay_samples;
+  MS_CHECK(config.lr_decay_style != LrDecayStyle::kWSD || s.wsd_decay_steps_ >= 0,
+           "--lr-decay-style WSD with --train-samples needs --lr-wsd-decay-samples");
+  return s;
 }
 
 double LrScheduler::lr(int64_t num_steps) const {
@@ -49,14 +64,14 @@ double LrScheduler::lr(int64_t num_steps) const {
       coeff = 0.5 * (std::cos(M_PI * decay_ratio) + 1.0);
       break;
     case LrDecayStyle::kWSD: {
-      // Stable at --lr until the annealing phase, the last --lr-wsd-decay-iters of the decay.
-      const int64_t anneal_start = decay_steps_ - config_.lr_wsd_decay_iters;
+      // Stable at --lr until the annealing phase, the last --lr-wsd-decay-iters (or -samples) of the decay.
+      const int64_t anneal_start = decay_steps_ - wsd_decay_steps_;
       if (num_steps <= anneal_start) {
         coeff = 1.0;
         break;
       }
       const double wsd_ratio =
-          static_cast<double>(num_steps - anneal_start) / static_cast<double>(config_.lr_wsd_decay_iters);
+          static_cast<double>(num_steps - anneal_start) / static_cast<double>(wsd_decay_steps_);
       switch (config_.lr_wsd_decay_style) {
         case LrWsdDecayStyle::kLinear:
           coeff = 1.0 - wsd_ratio;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "config/num_microbatches_calculator.h"
 #include "config/validate.h"
 #include "core/check.h"
 #include "core/logging.h"
@@ -346,9 +347,23 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   Allocator alloc;
   ParameterRegistry registry;
   // This rank's pipeline stages (validated): the layer split and the schedule.
-  const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * ps.dp().size());
+  // Micro-batches per iteration: constant, or following --rampup-batch-size (Megatron's
+  // calculators). The pipeline layout and the evaluations use the full global batch's count;
+  // each batch of a ramp is checked against the schedule's rules here.
+  const int64_t num_micro_full = c.training.global_batch_size / (c.training.micro_batch_size * ps.dp().size());
+  MS_ASSIGN_OR_RETURN(NumMicroBatchesCalculator micro_batches,
+                      agreed(ps.world(), NumMicroBatchesCalculator::create(
+                                             c.training.global_batch_size, c.training.micro_batch_size, ps.dp().size(),
+                                             c.training.decrease_batch_size_if_needed, c.training.rampup_batch_size)));
+  if (const auto& ramp = c.training.rampup_batch_size) {
+    const int64_t unit = c.training.micro_batch_size * ps.dp().size();
+    for (int64_t b = ramp->start_global_batch_size; b < c.training.global_batch_size; b += ramp->batch_size_increment) {
+      if (b / unit < 1 || (b % unit != 0 && !c.training.decrease_batch_size_if_needed)) continue;  // refused when used
+      MS_RETURN_IF_ERROR(agreed(ps.world(), PipelineLayout::build(c.parallel, c.model.num_layers, b / unit).status()));
+    }
+  }
   MS_ASSIGN_OR_RETURN(const PipelineLayout layout,
-                      agreed(ps.world(), PipelineLayout::build(c.parallel, c.model.num_layers, num_micro)));
+                      agreed(ps.world(), PipelineLayout::build(c.parallel, c.model.num_layers, num_micro_full)));
   if (log_rank0 && ps.sizes.pipeline > 1) {
     std::string stages;
     for (const PipelineStage& s : layout.stages) {
@@ -356,7 +371,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
                 std::to_string(s.first_layer + s.num_layers - 1) + "@" + std::to_string(s.rank);
     }
     log_info("> pipeline: ", pipeline_schedule_name(layout.schedule), ", ", layout.chunks_per_rank,
-             " chunk(s) per rank, ", num_micro, " micro-batches; stage layers@rank: ", stages);
+             " chunk(s) per rank, ", num_micro_full, " micro-batches; stage layers@rank: ", stages);
   }
   GPTModelChunks model(c.model, ps, registry, layout, c.parallel.sequence_parallel);
   BufferOptions bopts;
@@ -455,7 +470,16 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     }
   }
   if (c.training.exit_signal_handler) install_sigterm_handler();
-  LrScheduler scheduler(c.optimizer, c.training.train_iters, c.training.global_batch_size);
+  // Sample-based training counts the schedule in consumed samples (a ramp-up's batches
+  // differ), iteration-based in iterations.
+  const bool sample_based = c.training.train_samples > 0;
+  const LrScheduler scheduler = sample_based ? LrScheduler::for_samples(c.optimizer, c.training.train_samples)
+                                             : LrScheduler(c.optimizer, c.training.train_iters,
+                                                           c.training.global_batch_size);
+  if (log_rank0 && sample_based) {
+    log_info("> setting training iterations to ", c.training.train_iters, " (--train-samples ",
+             c.training.train_samples, c.training.rampup_batch_size ? ", with the batch-size ramp-up)" : ")");
+  }
 
   // Data.
   GptDataArgs dargs;
@@ -476,7 +500,10 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dargs.pad_token = tokenizer->pad().value_or(-1);
   MS_ASSIGN_OR_RETURN(auto dconfig, agreed(ps.world(), gpt_dataset_config_from_args(dargs)));
   MS_ASSIGN_OR_RETURN(auto num_samples,
-                      get_train_valid_test_num_samples(c.training.train_iters, std::nullopt, c.training.eval_interval,
+                      get_train_valid_test_num_samples(c.training.train_iters,
+                                                       sample_based ? std::optional<int64_t>(c.training.train_samples)
+                                                                    : std::nullopt,
+                                                       c.training.eval_interval,
                                                        c.training.eval_iters, c.training.global_batch_size));
   DatasetBuildContext bctx;
   bctx.is_rank_zero = world.rank == 0;
@@ -522,12 +549,10 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.cp = c.parallel.cp;
   ctx.hooks = &ddp;
   ctx.swap_tier = c.model.recompute.swap_attention ? swap_tier.get() : nullptr;
-  const double flops_per_iter = num_floating_point_operations(c.model, c.training.global_batch_size);
-  const double tokens_per_iter = static_cast<double>(c.training.global_batch_size * c.model.seq_length);
 
   ProfileWindow profile_window(c.training.profile, ps, [&] { ddp.finish_param_sync(); });
   Timer interval;
-  double interval_loss = 0.0;
+  double interval_loss = 0.0, interval_flops = 0.0, interval_tokens = 0.0;
   int64_t interval_iters = 0;
   // MoE: the routers' aux and z losses per layer (Megatron's layer-wise tracker).
   MoeAuxLosses moe_losses;
@@ -581,6 +606,20 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     MS_RETURN_IF_ERROR(profile_window.before_step(it - start.iteration - 1));
     profiler::Scope iteration_slice(profiler::category::kStep, profiler::Level::kLevel0,
                                     [it] { return "iteration " + std::to_string(it); });
+    // This iteration's batch (Megatron's update_num_microbatches before the step): with a
+    // ramp-up, a change of the micro-batch count saves a checkpoint first (as Megatron does).
+    const int64_t num_micro_before = micro_batches.num_micro_batches();
+    MS_RETURN_IF_ERROR(micro_batches.update(progress.consumed_train_samples, /*consistency_check=*/false));
+    if (micro_batches.num_micro_batches() != num_micro_before && it != start.iteration + 1 &&
+        !c.training.save.empty() && last_saved != it - 1) {
+      MS_RETURN_IF_ERROR(save(it - 1));
+      last_saved = it - 1;
+    }
+    MS_RETURN_IF_ERROR(agreed(ps.world(), micro_batches.update(progress.consumed_train_samples, true)));
+    const int64_t num_micro = micro_batches.num_micro_batches();
+    const int64_t batch = micro_batches.current_running_global_batch_size();
+    const double lr_now = sample_based ? scheduler.lr(progress.consumed_train_samples) : scheduler.lr(it - 1);
+    const double lr_after = sample_based ? scheduler.lr(progress.consumed_train_samples + batch) : scheduler.lr(it);
     std::optional<profiler::CpuScope> data_slice(std::in_place, "get batch");
     MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, ps, num_micro, mbs)));
     data_slice.reset();
@@ -593,13 +632,15 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     if (hooks.on_forward_step) {
       step_options.on_forward_step = [&hooks, &world, it](int64_t step) { hooks.on_forward_step(world.rank, it, step); };
     }
-    const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, scheduler.lr(it - 1), step_options);
+    const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, lr_now, step_options);
     // The loss lives on the last pipeline stage (the others add 0).
     const double loss_sum =
         ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum), ReduceOp::kSum);
     const double tokens =
         ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum), ReduceOp::kSum);
     interval_loss += tokens > 0.0 ? loss_sum / tokens : 0.0;
+    interval_flops += num_floating_point_operations(c.model, batch);
+    interval_tokens += static_cast<double>(batch * c.model.seq_length);
     ++interval_iters;
     const std::vector<std::pair<std::string, double>> moe_now = moe_losses_of_iteration(c, ps, num_micro, moe_losses);
     if (interval_moe.empty()) interval_moe = moe_now;
@@ -607,9 +648,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       for (size_t i = 0; i < moe_now.size(); ++i) interval_moe[i].second += moe_now[i].second;
     last_grad_norm = r.optimizer.grad_norm;
     metrics->training_iteration({.iteration = it,
-                                 .consumed_train_samples = progress.consumed_train_samples + c.training.global_batch_size,
-                                 .learning_rate = scheduler.lr(it),
-                                 .batch_size = c.training.global_batch_size,
+                                 .consumed_train_samples = progress.consumed_train_samples + batch,
+                                 .learning_rate = lr_after,
+                                 .batch_size = batch,
                                  .lm_loss = tokens > 0.0 ? loss_sum / tokens : 0.0,
                                  .loss_scale = 1.0,  // no fp16 loss scaler
                                  .grad_norm = last_grad_norm,
@@ -624,15 +665,15 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       IterationLog l;
       l.iteration = it;
       l.train_iters = c.training.train_iters;
-      l.consumed_samples = progress.consumed_train_samples + c.training.global_batch_size;  // with this iteration
+      l.consumed_samples = progress.consumed_train_samples + batch;  // with this iteration
       l.elapsed_ms_per_iteration = seconds * 1000.0;
-      l.tflops_per_rank = flops_per_iter / (seconds * 1e12 * world.size);
-      l.learning_rate = scheduler.lr(it);  // Megatron logs the rate after the scheduler step
-      l.global_batch_size = c.training.global_batch_size;
+      l.tflops_per_rank = interval_flops / static_cast<double>(interval_iters) / (seconds * 1e12 * world.size);
+      l.learning_rate = lr_after;  // Megatron logs the rate after the scheduler step
+      l.global_batch_size = batch;
       l.lm_loss = interval_loss / static_cast<double>(interval_iters);
       for (auto [name, value] : interval_moe) l.moe_losses.emplace_back(name, value / static_cast<double>(interval_iters));
       l.grad_norm = last_grad_norm;
-      l.tokens_per_second_per_rank = tokens_per_iter / seconds / world.size;
+      l.tokens_per_second_per_rank = interval_tokens / static_cast<double>(interval_iters) / seconds / world.size;
       if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
       // Time left at this run's pace so far (evaluations and saves included).
       l.time_left_seconds = run_timer.seconds() / static_cast<double>(it - start.iteration) *
@@ -647,16 +688,18 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
         log_line(format_memory_line(world.rank, alloc.stats()));
       }
       interval_loss = 0.0;
+      interval_flops = 0.0;
+      interval_tokens = 0.0;
       interval_iters = 0;
       interval_moe.clear();
       interval.restart();
     }
     MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/false));
-    progress.consumed_train_samples += c.training.global_batch_size;
-    progress.floating_point_operations_so_far += flops_per_iter;
+    progress.consumed_train_samples += batch;
+    progress.floating_point_operations_so_far += num_floating_point_operations(c.model, batch);
     if (valid_loader && it % c.training.eval_interval == 0 && it != c.training.train_iters) {
       ddp.finish_param_sync();
-      MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro, ps));
+      MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro_full, ps));
       progress.consumed_valid_samples += c.training.eval_iters * c.training.global_batch_size;
       if (log_last) log_line(format_validation_lines("iteration " + std::to_string(it), vl));
       metrics->evaluation("validation", it, progress.consumed_train_samples, vl, /*to_tensorboard=*/true);
@@ -693,12 +736,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/true));
   ddp.finish_param_sync();
   if (valid_loader) {
-    MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro, ps));
+    MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro_full, ps));
     if (log_last) log_line(format_validation_lines("the end of training for val data", vl));
     metrics->evaluation("validation", last_iteration, progress.consumed_train_samples, vl, !c.training.skip_train);
   }
   if (test_loader) {
-    MS_ASSIGN_OR_RETURN(double tl, evaluate(model, ctx, *test_loader, c, num_micro, ps));
+    MS_ASSIGN_OR_RETURN(double tl, evaluate(model, ctx, *test_loader, c, num_micro_full, ps));
     if (log_last) log_line(format_validation_lines("the end of training for test data", tl));
     metrics->evaluation("test", last_iteration, progress.consumed_train_samples, tl, !c.training.skip_train);
   }

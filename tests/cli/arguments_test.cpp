@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "config/parallel_config.h"
 #include "config/validate.h"
 
@@ -698,6 +700,75 @@ TEST(Arguments, AttentionWindowFlags) {
   refused({"--window-size", "16,4"}, "the GPT model is causal");
   refused({"--window-size", "many"}, "--window-size \"many\"");
   refused({"--window-size", "16", "--sparse-mode", "0", "--pre-tockens", "8"}, "give one");
+}
+
+}  // namespace
+}  // namespace mindspeed
+
+namespace mindspeed {
+namespace {
+
+// Sample-based training: the base arguments with --train-samples instead of --train-iters.
+std::string sample_validation_error(std::vector<std::string> extra, int world, Configs* out = nullptr) {
+  std::vector<std::string> args = base_args();
+  const auto at = std::find(args.begin(), args.end(), "--train-iters");
+  args.erase(at, at + 2);
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto parsed = parse_arguments(args);
+  if (!parsed.ok()) return parsed.status().to_string();
+  Configs c = parsed->configs;
+  const Status s = validate_configs(c, world);
+  if (out != nullptr) *out = c;
+  return s.ok() ? "" : s.message();
+}
+
+// Megatron's rules for iteration- against sample-based training (arguments.py), and the
+// iteration count derived from --train-samples (training.py update_train_iters).
+TEST(Validate, SampleBasedTrainingRules) {
+  Configs c;
+  EXPECT_EQ(sample_validation_error({"--train-samples", "100", "--global-batch-size", "8"}, 2, &c), "");
+  EXPECT_EQ(c.training.train_iters, 12);  // 100 // 8
+  EXPECT_EQ(sample_validation_error({"--train-samples", "100", "--global-batch-size", "12", "--micro-batch-size", "1",
+                                     "--rampup-batch-size", "4", "2", "40", "--lr-warmup-samples", "8",
+                                     "--lr-decay-samples", "90"},
+                                    2, &c),
+            "");
+  EXPECT_EQ(c.training.train_iters, 11);  // Megatron's calculator (rampup_vectors.txt, even_increments)
+  ASSERT_TRUE(c.training.rampup_batch_size.has_value());
+  EXPECT_EQ(c.training.rampup_batch_size->rampup_samples, 40);
+  EXPECT_EQ(c.optimizer.lr_warmup_samples, 8);
+  EXPECT_EQ(c.optimizer.lr_decay_samples, 90);
+  auto refused = [](const std::string& error, const std::string& text) {
+    EXPECT_NE(error.find(text), std::string::npos) << "got: " << error;
+  };
+  refused(sample_validation_error({}, 1), "--train-iters or --train-samples is required");
+  refused(validation_error({"--train-samples", "100"}, 1), "give --train-iters or --train-samples, not both");
+  refused(validation_error({"--lr-decay-samples", "100"}, 1), "--lr-decay-samples is for sample-based training");
+  refused(validation_error({"--lr-warmup-samples", "4"}, 1), "--lr-warmup-samples is for sample-based training");
+  refused(validation_error({"--rampup-batch-size", "2", "2", "10"}, 1), "no ramp-up for iteration-based training");
+  refused(sample_validation_error({"--train-samples", "100", "--lr-decay-iters", "5"}, 1),
+          "--lr-decay-iters is for iteration-based training");
+  refused(sample_validation_error({"--train-samples", "100", "--lr-warmup-iters", "2"}, 1),
+          "--lr-warmup-iters is for iteration-based training");
+  refused(sample_validation_error({"--train-samples", "100", "--lr-warmup-samples", "4", "--lr-warmup-fraction", "0.1"}, 1),
+          "give --lr-warmup-fraction or --lr-warmup-samples, not both");
+  refused(sample_validation_error({"--train-samples", "100", "--lr-warmup-samples", "100"}, 1),
+          "must be shorter than --lr-decay-samples");
+  refused(sample_validation_error({"--train-samples", "100", "--lr-decay-style", "WSD"}, 1),
+          "needs --lr-wsd-decay-samples");
+  refused(sample_validation_error({"--train-samples", "1", "--global-batch-size", "4"}, 1),
+          "less than one global batch");
+  refused(sample_validation_error({"--train-samples", "100", "--rampup-batch-size", "4", "2"}, 1),
+          "--rampup-batch-size takes three numbers");
+  refused(sample_validation_error({"--train-samples", "100", "--global-batch-size", "8", "--rampup-batch-size", "4",
+                                   "3", "40"},
+                                  1),
+          "is not divisible by the increment 3");
+  // --decrease-batch-size-if-needed: a batch micro x dp does not divide runs rounded down.
+  refused(validation_error({"--global-batch-size", "6", "--micro-batch-size", "4"}, 1), "must be divisible");
+  EXPECT_EQ(validation_error({"--global-batch-size", "6", "--micro-batch-size", "4", "--decrease-batch-size-if-needed"},
+                             1),
+            "");
 }
 
 }  // namespace

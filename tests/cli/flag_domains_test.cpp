@@ -116,6 +116,12 @@ const std::map<std::string, Row> kExpected = {
     {"--micro-batch-size", {false, false, false}},
     {"--global-batch-size", {false, false, false}},
     {"--train-iters", {false, false, false}},
+    // Sample-based flags: refused beside the base's --train-iters (naming the flag); an explicit
+    // --lr-warmup-samples 0 is the default.
+    {"--train-samples", {false, false, false}},
+    {"--lr-decay-samples", {false, false, false}},
+    {"--lr-warmup-samples", {true, false, false}},
+    {"--lr-wsd-decay-samples", {false, false, false}},
     {"--seed", {true, false, false}},
     {"--log-interval", {false, false, true}},
     {"--eval-interval", {false, false, true}},

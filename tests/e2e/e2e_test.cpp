@@ -232,6 +232,35 @@ TEST(EndToEnd, MixtureOfExpertsTrainsAndLogsItsLosses) {
   }
 }
 
+// Megatron's sample-based training with a batch-size ramp-up, through the flags, on two
+// data-parallel ranks: the iteration count, the global batch and the consumed samples of every
+// logged iteration equal Megatron's calculator for these arguments (the "even_increments" case of
+// tests/training/reference/rampup_vectors.txt), the sample-based warmup runs, and the loss falls.
+TEST(EndToEnd, SampleBasedTrainingRampsUpTheBatchAsMegatron) {
+  const std::string args =
+      " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64"
+      " --micro-batch-size 1 --global-batch-size 12 --rampup-batch-size 4 2 40 --train-samples 100"
+      " --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-samples 8 --mock-data"
+      " --tokenizer-type NullTokenizer --vocab-size 4096 --use-flash-attn --seed 1234 --log-interval 1"
+      " --eval-interval 100 --eval-iters 1";
+  const Result r = run(kMpirun + " -np 2 " + kBin + args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("setting training iterations to 11"), std::string::npos) << r.output;
+  // Megatron's (consumed samples before the iteration, global batch) for each of the 11.
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 4},   {4, 4},   {8, 4},   {12, 6},  {18, 6}, {24, 8},
+                                                         {32, 10}, {42, 12}, {54, 12}, {66, 12}, {78, 12}};
+  const std::regex re(R"(iteration\s+(\d+)/\s*11 \| consumed samples:\s+(\d+) \|.*?global batch size:\s+(\d+) \|)");
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re); it != std::sregex_iterator(); ++it) {
+    const int64_t batch = std::stoll((*it)[3]);
+    got.emplace_back(std::stoll((*it)[2]) - batch, batch);  // the log counts this iteration's batch in
+  }
+  EXPECT_EQ(got, want) << r.output;
+  const auto losses = logged_losses(r.output);
+  ASSERT_EQ(losses.size(), 11u) << r.output;
+  EXPECT_LT(losses.back(), losses.front()) << r.output;
+}
+
 TEST(EndToEnd, UnimplementedFlagStopsEveryRank) {
   const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --use-torch-fsdp2");
   EXPECT_NE(r.exit_code, 0);

@@ -2,7 +2,8 @@
 // iterations (reference/lr_vectors.txt, written by reference/generate_lr_vectors.py): linear,
 // cosine, inverse-square-root, constant and WSD (exponential, linear, cosine, minus_sqrt
 // anneals), warmup by iterations and by fraction, --lr-warmup-init, --lr-decay-iters shorter
-// and longer than --train-iters, iterations past the decay end, global batches above one.
+// and longer than --train-iters, iterations past the decay end, global batches above one; and
+// sample-based schedules (--train-samples) stepped by a batch-size ramp-up.
 #include "optimizer/lr_scheduler.h"
 
 #include <gtest/gtest.h>
@@ -117,8 +118,46 @@ INSTANTIATE_TEST_SUITE_P(Megatron, LrSchedulerVsMegatron,
                                          "wsd_exponential_default_decay", "wsd_zero_anneal"),
                          [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
+// Sample-based training (--train-samples): the rate after each consumed-sample count, the
+// scheduler stepped by a ramp-up's uneven batches (2, 2, 2, 4, 4, 6, 6, 8, 8, ...).
+class LrSchedulerInSamplesVsMegatron : public testing::TestWithParam<const char*> {};
+
+TEST_P(LrSchedulerInSamplesVsMegatron, RateAfterEachConsumedSampleCount) {
+  const auto& cases = reference_cases();
+  ASSERT_TRUE(cases.count(GetParam())) << "case " << GetParam() << " missing from lr_vectors.txt";
+  const LrCase& c = cases.at(GetParam());
+  ASSERT_GT(c.expected.size(), 10u);
+  OptimizerConfig oc;
+  oc.lr = exact_float(c, "lr");
+  oc.min_lr = exact_float(c, "min_lr");
+  oc.lr_warmup_init = exact_float(c, "lr_warmup_init");
+  const std::map<std::string, LrDecayStyle> styles = {{"linear", LrDecayStyle::kLinear},
+                                                      {"cosine", LrDecayStyle::kCosine},
+                                                      {"inverse-square-root", LrDecayStyle::kInverseSquareRoot},
+                                                      {"WSD", LrDecayStyle::kWSD}};
+  oc.lr_decay_style = styles.at(c.flags.at("lr_decay_style"));
+  const std::map<std::string, LrWsdDecayStyle> wsd_styles = {{"exponential", LrWsdDecayStyle::kExponential},
+                                                             {"cosine", LrWsdDecayStyle::kCosine}};
+  oc.lr_wsd_decay_style = wsd_styles.at(c.flags.at("lr_wsd_decay_style"));
+  if (c.flags.at("lr_decay_samples") != "none") oc.lr_decay_samples = std::stoll(c.flags.at("lr_decay_samples"));
+  if (c.flags.at("lr_wsd_decay_samples") != "none") {
+    oc.lr_wsd_decay_samples = std::stoll(c.flags.at("lr_wsd_decay_samples"));
+  }
+  if (c.flags.at("lr_warmup_fraction") != "none") oc.lr_warmup_fraction = exact_float(c, "lr_warmup_fraction");
+  oc.lr_warmup_samples = std::stoll(c.flags.at("lr_warmup_samples"));
+  const LrScheduler scheduler = LrScheduler::for_samples(oc, std::stoll(c.flags.at("train_samples")));
+  for (const auto& [samples, want] : c.expected) {
+    EXPECT_NEAR(scheduler.lr(samples), want, 1e-12 * std::abs(want)) << GetParam() << " after " << samples << " samples";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Megatron, LrSchedulerInSamplesVsMegatron,
+                         testing::Values("samples_linear_warmup", "samples_cosine_fraction_decay",
+                                         "samples_inverse_sqrt", "samples_wsd_cosine"),
+                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
 TEST(LrSchedulerVsMegatron, VectorFileHoldsExactlyTheTestedCases) {
-  EXPECT_EQ(reference_cases().size(), 18u);
+  EXPECT_EQ(reference_cases().size(), 22u);
 }
 
 }  // namespace

@@ -14,6 +14,9 @@ samples (iterations * global batch), --lr-decay-iters defaults to --train-iters,
 fraction is of the decay samples. The scheduler then steps by the global batch once per
 iteration; the rate after k iterations is what LrScheduler::lr(k) must return.
 
+Sample-based cases (names starting samples_) give the rate after each consumed-sample count
+instead, stepping by a ramp-up's uneven batches; LrScheduler::for_samples(...).lr(n) must return it.
+
 Format: "case NAME key=value ..." (the flags; floats as float.hex(), all exact in float32 so
 the C++ float config holds them exactly), then one line per iteration "k lr" (lr as
 float.hex()), then "end".
@@ -69,6 +72,23 @@ CASES = [
 ]
 PAST_END = 6  # iterations beyond max(train, decay) iterations
 
+# Sample-based training (--train-samples): every step count is in samples as given
+# (get_optimizer_param_scheduler's train_samples branch: --lr-decay-samples defaulting to
+# --train-samples, a warmup fraction of the decay samples, --lr-wsd-decay-samples), and the
+# scheduler steps by each iteration's global batch: here a ramp-up's uneven batches.
+SAMPLE_DEFAULTS = dict(lr=LR, min_lr=MIN_LR, lr_warmup_init=0.0, lr_decay_style="linear",
+                       lr_wsd_decay_style="exponential", lr_decay_samples=None, lr_wsd_decay_samples=None,
+                       lr_warmup_samples=0, lr_warmup_fraction=None, train_samples=120)
+SAMPLE_CASES = [
+    ("samples_linear_warmup", dict(lr_decay_style="linear", lr_warmup_samples=20)),
+    ("samples_cosine_fraction_decay", dict(lr_decay_style="cosine", lr_warmup_fraction=0.125, lr_decay_samples=96,
+                                           lr_warmup_init=INIT)),
+    ("samples_inverse_sqrt", dict(lr_decay_style="inverse-square-root", lr_warmup_samples=10, min_lr=0.0)),
+    ("samples_wsd_cosine", dict(lr_decay_style="WSD", lr_wsd_decay_style="cosine", lr_warmup_samples=12,
+                                lr_wsd_decay_samples=40)),
+]
+RAMP_BATCHES = [2, 2, 2, 4, 4, 6, 6, 8]  # then 8 per iteration
+
 
 def load_scheduler(path):
     # The scheduler imports MegatronOptimizer (for a type hint) and log_single_rank only.
@@ -110,6 +130,20 @@ def scheduler_for(cls, a):
     return sched, opt, decay_iters
 
 
+def sample_scheduler_for(cls, a):
+    decay_steps = a["lr_decay_samples"] if a["lr_decay_samples"] is not None else a["train_samples"]
+    if a["lr_warmup_fraction"] is not None:
+        warmup_steps = a["lr_warmup_fraction"] * decay_steps
+    else:
+        warmup_steps = a["lr_warmup_samples"]
+    opt = StubOptimizer()
+    sched = cls(opt, init_lr=a["lr_warmup_init"], max_lr=a["lr"], min_lr=a["min_lr"], lr_warmup_steps=warmup_steps,
+                lr_decay_steps=decay_steps, lr_decay_style=a["lr_decay_style"], start_wd=0.1, end_wd=0.1,
+                wd_incr_steps=a["train_samples"], wd_incr_style="constant", wsd_decay_steps=a["lr_wsd_decay_samples"],
+                lr_wsd_decay_style=a["lr_wsd_decay_style"])
+    return sched, opt, decay_steps
+
+
 def fmt(v):
     if v is None:
         return "none"
@@ -138,9 +172,24 @@ def main():
                 sched.step(increment=a["global_batch_size"])
             lines.append(f"{k} {float(opt.param_groups[0]['lr']).hex()}")
         lines.append("end")
+    for name, flags in SAMPLE_CASES:
+        a = dict(SAMPLE_DEFAULTS, **flags)
+        for key in ("lr", "min_lr", "lr_warmup_init"):
+            a[key] = float(a[key])
+        sched, opt, decay_steps = sample_scheduler_for(cls, a)
+        lines.append("case " + name + " " + " ".join(f"{k}={fmt(v)}" for k, v in sorted(a.items())))
+        samples, i = 0, 0
+        lines.append(f"0 {float(opt.param_groups[0]['lr']).hex()}")
+        while samples <= max(a["train_samples"], decay_steps) + 24:
+            batch = RAMP_BATCHES[i] if i < len(RAMP_BATCHES) else 8
+            sched.step(increment=batch)
+            samples += batch
+            i += 1
+            lines.append(f"{samples} {float(opt.param_groups[0]['lr']).hex()}")
+        lines.append("end")
     with open(OUT, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"wrote {OUT}: {len(CASES)} cases")
+    print(f"wrote {OUT}: {len(CASES) + len(SAMPLE_CASES)} cases")
 
 
 if __name__ == "__main__":
