@@ -160,6 +160,11 @@ struct Choices {
   bool log_throughput = false;
   bool attention_softmax_in_fp32 = false;
   bool accumulate_allreduce_grads_in_fp32 = false;
+  std::string attention_backend;     ///< --attention-backend; empty = not given
+  bool no_position_embedding = false;
+  std::string distributed_backend;   ///< --distributed-backend; empty = not given
+  std::string ai_framework;          ///< MindSpeed --ai-framework; empty = not given
+  int64_t timing_log_level = 0;      ///< --timing-log-level
   // Mixture of experts.
   std::string moe_layer_freq;
   std::string moe_router_score_function = "softmax";
@@ -675,6 +680,39 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--attention-softmax-in-fp32", ch.attention_softmax_in_fp32, "Accepted: softmax always runs in fp32");
   r.flag("--accumulate-allreduce-grads-in-fp32", ch.accumulate_allreduce_grads_in_fp32,
          "Accepted: gradients are always accumulated and reduced in fp32");
+  r.value("--attention-backend", ch.attention_backend,
+          "Megatron's attention backend: flash or fused (flash attention), unfused (the softmax materialised), auto "
+          "(flash); local needs Megatron's --spec local")
+      ->check(CLI::IsMember({"flash", "fused", "unfused", "local", "auto"}));
+  KernelFusionConfig& fusion = c.training.fusion;
+  r.clear_flag("--no-bias-gelu-fusion", fusion.bias_gelu, "GeLU runs as its unfused reference kernel");
+  r.clear_flag("--no-bias-swiglu-fusion", fusion.bias_swiglu, "SwiGLU runs as its unfused reference kernel");
+  r.clear_flag("--no-bias-dropout-fusion", fusion.bias_dropout,
+               "Bias-dropout-add and dropout run as their unfused reference kernels");
+  r.clear_flag("--no-rope-fusion", fusion.rope, "The query/key/value split with rotary runs unfused (reference)");
+  r.clear_flag("--no-masked-softmax-fusion", fusion.masked_softmax,
+               "The non-flash attention's masked softmax runs unfused (reference); flash attention is unaffected, as "
+               "in Megatron");
+  r.clear_flag("--no-persist-layer-norm", fusion.persist_layer_norm, "LayerNorm runs as its reference kernel");
+  r.flag("--no-position-embedding", ch.no_position_embedding,
+         "Megatron's deprecated spelling: accepted with --position-embedding-type rope (which has no learned "
+         "position embedding)");
+  r.value("--distributed-backend", ch.distributed_backend,
+          "nccl or gloo: MPI carries every collective here, whichever is named")
+      ->check(CLI::IsMember({"nccl", "gloo"}));
+  r.value("--ai-framework", ch.ai_framework,
+          "MindSpeed: pytorch or mindspore; this native engine serves the launch scripts of either")
+      ->check(CLI::IsMember({"pytorch", "mindspore"}));
+  r.number("--num-workers", c.training.num_workers,
+           "Megatron's data-loader worker processes: the samples are read in the training process here (memory-"
+           "mapped), so the value changes neither data nor results",
+           between(0, 1 << 16, false, "workers"));
+  r.number("--timing-log-level", ch.timing_log_level,
+           "Megatron's timers: 0 (the iteration time in the log line); 1 and 2 are not implemented yet",
+           between(0, 2));
+  r.flag("--log-params-norm", c.logging.log_params_norm, "Log the L2 norm of the (fp32 main) parameters");
+  r.flag("--log-num-zeros-in-grad", c.logging.log_num_zeros_in_grad,
+         "Log the number of zero elements in the gradients");
 
   DataConfig& d = c.data;
   CLI::Option* mock = r.flag("--mock-data", d.mock_data, "Synthetic data (Megatron's MockGPTDataset)");
@@ -786,6 +824,68 @@ Status apply_attention_mask_flags(ModelConfig& m, const Choices& ch) {
   return ok_status();
 }
 
+// Megatron's implementation selectors and launch-environment flags: mapped onto this engine's
+// kernels, or refused with the rule (Megatron's own where it has one).
+Status apply_launch_compatibility_choices(Configs& c, const Choices& ch) {
+  TrainingConfig& t = c.training;
+  const std::string& backend = ch.attention_backend;
+  if (backend == "local") {
+    return invalid_argument("--attention-backend local is only supported with --spec local (Megatron's rule; its "
+                            "legacy local layer spec is not part of mindspeed-cpp): use --attention-backend unfused "
+                            "for the same math");
+  }
+  if (backend == "unfused") {
+    if (t.use_flash_attn) {
+      return invalid_argument("--attention-backend unfused contradicts --use-flash-attn (or a flag implying it): "
+                              "give one of them");
+    }
+    if (c.parallel.context_parallel_size > 1) {
+      return invalid_argument("--attention-backend unfused does not work with --context-parallel-size > 1: context "
+                              "parallelism merges flash attention's partial results (use flash or auto)");
+    }
+  }
+  t.attention_backend = backend == "flash"     ? AttentionBackend::kFlash
+                        : backend == "fused"   ? AttentionBackend::kFused
+                        : backend == "unfused" ? AttentionBackend::kUnfused
+                        : backend == "auto"    ? AttentionBackend::kAuto
+                                               : AttentionBackend::kUnset;
+  // flash and fused (cuDNN's fused attention) are the flash kernel here; auto picks it.
+  if (backend == "flash" || backend == "fused" || backend == "auto") t.use_flash_attn = true;
+  if (!t.fusion.bias_swiglu && t.use_fused_swiglu) {
+    return invalid_argument("--no-bias-swiglu-fusion contradicts --use-fused-swiglu: give one of them");
+  }
+  if (!t.fusion.rope && t.use_fused_rotary_pos_emb) {
+    return invalid_argument("--no-rope-fusion contradicts --use-fused-rotary-pos-emb: give one of them");
+  }
+  if (ch.no_position_embedding && c.model.position_embedding_type != PositionEmbeddingType::kRope) {
+    return invalid_argument("--no-position-embedding is deprecated, use --position-embedding-type (Megatron's "
+                            "rule: it is accepted only with --position-embedding-type rope)");
+  }
+  if (ch.timing_log_level > 0) {
+    return unimplemented("--timing-log-level ", ch.timing_log_level, " (Megatron's per-phase timers in the log) is not "
+                         "implemented yet: use 0, and --profile for per-phase times");
+  }
+  return ok_status();
+}
+
+// What the accepted launch-environment flags mean here (logged by rank 0 at start).
+std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
+  std::vector<std::string> notes;
+  if (!ch.distributed_backend.empty()) {
+    notes.push_back("--distributed-backend " + ch.distributed_backend +
+                    ": MPI carries every collective and point-to-point transfer (nccl and gloo alike)");
+  }
+  if (!ch.ai_framework.empty()) {
+    notes.push_back("--ai-framework " + ch.ai_framework + ": this native engine serves the launch scripts of "
+                    "pytorch and mindspore alike");
+  }
+  if (c.training.num_workers != 2) {
+    notes.push_back("--num-workers " + std::to_string(c.training.num_workers) +
+                    ": samples are read in the training process (memory-mapped); no worker processes");
+  }
+  return notes;
+}
+
 Status apply_choices(Configs& c, const Choices& ch) {
   MS_RETURN_IF_ERROR(apply_attention_mask_flags(c.model, ch));
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
@@ -829,6 +929,7 @@ Status apply_choices(Configs& c, const Choices& ch) {
   // MindSpeed: --alibi-fusion-attn-type forces --use-fusion-attn-v2, which implies
   // --use-flash-attn (v2 without a bias is v1).
   c.training.use_flash_attn |= ch.use_fusion_attn_v2 || c.model.alibi_fusion_attn_type >= 0;
+  MS_RETURN_IF_ERROR(apply_launch_compatibility_choices(c, ch));
   profiler::Options& prof = c.training.profile;
   prof.level = ch.profile_level == "level2"   ? profiler::Level::kLevel2
                : ch.profile_level == "level1" ? profiler::Level::kLevel1
@@ -954,6 +1055,7 @@ StatusOr<ParsedArguments> parse_arguments(const std::vector<std::string>& args) 
   }
   MS_RETURN_IF_ERROR(refuse_leftovers(app.remaining(), registry.names()));
   MS_RETURN_IF_ERROR(apply_choices(parsed.configs, choices));
+  parsed.notes = launch_notes(choices, parsed.configs);
   return parsed;
 }
 

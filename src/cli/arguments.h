@@ -41,6 +41,9 @@ inline constexpr const char* kExitCodeHelp =
 
 struct ParsedArguments {
   Configs configs;
+  /// What some accepted flags mean here, for rank 0 to log at start (e.g. --distributed-backend:
+  /// MPI carries every collective).
+  std::vector<std::string> notes;
   bool help_requested = false;
   std::string help_text;
 };

@@ -34,6 +34,7 @@ constexpr KnownFlag kKnownFlags[] = {
     {"--additional-config", FlagArity::kOne, kMindSpeed, "training"},
     {"--adlr-autoresume", FlagArity::kNone, kMegatron, "autoresume"},
     {"--adlr-autoresume-interval", FlagArity::kOne, kMegatron, "autoresume"},
+    {"--ai-framework", FlagArity::kOne, kMindSpeed, "training"},
     {"--aiqos", FlagArity::kNone, kMindSpeed, "qos"},
     {"--aiqos-enable-roce", FlagArity::kNone, kMindSpeed, "qos"},
     {"--aiqos-mode", FlagArity::kOne, kMindSpeed, "qos"},

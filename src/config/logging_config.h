@@ -26,6 +26,8 @@ struct LoggingConfig {
   /// --metrics-file (mindspeed-cpp): JSON lines, one object per logged iteration and per
   /// evaluation. Empty = <tensorboard-dir>/metrics.jsonl with --tensorboard-dir, else none.
   std::string metrics_file;
+  bool log_params_norm = false;        ///< --log-params-norm: "params norm" in the iteration line
+  bool log_num_zeros_in_grad = false;  ///< --log-num-zeros-in-grad: "num zeros" in the iteration line
 
   /// The metrics file this run writes ("" = none).
   std::string metrics_path() const {

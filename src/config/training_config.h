@@ -16,6 +16,21 @@ struct RampupBatchSize {
   int64_t rampup_samples = 0;
 };
 
+/// --attention-backend (Megatron's AttnBackend): kFlash and kFused run flash attention,
+/// kUnfused the core attention that materialises the softmax; kAuto picks flash; kUnset: the
+/// flag was not given (MindSpeed's --use-flash-attn decides).
+enum class AttentionBackend { kUnset, kFlash, kFused, kUnfused, kLocal, kAuto };
+
+/// Megatron's --no-*-fusion flags: the op runs as its unfused reference kernel.
+struct KernelFusionConfig {
+  bool bias_gelu = true;       ///< false: --no-bias-gelu-fusion
+  bool bias_swiglu = true;     ///< false: --no-bias-swiglu-fusion
+  bool bias_dropout = true;    ///< false: --no-bias-dropout-fusion
+  bool rope = true;            ///< false: --no-rope-fusion
+  bool masked_softmax = true;  ///< false: --no-masked-softmax-fusion (the non-flash core attention)
+  bool persist_layer_norm = true;  ///< false: --no-persist-layer-norm (LayerNorm)
+};
+
 struct TrainingConfig {
   int64_t micro_batch_size = 1;   ///< --micro-batch-size
   int64_t global_batch_size = 0;  ///< --global-batch-size; 0 = micro * data-parallel size
@@ -34,6 +49,8 @@ struct TrainingConfig {
   bool use_fused_swiglu = false;      ///< --use-fused-swiglu
   bool use_fused_rotary_pos_emb = false;  ///< --use-fused-rotary-pos-emb
   bool use_fused_ring_attention_update = false;  ///< --use-fused-ring-attention-update
+  AttentionBackend attention_backend = AttentionBackend::kUnset;  ///< --attention-backend
+  KernelFusionConfig fusion;      ///< Megatron's --no-*-fusion, --no-persist-layer-norm
   bool bf16 = false;              ///< --bf16
   /// --swap-dir (mindspeed-cpp): where the swap tier of --swap-attention keeps its file (on an
   /// accelerator the tier is host memory; here it is a file on local disk); empty = $TMPDIR or /tmp.
@@ -61,6 +78,7 @@ struct TrainingConfig {
   double exit_duration_in_mins = 0.0;  ///< --exit-duration-in-mins: save and exit after this long
   bool exit_signal_handler = false;    ///< --exit-signal-handler: on SIGTERM finish the step, save, exit 0
   bool skip_train = false;        ///< --skip-train: no training; evaluate the (loaded) model and exit
+  int64_t num_workers = 2;        ///< --num-workers (Megatron's data-loader processes; see arguments.cpp)
   int num_threads = 0;            ///< --num-threads (mindspeed-cpp): OpenMP threads per rank; 0 = cores / ranks on the node
 };
 

@@ -1,9 +1,18 @@
-// select_kernels(): fills a KernelTable from the optimization level and MindSpeed's per-op
-// fusion flags (kernels.h).
+// select_kernels(): fills a KernelTable from the optimization level, MindSpeed's per-op
+// fusion flags and Megatron's --no-*-fusion flags (kernels.h).
 #include "core/logging.h"
 #include "kernels/kernels.h"
 
 namespace mindspeed {
+namespace {
+// --no-masked-softmax-fusion with the fast kernels: the core attention is the reference
+// kernel, flash attention the fast one; each needs its own implementation's workspace.
+int64_t unfused_core_fast_flash_workspace(const KernelContext& kc, const AttentionDims& dims, AttentionKernel kernel,
+                                          bool backward) {
+  return kernel == AttentionKernel::kCore ? ref::attention_workspace_floats(kc, dims, kernel, backward)
+                                          : cpu::attention_workspace_floats(kc, dims, kernel, backward);
+}
+}  // namespace
 
 KernelTable select_kernels(const KernelOptions& options) {
   const bool cpu_ok = cpu::cpu_kernels_supported();
@@ -20,27 +29,30 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.name = fast ? "fast (cpu)" : "reference";
   t.embedding_forward = fast ? cpu::embedding_forward : ref::embedding_forward;
   t.embedding_backward = fast ? cpu::embedding_backward : ref::embedding_backward;
-  t.layer_norm_forward = fast ? cpu::layer_norm_forward : ref::layer_norm_forward;
-  t.layer_norm_backward = fast ? cpu::layer_norm_backward : ref::layer_norm_backward;
+  const bool fast_layer_norm = fast && !options.unpersisted_layer_norm;
+  t.layer_norm_forward = fast_layer_norm ? cpu::layer_norm_forward : ref::layer_norm_forward;
+  t.layer_norm_backward = fast_layer_norm ? cpu::layer_norm_backward : ref::layer_norm_backward;
   const bool fused_rms = (fast || options.fused_rms_norm) && cpu_ok;
   t.rms_norm_forward = fused_rms ? cpu::rms_norm_forward : ref::rms_norm_forward;
   t.rms_norm_backward = fused_rms ? cpu::rms_norm_backward : ref::rms_norm_backward;
-  t.gelu_forward = fast ? cpu::gelu_forward : ref::gelu_forward;
-  t.gelu_backward = fast ? cpu::gelu_backward : ref::gelu_backward;
-  const bool fused_swiglu = (fast || options.fused_swiglu) && cpu_ok;
+  const bool fast_gelu = fast && !options.unfused_bias_gelu;
+  t.gelu_forward = fast_gelu ? cpu::gelu_forward : ref::gelu_forward;
+  t.gelu_backward = fast_gelu ? cpu::gelu_backward : ref::gelu_backward;
+  const bool fused_swiglu = (fast || options.fused_swiglu) && cpu_ok && !options.unfused_bias_swiglu;
   t.swiglu_forward = fused_swiglu ? cpu::swiglu_forward : ref::swiglu_forward;
   t.swiglu_backward = fused_swiglu ? cpu::swiglu_backward : ref::swiglu_backward;
-  t.bias_dropout_add_forward = fast ? cpu::bias_dropout_add_forward : ref::bias_dropout_add_forward;
-  t.bias_dropout_add_backward =
-      fast ? cpu::bias_dropout_add_backward : ref::bias_dropout_add_backward;
-  t.dropout_forward = fast ? cpu::dropout_forward : ref::dropout_forward;
-  t.dropout_backward = fast ? cpu::dropout_backward : ref::dropout_backward;
-  const bool fused_rope = (fast || options.fused_rotary) && cpu_ok;
+  const bool fused_dropout = fast && !options.unfused_bias_dropout;
+  t.bias_dropout_add_forward = fused_dropout ? cpu::bias_dropout_add_forward : ref::bias_dropout_add_forward;
+  t.bias_dropout_add_backward = fused_dropout ? cpu::bias_dropout_add_backward : ref::bias_dropout_add_backward;
+  t.dropout_forward = fused_dropout ? cpu::dropout_forward : ref::dropout_forward;
+  t.dropout_backward = fused_dropout ? cpu::dropout_backward : ref::dropout_backward;
+  const bool fused_rope = (fast || options.fused_rotary) && cpu_ok && !options.unfused_rope;
   t.qkv_split_rope_forward = fused_rope ? cpu::qkv_split_rope_forward : ref::qkv_split_rope_forward;
   t.qkv_split_rope_backward =
       fused_rope ? cpu::qkv_split_rope_backward : ref::qkv_split_rope_backward;
-  t.core_attention_forward = fast ? cpu::core_attention_forward : ref::core_attention_forward;
-  t.core_attention_backward = fast ? cpu::core_attention_backward : ref::core_attention_backward;
+  const bool fused_softmax = fast && !options.unfused_masked_softmax;
+  t.core_attention_forward = fused_softmax ? cpu::core_attention_forward : ref::core_attention_forward;
+  t.core_attention_backward = fused_softmax ? cpu::core_attention_backward : ref::core_attention_backward;
   if (options.flash_attention) {  // the reference flash kernels at level 0 or without AVX2
     t.flash_attention_forward = fast ? cpu::flash_attention_forward : ref::flash_attention_forward;
     t.flash_attention_backward =
@@ -56,8 +68,17 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.adamw_step = fast ? cpu::adamw_step : ref::adamw_step;
   t.ema_update = fast ? cpu::ema_update : ref::ema_update;
   t.sum_of_squares = fast ? cpu::sum_of_squares : ref::sum_of_squares;
-  t.attention_workspace_floats =
-      fast ? cpu::attention_workspace_floats : ref::attention_workspace_floats;
+  if (fast) {
+    for (const auto& [off, op] : {std::pair{options.unfused_bias_gelu, "gelu"}, {options.unfused_bias_swiglu, "swiglu"},
+                                  {options.unfused_bias_dropout, "bias-dropout-add"}, {options.unfused_rope, "rope"},
+                                  {options.unfused_masked_softmax, "masked softmax (core attention)"},
+                                  {options.unpersisted_layer_norm, "layer norm"}}) {
+      if (off) t.unfused_ops += (t.unfused_ops.empty() ? "" : ", ") + std::string(op);
+    }
+  }
+  t.attention_workspace_floats = !fast            ? ref::attention_workspace_floats
+                                 : fused_softmax ? cpu::attention_workspace_floats
+                                                 : unfused_core_fast_flash_workspace;
   t.vocab_parallel_ce_row_max =
       fast ? cpu::vocab_parallel_ce_row_max : ref::vocab_parallel_ce_row_max;
   t.vocab_parallel_ce_sum_exp =

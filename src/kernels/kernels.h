@@ -24,6 +24,9 @@ bool cpu_kernels_supported();
 
 struct KernelTable {
   const char* name = "";
+  /// The ops that run their unfused reference kernel although the fast ones were selected
+  /// (Megatron's --no-*-fusion), comma-separated; empty when none.
+  std::string unfused_ops;
   decltype(&ref::embedding_forward) embedding_forward = nullptr;
   decltype(&ref::embedding_backward) embedding_backward = nullptr;
   decltype(&ref::layer_norm_forward) layer_norm_forward = nullptr;
@@ -93,6 +96,14 @@ struct KernelOptions {
   bool fused_rotary = false;
   bool fused_ring_attention_update = false;
   bool flash_attention = false;
+  // Megatron's --no-*-fusion flags: these ops run their unfused reference kernels even when
+  // the fast (fused) kernels are selected.
+  bool unfused_bias_gelu = false;       ///< --no-bias-gelu-fusion: gelu
+  bool unfused_bias_swiglu = false;     ///< --no-bias-swiglu-fusion: swiglu
+  bool unfused_bias_dropout = false;    ///< --no-bias-dropout-fusion: bias-dropout-add, dropout
+  bool unfused_rope = false;            ///< --no-rope-fusion: qkv split + rope
+  bool unfused_masked_softmax = false;  ///< --no-masked-softmax-fusion: core (non-flash) attention
+  bool unpersisted_layer_norm = false;  ///< --no-persist-layer-norm: layer norm
   /// --profile-level level1+: every kernel call recorded by the profiler (core/profiler.h).
   bool profile_kernels = false;
 };

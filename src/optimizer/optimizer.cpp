@@ -198,14 +198,55 @@ double Optimizer::grad_norm() const {
       sum += backend_.kernels.sum_of_squares(backend_.context, fp32_grads(s, at, n), n);
     }
   }
+  return std::sqrt(sum_over_model(dense, expert));
+}
+
+double Optimizer::sum_over_model(double dense, double expert) const {
   // Distributed: each rank holds its own shard (of the dense and the expert buckets); sum
   // over all ranks. Non-distributed: every data-parallel rank holds the same full gradient;
   // sum the dense part over the model-parallel group and the expert part over the
   // expert-model-parallel group (Megatron's separate norms of the two kinds, combined).
-  if (distributed_) return std::sqrt(ps_.world().all_reduce_scalar(dense + expert, ReduceOp::kSum));
+  if (distributed_) return ps_.world().all_reduce_scalar(dense + expert, ReduceOp::kSum);
   double total = ps_.mp().all_reduce_scalar(dense, ReduceOp::kSum);
   if (has_expert_params_) total += ps_.tp_ep_pp().all_reduce_scalar(expert, ReduceOp::kSum);
-  return std::sqrt(total);
+  return total;
+}
+
+double Optimizer::count_zero_grads() const {
+  double dense = 0.0, expert = 0.0;
+  for (const Segment& s : segments_) {
+    if (!s.in_grad_norm) continue;
+    int64_t zeros = 0;
+    for (int64_t at = 0; at < s.end - s.begin; at += kWorkspaceElements) {
+      const int64_t n = std::min(kWorkspaceElements, s.end - s.begin - at);
+      const float* g = fp32_grads(s, at, n);
+      zeros += std::count(g, g + n, 0.0f);
+    }
+    (s.expert ? expert : dense) += static_cast<double>(zeros);
+  }
+  return sum_over_model(dense, expert);
+}
+
+double Optimizer::params_norm() {
+  // The fp32 main parameters (the weights themselves when fp32), piece by piece as the step
+  // reads them: swapped slices are read back once each.
+  double dense = 0.0, expert = 0.0;
+  auto add = [&](const Piece& pc, float* slice, const SwapSlice* swap_slice) {
+    const Segment& s = segments_[static_cast<size_t>(pc.segment)];
+    if (!s.in_grad_norm) return;
+    const PieceState st = load_piece(pc, slice, swap_slice);
+    (s.expert ? expert : dense) += backend_.kernels.sum_of_squares(backend_.context, st.param, pc.hi - pc.lo);
+  };
+  if (swap_tier_ == nullptr) {
+    for (const Piece& pc : pieces_) add(pc, nullptr, nullptr);
+  } else {
+    for (SwapSlice& slice : swap_slices_) {
+      Tensor t = swap_tier_->swap_in(std::move(slice.state));
+      for (size_t k = slice.first_piece; k < slice.end_piece; ++k) add(pieces_[k], t.f32(), &slice);
+      slice.state = swap_tier_->swap_out(std::move(t));
+    }
+  }
+  return std::sqrt(sum_over_model(dense, expert));
 }
 
 Optimizer::StepResult Optimizer::step(double lr) {

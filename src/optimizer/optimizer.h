@@ -46,7 +46,6 @@ class Optimizer {
   struct StepResult {
     double grad_norm = 0.0;    ///< global L2 norm before clipping
     double clip_coeff = 1.0;   ///< applied to the gradients (1 = none)
-    int64_t num_zeros = 0;     ///< not computed (Megatron's --log-num-zeros-in-grad)
     /// The gradient norm was not finite: nothing was updated (as Megatron skips an
     /// iteration whose gradients overflowed).
     bool skipped = false;
@@ -64,6 +63,12 @@ class Optimizer {
   StepResult step(double lr);
   /// Global gradient L2 norm (Megatron's get_grad_norm_fp32 over the right group).
   double grad_norm() const;
+  /// Zero elements of the gradients, counted as the norm is (Megatron's count_zeros_fp32,
+  /// --log-num-zeros-in-grad).
+  double count_zero_grads() const;
+  /// Global L2 norm of the fp32 main parameters (Megatron's calc_params_l2_norm,
+  /// --log-params-norm): duplicates left out as in the gradient norm.
+  double params_norm();
   /// Owned [begin, end) ranges of the buffers, in shard order.
   struct Segment {
     int64_t begin = 0, end = 0;  ///< element range in the param/grad buffers
@@ -125,6 +130,9 @@ class Optimizer {
   template <typename Fn>
   void for_state_range(int64_t lo, int64_t hi, bool write_back, Fn&& fn);
 
+  /// A per-rank partial sum (dense and expert parts) summed over the ranks that hold the rest
+  /// of the model, as the gradient norm is.
+  double sum_over_model(double dense, double expert) const;
   /// The gradient of a segment's elements: in the gradient buffer, or in the buffer's
   /// gradient shards (FSDP optim_grads).
   float* grad_of(const Segment& s) const;

@@ -58,6 +58,15 @@ KernelOptions kernel_options(const TrainingConfig& t, const ParallelConfig& p) {
   // MindSpeed: --use-flash-attn is a level-2 feature; below level 2 it is not applied.
   // Context parallelism needs flash attention's log-sum-exp (MindSpeed forces it on).
   k.flash_attention = (t.use_flash_attn && t.optimization_level >= 2) || p.context_parallel_size > 1;
+  // Megatron's --attention-backend flash / fused / auto asks for flash attention whatever the level.
+  const AttentionBackend b = t.attention_backend;
+  k.flash_attention |= b == AttentionBackend::kFlash || b == AttentionBackend::kFused || b == AttentionBackend::kAuto;
+  k.unfused_bias_gelu = !t.fusion.bias_gelu;
+  k.unfused_bias_swiglu = !t.fusion.bias_swiglu;
+  k.unfused_bias_dropout = !t.fusion.bias_dropout;
+  k.unfused_rope = !t.fusion.rope;
+  k.unfused_masked_softmax = !t.fusion.masked_softmax;
+  k.unpersisted_layer_norm = !t.fusion.persist_layer_norm;
   return k;
 }
 
@@ -335,7 +344,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     log_info("> mindspeed-cpp: world size ", world.size, " (tp ", ps.sizes.tensor, ", pp ", ps.sizes.pipeline,
              ", cp ", ps.sizes.context, ", dp ", ps.sizes.data, "), ", threads, " OpenMP threads per rank");
     log_info("> kernels: ", kernels.name, " (optimization level ", c.training.optimization_level, "), attention: ",
-             kernels.flash_attention_forward ? "flash" : "core (unfused)");
+             kernels.flash_attention_forward ? "flash" : "core (unfused)",
+             kernels.unfused_ops.empty() ? "" : "; unfused reference kernels (--no-*-fusion): " + kernels.unfused_ops);
     log_info("> padded vocab (size: ", c.model.vocab_size, ") with ", c.model.padded_vocab_size - c.model.vocab_size,
              " dummy tokens (new size: ", c.model.padded_vocab_size, ")");
     if (c.training.use_flash_attn && !kopts.flash_attention) {
@@ -673,6 +683,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       l.lm_loss = interval_loss / static_cast<double>(interval_iters);
       for (auto [name, value] : interval_moe) l.moe_losses.emplace_back(name, value / static_cast<double>(interval_iters));
       l.grad_norm = last_grad_norm;
+      // Collectives: every rank logs the same iterations (after this iteration's step).
+      if (c.logging.log_num_zeros_in_grad) l.num_zeros = optimizer.count_zero_grads();
+      if (c.logging.log_params_norm) l.params_norm = optimizer.params_norm();
       l.tokens_per_second_per_rank = interval_tokens / static_cast<double>(interval_iters) / seconds / world.size;
       if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
       // Time left at this run's pace so far (evaluations and saves included).

@@ -47,6 +47,9 @@ int run(int argc, char** argv, const PretrainHooks& hooks) {
     return stop("error: " + s.to_string(), 2);
   }
   const Configs& validated = configs;  // final from here on
+  if (world.rank == 0) {
+    for (const std::string& note : parsed->notes) log_info("> ", note);
+  }
   if (Status s = pretrain(validated, **tokenizer, world, hooks); !s.ok()) {
     if (s.code() != StatusCode::kAborted) fatal(s.to_string());  // this rank alone: abort the job
     // A failure every rank agreed on: one rank reports it, all exit cleanly with code 1.

@@ -34,6 +34,8 @@ std::string format_iteration_line(const IterationLog& l, const std::string& time
   }
   s += fmt(" loss scale: %.1f |", l.loss_scale);
   s += fmt(" grad norm: %.3f |", l.grad_norm);
+  if (l.num_zeros >= 0.0) s += fmt(" num zeros: %.1f |", l.num_zeros);  // a float in Megatron
+  if (l.params_norm >= 0.0) s += fmt(" params norm: %.3f |", l.params_norm);
   s += fmt(" number of skipped iterations: %3lld |", static_cast<long long>(l.skipped_iterations));
   s += fmt(" number of nan iterations: %3lld |", static_cast<long long>(l.nan_iterations));
   s += fmt(" tokens per second per GPU: %.1f |", l.tokens_per_second_per_rank);

@@ -28,6 +28,8 @@ struct IterationLog {
   std::vector<std::pair<std::string, double>> moe_losses;
   double loss_scale = 1.0;
   double grad_norm = 0.0;
+  double num_zeros = -1.0;    ///< --log-num-zeros-in-grad: zero gradient elements; < 0 = not shown
+  double params_norm = -1.0;  ///< --log-params-norm: L2 norm of the parameters; < 0 = not shown
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
   double tokens_per_second_per_rank = 0.0;

@@ -773,3 +773,60 @@ TEST(Validate, SampleBasedTrainingRules) {
 
 }  // namespace
 }  // namespace mindspeed
+
+namespace mindspeed {
+namespace {
+
+// Megatron's implementation selectors and launch-environment flags (issue 15): each mapped onto
+// this engine's kernels, or refused with the rule.
+TEST(Arguments, MegatronSelectorsAndLaunchFlags) {
+  auto parsed = parse_with({"--attention-backend", "fused", "--no-bias-gelu-fusion", "--no-bias-swiglu-fusion",
+                            "--no-bias-dropout-fusion", "--no-rope-fusion", "--no-masked-softmax-fusion",
+                            "--no-persist-layer-norm", "--distributed-backend", "gloo", "--ai-framework", "mindspore",
+                            "--num-workers", "8", "--timing-log-level", "0", "--log-params-norm",
+                            "--log-num-zeros-in-grad", "--position-embedding-type", "rope", "--no-position-embedding"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  const Configs& c = parsed->configs;
+  EXPECT_EQ(c.training.attention_backend, AttentionBackend::kFused);
+  EXPECT_TRUE(c.training.use_flash_attn);  // fused attention is the flash kernel here
+  EXPECT_FALSE(c.training.fusion.bias_gelu);
+  EXPECT_FALSE(c.training.fusion.bias_swiglu);
+  EXPECT_FALSE(c.training.fusion.bias_dropout);
+  EXPECT_FALSE(c.training.fusion.rope);
+  EXPECT_FALSE(c.training.fusion.masked_softmax);
+  EXPECT_FALSE(c.training.fusion.persist_layer_norm);
+  EXPECT_TRUE(c.logging.log_params_norm);
+  EXPECT_TRUE(c.logging.log_num_zeros_in_grad);
+  EXPECT_EQ(c.model.position_embedding_type, PositionEmbeddingType::kRope);
+  // What the launch flags mean here is logged at start.
+  ASSERT_EQ(parsed->notes.size(), 3u);
+  EXPECT_NE(parsed->notes[0].find("--distributed-backend gloo: MPI carries"), std::string::npos);
+  EXPECT_NE(parsed->notes[1].find("--ai-framework mindspore"), std::string::npos);
+  EXPECT_NE(parsed->notes[2].find("--num-workers 8"), std::string::npos);
+  EXPECT_TRUE(parse_with({})->notes.empty());
+  const Configs defaults = parse_with({})->configs;
+  EXPECT_EQ(defaults.training.attention_backend, AttentionBackend::kUnset);
+  EXPECT_TRUE(defaults.training.fusion.bias_gelu && defaults.training.fusion.masked_softmax);
+  EXPECT_EQ(parse_with({"--attention-backend", "unfused"})->configs.training.attention_backend,
+            AttentionBackend::kUnfused);
+  EXPECT_TRUE(parse_with({"--attention-backend", "auto"})->configs.training.use_flash_attn);
+
+  auto refused = [](std::vector<std::string> extra, const std::string& text) {
+    auto p = parse_with(std::move(extra));
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_NE(p.status().to_string().find(text), std::string::npos) << p.status().to_string();
+  };
+  refused({"--attention-backend", "local"}, "only supported with --spec local");
+  refused({"--attention-backend", "unfused", "--use-flash-attn"}, "contradicts --use-flash-attn");
+  refused({"--attention-backend", "unfused", "--context-parallel-size", "2"}, "does not work with --context-parallel");
+  refused({"--attention-backend", "sdpa"}, "--attention-backend");
+  refused({"--no-bias-swiglu-fusion", "--use-fused-swiglu"}, "contradicts --use-fused-swiglu");
+  refused({"--no-rope-fusion", "--use-fused-rotary-pos-emb"}, "contradicts --use-fused-rotary-pos-emb");
+  refused({"--no-position-embedding"}, "--no-position-embedding is deprecated, use --position-embedding-type");
+  refused({"--timing-log-level", "1"}, "--timing-log-level 1");
+  refused({"--distributed-backend", "mpi"}, "--distributed-backend");
+  refused({"--ai-framework", "jax"}, "--ai-framework");
+}
+
+}  // namespace
+}  // namespace mindspeed

@@ -119,6 +119,8 @@ const std::map<std::string, Row> kExpected = {
     // Sample-based flags: refused beside the base's --train-iters (naming the flag); an explicit
     // --lr-warmup-samples 0 is the default.
     {"--train-samples", {false, false, false}},
+    {"--num-workers", {true, false, false}},
+    {"--timing-log-level", {true, false, false}},
     {"--lr-decay-samples", {false, false, false}},
     {"--lr-warmup-samples", {true, false, false}},
     {"--lr-wsd-decay-samples", {false, false, false}},

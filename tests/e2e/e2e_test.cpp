@@ -261,6 +261,42 @@ TEST(EndToEnd, SampleBasedTrainingRampsUpTheBatchAsMegatron) {
   EXPECT_LT(losses.back(), losses.front()) << r.output;
 }
 
+// Megatron's implementation selectors and logging flags through pretrain_gpt: the --no-*-fusion
+// flags run the unfused reference kernels (losses within 1e-4 of the fused run: the same math,
+// summed in another order), --attention-backend unfused the materialised softmax, and
+// --log-params-norm / --log-num-zeros-in-grad / --distributed-backend / --ai-framework show up
+// in the log as Megatron's fields and start-up notes.
+TEST(EndToEnd, MegatronSelectorsAndLoggingFlags) {
+  const std::string args = kTiny + " --train-iters 6 --log-interval 1 --eval-iters 0";
+  const Result fused = run(kBin + args);
+  const Result unfused = run(kBin + args +
+                             " --no-bias-gelu-fusion --no-bias-dropout-fusion --no-persist-layer-norm"
+                             " --no-masked-softmax-fusion --log-params-norm --log-num-zeros-in-grad"
+                             " --distributed-backend nccl --ai-framework pytorch --num-workers 4 --timing-log-level 0");
+  std::string no_flash = args;
+  no_flash.replace(no_flash.find(" --use-flash-attn"), std::string(" --use-flash-attn").size(), "");
+  const Result core = run(kBin + no_flash);
+  const Result backend = run(kBin + no_flash + " --attention-backend unfused --no-masked-softmax-fusion");
+  for (const Result* r : {&fused, &unfused, &core, &backend}) ASSERT_EQ(r->exit_code, 0) << r->output;
+  const auto want = logged_losses(fused.output);
+  ASSERT_EQ(want.size(), 6u);
+  for (const auto& [got, reference] : {std::pair{logged_losses(unfused.output), want},
+                                       std::pair{logged_losses(backend.output), logged_losses(core.output)}}) {
+    ASSERT_EQ(got.size(), reference.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], reference[i], 1e-4 * reference[i]) << "iteration " << i + 1;
+  }
+  EXPECT_NE(unfused.output.find("unfused reference kernels (--no-*-fusion): gelu, bias-dropout-add, masked softmax "
+                                "(core attention), layer norm"),
+            std::string::npos)
+      << unfused.output;
+  EXPECT_NE(backend.output.find("attention: core (unfused)"), std::string::npos) << backend.output;
+  EXPECT_TRUE(std::regex_search(unfused.output, std::regex(R"(grad norm: [0-9.]+ \| num zeros: [0-9]+\.0 \| params norm: [0-9.]+ \|)")))
+      << unfused.output;
+  EXPECT_NE(unfused.output.find("--distributed-backend nccl: MPI carries every collective"), std::string::npos);
+  EXPECT_NE(unfused.output.find("--ai-framework pytorch"), std::string::npos);
+  EXPECT_EQ(fused.output.find("params norm"), std::string::npos);
+}
+
 TEST(EndToEnd, UnimplementedFlagStopsEveryRank) {
   const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --train-iters 2 --use-torch-fsdp2");
   EXPECT_NE(r.exit_code, 0);

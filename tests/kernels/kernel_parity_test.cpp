@@ -281,3 +281,52 @@ TEST(Rope, RotationWithUnitCosIsIdentityAndInverseRestores) {
 
 }  // namespace
 }  // namespace mindspeed
+
+namespace mindspeed {
+namespace {
+
+// Megatron's --no-*-fusion flags select the unfused reference kernel of their op, and only
+// that op's, while the fast kernels stay for the rest (MindSpeed's --use-fused-* turn the
+// fused ones on below level 1).
+TEST(KernelTable, MegatronNoFusionFlagsSelectTheUnfusedKernelOfTheirOpOnly) {
+  if (!cpu::cpu_kernels_supported()) GTEST_SKIP() << "no fast kernels on this CPU";
+  const KernelTable fast = select_kernels(KernelOptions{.fast = true});
+  EXPECT_EQ(fast.gelu_forward, &cpu::gelu_forward);
+  EXPECT_EQ(fast.layer_norm_forward, &cpu::layer_norm_forward);
+  const KernelTable t = select_kernels(KernelOptions{.fast = true, .unfused_bias_gelu = true});
+  EXPECT_EQ(t.gelu_forward, &ref::gelu_forward);
+  EXPECT_EQ(t.gelu_backward, &ref::gelu_backward);
+  EXPECT_EQ(t.swiglu_forward, &cpu::swiglu_forward);
+  EXPECT_EQ(t.layer_norm_forward, &cpu::layer_norm_forward);
+  EXPECT_EQ(t.unfused_ops, "gelu");
+  EXPECT_EQ(fast.unfused_ops, "");
+  EXPECT_EQ(select_kernels(KernelOptions{.fast = true, .unfused_bias_swiglu = true}).swiglu_backward,
+            &ref::swiglu_backward);
+  const KernelTable dropout = select_kernels(KernelOptions{.fast = true, .unfused_bias_dropout = true});
+  EXPECT_EQ(dropout.bias_dropout_add_forward, &ref::bias_dropout_add_forward);
+  EXPECT_EQ(dropout.dropout_backward, &ref::dropout_backward);
+  EXPECT_EQ(select_kernels(KernelOptions{.fast = true, .unfused_rope = true}).qkv_split_rope_forward,
+            &ref::qkv_split_rope_forward);
+  EXPECT_EQ(select_kernels(KernelOptions{.fast = true, .unpersisted_layer_norm = true}).layer_norm_backward,
+            &ref::layer_norm_backward);
+  // The non-flash attention unfused; flash attention keeps the fast kernel and its workspace.
+  const KernelTable softmax =
+      select_kernels(KernelOptions{.fast = true, .flash_attention = true, .unfused_masked_softmax = true});
+  EXPECT_EQ(softmax.core_attention_forward, &ref::core_attention_forward);
+  EXPECT_EQ(softmax.flash_attention_forward, &cpu::flash_attention_forward);
+  AttentionDims d;
+  d.B = 2;
+  d.NQ = 4;
+  d.NKV = 4;
+  d.T = 64;
+  d.D = 16;
+  for (bool backward : {false, true}) {
+    EXPECT_EQ(softmax.attention_workspace_floats(kKc, d, AttentionKernel::kCore, backward),
+              ref::attention_workspace_floats(kKc, d, AttentionKernel::kCore, backward));
+    EXPECT_EQ(softmax.attention_workspace_floats(kKc, d, AttentionKernel::kFlash, backward),
+              cpu::attention_workspace_floats(kKc, d, AttentionKernel::kFlash, backward));
+  }
+}
+
+}  // namespace
+}  // namespace mindspeed

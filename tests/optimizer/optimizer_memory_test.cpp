@@ -305,3 +305,50 @@ TEST(OptimizerMemory, EmaAndReusedMasterSurviveACheckpoint) {
 
 }  // namespace
 }  // namespace mindspeed
+
+namespace mindspeed {
+namespace {
+
+// --log-params-norm and --log-num-zeros-in-grad: the norm of the fp32 main parameters (read
+// from each feature's storage: plain, reused, O2, swapped) and the zero gradient elements,
+// against the same sums taken directly.
+TEST(OptimizerLogging, ParamsNormAndZeroGradientsMatchDirectSums) {
+  const mindspeed::testing::ScratchDir scratch("optimizer_logging");
+  for (const char* feature : {"fp32", "bf16", "reuse", "o2", "swap"}) {
+    SCOPED_TRACE(feature);
+    const std::string f = feature;
+    Rig rig(f != "fp32");
+    OptimizerConfig oc = adamw();
+    oc.reuse_fp32_param = f == "reuse";
+    oc.o2_optimizer = f == "o2";
+    oc.swap_optimizer = f == "swap";
+    oc.swap_optimizer_times = 3;
+    std::unique_ptr<FileSwapTier> tier;
+    if (oc.swap_optimizer) {
+      auto opened = FileSwapTier::open(scratch.path().string(), rig.alloc);
+      ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+      tier = std::move(*opened);
+    }
+    Optimizer opt(oc, *rig.buffer, *rig.ps, rig.alloc, rig.backend, false, tier.get());
+    rig.set_grads(1);
+    opt.step(1e-3);
+    rig.set_grads(2);
+    for (int64_t i = 0; i < rig.numel(); i += 7) rig.buffer->grad_data()[i] = 0.0f;  // some zeros
+    // Directly: the master values (or the fp32 weights) and the gradient buffer.
+    double want_sq = 0.0;
+    if (f == "fp32") {
+      const auto* w = static_cast<const float*>(rig.buffer->param_data());
+      for (int64_t i = 0; i < rig.numel(); ++i) want_sq += static_cast<double>(w[i]) * w[i];
+    } else {
+      for (float v : read_all(opt, OptimizerState::kMainParam)) want_sq += static_cast<double>(v) * v;
+    }
+    double want_zeros = 0.0;
+    for (int64_t i = 0; i < rig.numel(); ++i) want_zeros += rig.buffer->grad_data()[i] == 0.0f ? 1.0 : 0.0;
+    EXPECT_GE(want_zeros, static_cast<double>(rig.numel() / 7));
+    EXPECT_NEAR(opt.params_norm(), std::sqrt(want_sq), 1e-6 * std::sqrt(want_sq));
+    EXPECT_EQ(opt.count_zero_grads(), want_zeros);
+  }
+}
+
+}  // namespace
+}  // namespace mindspeed
