@@ -389,6 +389,12 @@ Status validate_schedule_unit(TrainingConfig& t, const OptimizerConfig& o, int64
                                                   : "--lr-*-iters flags",
                               ", or give --train-samples instead");
     }
+    if (t.decrease_batch_size_if_needed) {  // the rounded-down batch must hold a micro-batch
+      if (t.global_batch_size == 0) t.global_batch_size = t.micro_batch_size * dp;
+      MS_RETURN_IF_ERROR(NumMicroBatchesCalculator::create(t.global_batch_size, t.micro_batch_size, dp, true,
+                                                           std::nullopt)
+                             .status());
+    }
     return ok_status();
   }
   if (t.train_samples <= 0) return invalid_argument("--train-iters or --train-samples is required");

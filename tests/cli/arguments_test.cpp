@@ -769,6 +769,9 @@ TEST(Validate, SampleBasedTrainingRules) {
   EXPECT_EQ(validation_error({"--global-batch-size", "6", "--micro-batch-size", "4", "--decrease-batch-size-if-needed"},
                              1),
             "");
+  refused(validation_error({"--global-batch-size", "1", "--micro-batch-size", "2", "--decrease-batch-size-if-needed"},
+                           1),
+          "no micro-batch");
 }
 
 }  // namespace
