@@ -1,5 +1,6 @@
-// Known-flag catalogue: sorted and unique, well-formed names, expected arities of well-known
-// Megatron-LM and MindSpeed flags, nullptr for names that neither project defines.
+// Known-flag catalogue: sorted and unique, well-formed names, expected arities and sources of
+// well-known Megatron-LM, MindSpeed and MindSpeed-LLM flags, nullptr for names that no project
+// defines.
 #include "cli/known_flags.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@ namespace {
 
 TEST(KnownFlags, SortedAndUnique) {
   const auto flags = known_flags();
-  ASSERT_GT(flags.size(), 500u);
+  ASSERT_GT(flags.size(), 1100u);
   for (std::size_t i = 1; i < flags.size(); ++i) {
     EXPECT_LT(flags[i - 1].name, flags[i].name) << "at index " << i;
   }
@@ -27,7 +28,8 @@ TEST(KnownFlags, NamesSourcesAndGroupsAreWellFormed) {
       const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
       EXPECT_TRUE(ok) << f.name;
     }
-    EXPECT_TRUE(f.source == "megatron" || f.source == "mindspeed") << f.name;
+    EXPECT_TRUE(f.source == "megatron" || f.source == "mindspeed" || f.source == "mindspeed-llm")
+        << f.name;
     EXPECT_FALSE(f.group.empty()) << f.name;
   }
 }
@@ -68,6 +70,17 @@ TEST(KnownFlags, WellKnownFlagsHaveTheRightArity) {
       {"--reuse-fp32-param", FlagArity::kNone, "mindspeed"},
       {"--npu-deterministic", FlagArity::kNone, "mindspeed"},
       {"--profile-level", FlagArity::kOne, "mindspeed"},
+      // core_v0.12.1 flags the first catalogue lacked.
+      {"--microbatch-group-size-per-virtual-pipeline-stage", FlagArity::kOne, "megatron"},
+      {"--pipeline-model-parallel-split-rank", FlagArity::kOne, "megatron"},
+      {"--heterogeneous-layers-config-path", FlagArity::kOne, "megatron"},
+      // MindSpeed-LLM (mindspeed_llm/training/arguments.py and its features manager).
+      {"--shared-expert-gate", FlagArity::kNone, "mindspeed-llm"},
+      {"--original-max-position-embeddings", FlagArity::kOne, "mindspeed-llm"},
+      {"--lora-target-modules", FlagArity::kMany, "mindspeed-llm"},
+      {"--o2-optimizer", FlagArity::kNone, "mindspeed-llm"},
+      {"--prompt-type", FlagArity::kOne, "mindspeed-llm"},
+      {"--dpo-beta", FlagArity::kOne, "mindspeed-llm"},
   };
   for (const Expected& e : expected) {
     const KnownFlag* f = find_known_flag(e.name);
