@@ -123,6 +123,35 @@ void append_utf8(char32_t cp, std::string* out) {
   }
 }
 
+namespace {
+
+struct ByteLevelTables {
+  std::array<char32_t, 256> symbol_of_byte{};
+  std::array<int16_t, 324> byte_of_symbol{};  // all symbols are below U+0144
+};
+
+constexpr ByteLevelTables make_byte_level_tables() {
+  ByteLevelTables t;
+  for (int16_t& b : t.byte_of_symbol) b = -1;
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable =
+        (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    t.symbol_of_byte[b] = printable ? static_cast<char32_t>(b) : next++;
+    t.byte_of_symbol[t.symbol_of_byte[b]] = static_cast<int16_t>(b);
+  }
+  return t;
+}
+constexpr ByteLevelTables kByteLevel = make_byte_level_tables();
+
+}  // namespace
+
+char32_t byte_level_symbol(uint8_t byte) { return kByteLevel.symbol_of_byte[byte]; }
+
+int byte_level_byte(char32_t symbol) {
+  return symbol < kByteLevel.byte_of_symbol.size() ? kByteLevel.byte_of_symbol[symbol] : -1;
+}
+
 std::string utf8_decode_replace(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

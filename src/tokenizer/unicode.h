@@ -37,6 +37,12 @@ size_t find_invalid_utf8(std::string_view s);
 
 void append_utf8(char32_t cp, std::string* out);
 
+/// GPT-2's bytes_to_unicode(), shared by every byte-level BPE: the printable Latin-1 bytes
+/// stand for themselves, the other 68 bytes for U+0100.. in byte order.
+char32_t byte_level_symbol(uint8_t byte);
+/// Its inverse: the byte a code point stands for, or -1 when it is not a byte-level symbol.
+int byte_level_byte(char32_t symbol);
+
 /// Python's bytes.decode("utf-8", errors="replace"): each maximal ill-formed subpart becomes
 /// U+FFFD.
 std::string utf8_decode_replace(std::string_view bytes);
