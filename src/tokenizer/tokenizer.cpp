@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "tokenizer/gpt2_tokenization.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -221,6 +222,10 @@ StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer(const TokenizerOptions& opt
     }
     return load_llama2_tokenizer(options.tokenizer_model);
   }
+  if (type == "PretrainedFromHF") {
+    return load_pretrained_from_hf_tokenizer(options.tokenizer_name_or_path,
+                                             options.vocab_extra_ids);
+  }
   if (type == "NullTokenizer") {
     if (!options.vocab_size) {
       return invalid_argument("--tokenizer-type NullTokenizer needs --vocab-size (the number of "
@@ -232,17 +237,20 @@ StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer(const TokenizerOptions& opt
     if (type == known) {
       return unimplemented("--tokenizer-type ", type, " is not implemented in mindspeed-cpp; use "
                            "GPT2BPETokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
-                           "Llama2Tokenizer or NullTokenizer (or tokenise elsewhere and use "
-                           "NullTokenizer)");
+                           "Llama2Tokenizer, NullTokenizer or MindSpeed-LLM's PretrainedFromHF "
+                           "(or tokenise elsewhere and use NullTokenizer)");
     }
   }
   std::string choices;
   for (const std::string& known : megatron_tokenizer_types()) {
     choices += (choices.empty() ? "" : ", ") + known;
   }
-  if (type.empty()) return invalid_argument("--tokenizer-type is required (one of ", choices, ")");
+  if (type.empty()) {
+    return invalid_argument("--tokenizer-type is required (one of ", choices,
+                            ", or MindSpeed-LLM's PretrainedFromHF)");
+  }
   return invalid_argument("--tokenizer-type '", type, "' is not a Megatron tokenizer type (one of ",
-                          choices, ")");
+                          choices, ") nor MindSpeed-LLM's PretrainedFromHF");
 }
 
 int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,

@@ -5,8 +5,9 @@
 //
 // Implemented --tokenizer-type values: GPT2BPETokenizer (gpt2_tokenization.h),
 // SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer
-// (sentencepiece_tokenizer.h) and NullTokenizer. The other types Megatron knows are refused
-// with Unimplemented.
+// (sentencepiece_tokenizer.h), NullTokenizer, and MindSpeed-LLM's PretrainedFromHF (a Hugging
+// Face tokenizer directory, hf_tokenizer.h). The other types Megatron knows are refused with
+// Unimplemented.
 //
 // Thread safety: every method is const and may be called from several threads at once
 // (preprocess_data tokenises on all cores with one shared tokenizer).
@@ -89,6 +90,7 @@ struct TokenizerOptions {
   std::string vocab_file;             ///< --vocab-file
   std::string merge_file;             ///< --merge-file
   std::string tokenizer_model;        ///< --tokenizer-model (SentencePiece .model)
+  std::string tokenizer_name_or_path; ///< --tokenizer-name-or-path (PretrainedFromHF: a directory)
   std::optional<int64_t> vocab_size;  ///< --vocab-size (NullTokenizer), default none
   int64_t vocab_extra_ids = 0;        ///< --vocab-extra-ids (SentencePieceTokenizer), default 0
 };
