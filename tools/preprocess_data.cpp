@@ -5,7 +5,12 @@
 // Per line (tokenizer/json_document.h): one JSON object; each key's value is a string (one
 // sequence) or a list of strings (one sequence each, as Megatron's --split-sentences output). Each non-empty
 // tokenised sequence is recorded; --append-eod appends tokenizer.eod to a non-empty
-// document (the last sequence grows by one). dtype = optimal_dtype(tokenizer.vocab_size).
+// document (the last sequence grows by one). dtype = optimal_dtype(tokenizer.vocab_size),
+// except for MindSpeed-LLM's --tokenizer-type PretrainedFromHF (--tokenizer-name-or-path DIR, a
+// Hugging Face tokenizer directory): int32 always, as MindSpeed-LLM's preprocess_data.py
+// writes it (its dataset handler builds IndexedDatasetBuilder with the default int32), and
+// each text is tokenised as tokenizer(text) there: with the post-processor's special tokens
+// (LLaMA-3: <|begin_of_text|> first).
 //
 // Pipeline: a reader thread streams the input (.jsonl or gzip, via zlib) in batches of
 // lines through a bounded queue; --workers threads parse and tokenise; the main thread
@@ -532,7 +537,9 @@ Status run(const Args& args) {
   log_info("Opening ", args.input);
   MS_ASSIGN_OR_RETURN(auto reader, LineReader::open(args.input));
   MS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, build_tokenizer(args.tokenizer));
-  const IndexedDType dtype = optimal_dtype(tokenizer->vocab_size());
+  const IndexedDType dtype = args.tokenizer.tokenizer_type == "PretrainedFromHF"
+                                 ? IndexedDType::kInt32
+                                 : optimal_dtype(tokenizer->vocab_size());
   if (args.append_eod && tokenizer->eod() < 0) {
     return invalid_argument("--append-eod: --tokenizer-type ", tokenizer->name(),
                             " has no end-of-document id for this model");
@@ -668,12 +675,15 @@ int main(int argc, char** argv) {
   auto* tok = app.add_option_group("tokenizer");
   tok->add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
                   "GPT2BPETokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
-                  "Llama2Tokenizer or NullTokenizer")
+                  "Llama2Tokenizer, NullTokenizer or MindSpeed-LLM's PretrainedFromHF")
       ->required();
   tok->add_option("--vocab-file", args.tokenizer.vocab_file, "Path to the vocab file");
   tok->add_option("--merge-file", args.tokenizer.merge_file, "Path to the BPE merge file");
   tok->add_option("--tokenizer-model", args.tokenizer.tokenizer_model,
                   "SentencePiece tokenizer model");
+  tok->add_option("--tokenizer-name-or-path", args.tokenizer.tokenizer_name_or_path,
+                  "PretrainedFromHF: the directory of a Hugging Face tokenizer (tokenizer.json, "
+                  "or a SentencePiece tokenizer.model)");
   tok->add_option("--vocab-size", vocab_size,
                   "Size of vocab before EOD or padding (NullTokenizer)");
   tok->add_option("--vocab-extra-ids", args.vocab_extra_ids,
