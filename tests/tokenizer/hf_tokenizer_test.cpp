@@ -1,0 +1,497 @@
+// Tests for tokenizer/hf_tokenizer (MindSpeed-LLM's PretrainedFromHF): ids and decoded text
+// against the npm @huggingface/tokenizers vectors (reference/hf_vectors.jsonl, made by
+// reference/hf_vectors.mjs) for a GPT-2 tokenizer.json (built here from data/gpt2, as the
+// generator builds it), a LLaMA-3-style and a Qwen2-style one; round trips; the Split
+// patterns and NFC by hand; added-token rules; MindSpeed's ids (eod, pad, vocab size); the
+// SentencePiece fallback; and the error of every kind of bad input.
+#include "tokenizer/hf_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/str_cat.h"
+#include "tokenizer/gpt2_tokenization.h"
+#include "tokenizer/hf_pretokenizer.h"
+#include "tokenizer/test_util.h"
+#include "tokenizer/unicode_normalization.h"
+
+namespace mindspeed {
+namespace {
+
+using nlohmann::json;
+using testing::read_file;
+using testing::read_jsonl;
+using testing::ScratchDir;
+using testing::source_path;
+using testing::write_file;
+
+const std::string kHf = source_path("tests/tokenizer/reference/hf/");
+
+// DIR/tokenizer.json of GPT-2: the committed skeleton with data/gpt2's vocabulary and merges
+// ("a b" strings), as build_gpt2() of hf_vectors.mjs makes it.
+void write_gpt2_tokenizer_dir(const std::string& dir) {
+  json tokenizer = json::parse(read_file(kHf + "gpt2_skeleton/tokenizer.json"));
+  tokenizer["model"]["vocab"] = json::parse(read_file(source_path("data/gpt2/gpt2-vocab.json")));
+  json merges = json::array();
+  std::istringstream lines(read_file(source_path("data/gpt2/gpt2-merges.txt")));
+  std::string line;
+  std::getline(lines, line);  // "#version: 0.2"
+  while (std::getline(lines, line)) {
+    if (!line.empty()) merges.push_back(line);
+  }
+  tokenizer["model"]["merges"] = merges;
+  std::filesystem::create_directories(dir);
+  write_file(dir + "/tokenizer.json", tokenizer.dump());
+  write_file(dir + "/tokenizer_config.json", read_file(kHf + "gpt2_skeleton/tokenizer_config.json"));
+}
+
+// The three reference tokenizers, loaded once.
+class HfFixtures {
+ public:
+  static HfFixtures& get() {
+    static HfFixtures fixtures;
+    return fixtures;
+  }
+  const Tokenizer& tokenizer(const std::string& name) { return *tokenizers_.at(name); }
+  const std::string& gpt2_dir() const { return gpt2_dir_; }
+
+ private:
+  HfFixtures() {
+    gpt2_dir_ = scratch_.file("gpt2");
+    write_gpt2_tokenizer_dir(gpt2_dir_);
+    for (const auto& [name, dir] : std::map<std::string, std::string>{
+             {"gpt2", gpt2_dir_}, {"llama3_style", kHf + "llama3_style"}, {"qwen2_style", kHf + "qwen2_style"}}) {
+      auto tok = load_pretrained_from_hf_tokenizer(dir);
+      if (!tok.ok()) {
+        ADD_FAILURE() << name << ": " << tok.status().to_string();
+        continue;
+      }
+      tokenizers_[name] = std::move(*tok);
+    }
+  }
+  ScratchDir scratch_{"hf_fixtures"};
+  std::string gpt2_dir_;
+  std::map<std::string, std::unique_ptr<Tokenizer>> tokenizers_;
+};
+
+std::vector<json> vectors() {
+  static const std::vector<json> v = read_jsonl(source_path("tests/tokenizer/reference/hf_vectors.jsonl"));
+  return v;
+}
+
+std::string error_of(const std::string& dir, int64_t vocab_extra_ids = 0) {
+  auto tok = load_pretrained_from_hf_tokenizer(dir, vocab_extra_ids);
+  return tok.ok() ? std::string("(loaded)") : tok.status().to_string();
+}
+
+TEST(HfTokenizer, IdsMatchNpmTokenizersVectors) {
+  const std::vector<json> all = vectors();
+  ASSERT_GT(all.size(), 500u);
+  std::map<std::string, int> count;
+  for (const json& v : all) {
+    const std::string name = v["tokenizer"];
+    const std::string text = v["text"];
+    auto ids = HfFixtures::get().tokenizer(name).tokenize(text);
+    ASSERT_TRUE(ids.ok()) << name << " " << json(text).dump() << ": " << ids.status().to_string();
+    EXPECT_EQ(*ids, v["ids"].get<std::vector<int32_t>>()) << name << " " << json(text).dump();
+    ++count[name];
+  }
+  EXPECT_GT(count["gpt2"], 150);
+  EXPECT_GT(count["llama3_style"], 150);
+  EXPECT_GT(count["qwen2_style"], 150);
+}
+
+TEST(HfTokenizer, DetokenizeMatchesNpmDecode) {
+  for (const json& v : vectors()) {
+    const std::string name = v["tokenizer"];
+    auto text = HfFixtures::get().tokenizer(name).detokenize(v["ids"].get<std::vector<int32_t>>());
+    ASSERT_TRUE(text.ok()) << text.status().to_string();
+    EXPECT_EQ(*text, v["decoded"].get<std::string>()) << name << " " << v["text"].dump();
+  }
+}
+
+TEST(HfTokenizer, RoundTrip) {
+  // GPT-2 (no normaliser, no special tokens added, no clean-up) gives the text back; Qwen2-style
+  // too for NFC text without its lstrip/rstrip <mask>; LLaMA-3-style after its <|begin_of_text|>.
+  int checked = 0;
+  for (const json& v : vectors()) {
+    const std::string name = v["tokenizer"];
+    const std::string text = v["text"];
+    // Qwen2-style: NFC changes text; <mask> strips the whitespace around it; the added token
+    // "e\u0301x" (normalized) matches "\u00e9x" and decodes to its own content.
+    if (name == "qwen2_style" && (nfc_normalize(text) != text || text.find("<mask>") != std::string::npos ||
+                                  text.find("\u00e9x") != std::string::npos)) {
+      continue;
+    }
+    if (name == "llama3_style") continue;
+    const Tokenizer& tok = HfFixtures::get().tokenizer(name);
+    auto ids = tok.tokenize(text);
+    ASSERT_TRUE(ids.ok());
+    auto back = tok.detokenize(*ids);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, text) << name;
+    ++checked;
+  }
+  EXPECT_GT(checked, 300);
+  const Tokenizer& llama = HfFixtures::get().tokenizer("llama3_style");
+  const std::string text = "In the beginning God created the heaven and the earth\n\n\u00e9\u00e8 \U0001F600 12345";
+  auto ids = llama.tokenize(text);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_FALSE(ids->empty());
+  const json llama_json = json::parse(read_file(kHf + "llama3_style/tokenizer.json"));
+  EXPECT_EQ(ids->front(), static_cast<int32_t>(llama_json["model"]["vocab"].size()));  // <|begin_of_text|>
+  auto back = llama.detokenize(std::span<const int32_t>(*ids).subspan(1));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, text);
+}
+
+TEST(HfTokenizer, Gpt2TokenizerJsonEqualsGpt2BpeTokenizer) {
+  // The same vocabulary through tokenizer.json gives GPT2BPETokenizer's ids (its vectors come
+  // from the npm gpt-3-encoder and Megatron), including U+0085 / U+FEFF, where both follow
+  // Unicode White_Space (the Rust library's Oniguruma \s).
+  auto gpt2 = GPT2BPETokenizer::load(source_path("data/gpt2/gpt2-vocab.json"), source_path("data/gpt2/gpt2-merges.txt"));
+  ASSERT_TRUE(gpt2.ok());
+  const Tokenizer& hf = HfFixtures::get().tokenizer("gpt2");
+  std::vector<json> cases = read_jsonl(source_path("tests/tokenizer/reference/gpt2_megatron_vectors.jsonl"));
+  const std::vector<json> npm = read_jsonl(source_path("tests/tokenizer/reference/gpt2_vectors.jsonl"));
+  cases.insert(cases.end(), npm.begin(), npm.end());
+  ASSERT_GT(cases.size(), 800u);
+  for (const json& c : cases) {
+    const std::string text = c["text"];
+    // GPT2BPETokenizer (Megatron) encodes "<|endoftext|>" in text as plain text; tokenizer.json
+    // splits added tokens out (hf_vectors.jsonl covers that).
+    if (text.find("<|endoftext|>") != std::string::npos) continue;
+    auto ids = hf.tokenize(text);
+    ASSERT_TRUE(ids.ok());
+    EXPECT_EQ(*ids, c["ids"].get<std::vector<int32_t>>()) << json(text).dump();
+  }
+}
+
+TEST(HfTokenizer, MindSpeedIds) {
+  HfFixtures& f = HfFixtures::get();
+  const Tokenizer& gpt2 = f.tokenizer("gpt2");
+  EXPECT_EQ(gpt2.name(), "PretrainedFromHF");
+  EXPECT_EQ(gpt2.vocab_size(), 50257);
+  EXPECT_EQ(gpt2.eod(), 50256);                       // GPT2TokenizerFast's eos <|endoftext|>
+  EXPECT_EQ(gpt2.pad(), std::optional<int32_t>(50256));  // no pad_token: MindSpeed uses eos
+  EXPECT_EQ(gpt2.bos(), std::nullopt);                 // _AutoTokenizer.bos raises
+  EXPECT_EQ(gpt2.unique_identifiers().class_name, "_AutoTokenizer");
+  ASSERT_EQ(gpt2.unique_identifiers().tokenizer_path.size(), 1u);
+  EXPECT_EQ(gpt2.unique_identifiers().tokenizer_path[0], f.gpt2_dir());
+  EXPECT_TRUE(gpt2.unique_identifiers().options.empty());
+
+  const json llama = json::parse(read_file(kHf + "llama3_style/tokenizer.json"));
+  const int64_t llama_model_size = static_cast<int64_t>(llama["model"]["vocab"].size());
+  const Tokenizer& l = f.tokenizer("llama3_style");
+  EXPECT_EQ(l.vocab_size(), llama_model_size + 6);   // + its 6 special tokens
+  EXPECT_EQ(l.eod(), llama_model_size + 1);          // <|end_of_text|>
+  EXPECT_EQ(l.pad(), std::optional<int32_t>(llama_model_size + 1));
+
+  const json qwen = json::parse(read_file(kHf + "qwen2_style/tokenizer.json"));
+  const int64_t qwen_model_size = static_cast<int64_t>(qwen["model"]["vocab"].size());
+  const Tokenizer& q = f.tokenizer("qwen2_style");
+  EXPECT_EQ(q.vocab_size(), qwen_model_size + 5);
+  EXPECT_EQ(q.eod(), qwen_model_size);  // <|endoftext|>
+  EXPECT_EQ(q.pad(), std::optional<int32_t>(qwen_model_size));
+}
+
+TEST(HfTokenizer, BuildTokenizerDispatch) {
+  TokenizerOptions options;
+  options.tokenizer_type = "PretrainedFromHF";
+  options.tokenizer_name_or_path = kHf + "qwen2_style";
+  auto tok = build_tokenizer(options);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_EQ((*tok)->name(), "PretrainedFromHF");
+  EXPECT_NE((*tok)->unique_description().find("\"class\": \"_AutoTokenizer\""), std::string::npos);
+  options.tokenizer_name_or_path.clear();
+  auto missing = build_tokenizer(options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("--tokenizer-name-or-path"), std::string::npos);
+}
+
+TEST(HfTokenizer, VocabExtraIds) {
+  auto tok = load_pretrained_from_hf_tokenizer(kHf + "qwen2_style", 2);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  const Tokenizer& base = HfFixtures::get().tokenizer("qwen2_style");
+  EXPECT_EQ((*tok)->vocab_size(), base.vocab_size() + 2);
+  auto ids = (*tok)->tokenize("a<extra_id_1>b");
+  ASSERT_TRUE(ids.ok());
+  ASSERT_EQ(ids->size(), 3u);
+  EXPECT_EQ((*ids)[1], base.vocab_size() + 1);  // ids after the largest added id
+  auto text = (*tok)->detokenize(*ids);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "a<extra_id_1>b");
+}
+
+// ---------------------------------------------------------------- pieces by hand
+
+std::vector<std::string> split(SplitPattern pattern, std::string_view text) {
+  std::vector<std::string_view> pieces;
+  EXPECT_TRUE(split_with_pattern(pattern, text, &pieces).ok());
+  return {pieces.begin(), pieces.end()};
+}
+
+TEST(HfPreTokenizer, RecognisesExactPatternsOnly) {
+  for (SplitPattern p : {SplitPattern::kGpt2, SplitPattern::kLlama3, SplitPattern::kQwen2}) {
+    EXPECT_EQ(split_pattern_from_regex(split_pattern_regex(p)), std::optional<SplitPattern>(p));
+  }
+  EXPECT_EQ(split_pattern_from_regex("\\s+"), std::nullopt);
+  std::string almost(split_pattern_regex(SplitPattern::kLlama3));
+  almost.pop_back();
+  EXPECT_EQ(split_pattern_from_regex(almost), std::nullopt);
+}
+
+TEST(HfPreTokenizer, Llama3AndQwen2Pieces) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split(SplitPattern::kLlama3, "Hello world"), (V{"Hello", " world"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "I'M here"), (V{"I", "'M", " here"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "1234567"), (V{"123", "456", "7"}));
+  EXPECT_EQ(split(SplitPattern::kQwen2, "1234"), (V{"1", "2", "3", "4"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "(word) x"), (V{"(word", ")", " x"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "a.\n\nb"), (V{"a", ".\n\n", "b"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "a  \n  b"), (V{"a", "  \n", " ", " b"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "a   b"), (V{"a", "  ", " b"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "x \r\n"), (V{"x", " \r\n"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "\tx"), (V{"\tx"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "\nx"), (V{"\n", "x"}));
+  EXPECT_EQ(split(SplitPattern::kLlama3, "x  "), (V{"x", "  "}));
+  EXPECT_EQ(split(SplitPattern::kGpt2, "I'M here"), (V{"I", "'", "M", " here"}));
+  std::vector<std::string_view> pieces;
+  EXPECT_FALSE(split_with_pattern(SplitPattern::kLlama3, "a\xff", &pieces).ok());
+}
+
+TEST(HfNormalization, Nfc) {
+  EXPECT_EQ(nfc_normalize("plain ascii"), "plain ascii");
+  EXPECT_EQ(nfc_normalize("A\u030a"), "\u00c5");
+  EXPECT_EQ(nfc_normalize("\u212b"), "\u00c5");                 // singleton decomposition
+  EXPECT_EQ(nfc_normalize("\u1100\u1161\u11a8"), "\uac01");     // Hangul L V T
+  EXPECT_EQ(nfc_normalize("a\u0302\u0323"), "\u1ead");          // reordered, then composed
+  EXPECT_EQ(nfc_normalize("q\u0307\u0323"), "q\u0323\u0307");   // reordered only
+  EXPECT_EQ(nfc_normalize("e\u0301\u0323x"), "\u1eb9\u0301x");  // blocked second mark stays
+  EXPECT_EQ(nfc_normalize("\u0301e"), "\u0301e");               // leading mark
+  EXPECT_EQ(canonical_combining_class(0x0301), 230);
+  EXPECT_EQ(canonical_combining_class('a'), 0);
+}
+
+// ---------------------------------------------------------------- added tokens by hand
+
+// A copy of the Qwen2-style fixture with `edit` applied to its tokenizer.json (and optionally
+// tokenizer_config.json), in `dir`.
+void write_edited_qwen2(const std::string& dir, const std::function<void(json&)>& edit,
+                        const std::function<void(json&)>& edit_config = nullptr) {
+  std::filesystem::create_directories(dir);
+  json tokenizer = json::parse(read_file(kHf + "qwen2_style/tokenizer.json"));
+  edit(tokenizer);
+  write_file(dir + "/tokenizer.json", tokenizer.dump());
+  json config = json::parse(read_file(kHf + "qwen2_style/tokenizer_config.json"));
+  if (edit_config) edit_config(config);
+  write_file(dir + "/tokenizer_config.json", config.dump());
+}
+
+TEST(HfTokenizer, SingleWordAddedToken) {
+  // The npm package ignores single_word; the tokenizers library matches such a token only
+  // where no word character touches it.
+  ScratchDir dir("hf_single_word");
+  int32_t id = 0;
+  write_edited_qwen2(dir.file("t"), [&](json& t) {
+    id = static_cast<int32_t>(t["model"]["vocab"].size() + t["added_tokens"].size());
+    t["added_tokens"].push_back({{"id", id}, {"content", "zz"}, {"single_word", true}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+  });
+  auto tok = load_pretrained_from_hf_tokenizer(dir.file("t"));
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  const auto contains = [&](const std::string& text) {
+    auto ids = (*tok)->tokenize(text);
+    EXPECT_TRUE(ids.ok());
+    return std::find(ids->begin(), ids->end(), id) != ids->end();
+  };
+  EXPECT_TRUE(contains("zz"));
+  EXPECT_TRUE(contains("a zz b"));
+  EXPECT_TRUE(contains("(zz)"));
+  EXPECT_FALSE(contains("azz"));
+  EXPECT_FALSE(contains("zza"));
+  EXPECT_FALSE(contains("zz_"));
+  EXPECT_FALSE(contains("1zz"));
+}
+
+TEST(HfTokenizer, LlamaClassPostProcessorAndAddPrefixSpace) {
+  // tokenizer_class LlamaTokenizerFast rebuilds the template from add_bos_token/add_eos_token;
+  // ByteLevel add_prefix_space prepends a space to each piece without one.
+  ScratchDir dir("hf_llama_class");
+  write_edited_qwen2(
+      dir.file("t"),
+      [](json& t) { t["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = true; },
+      [](json& c) {
+        c["tokenizer_class"] = "LlamaTokenizerFast";
+        c["bos_token"] = "<|im_start|>";
+        c["eos_token"] = "<|im_end|>";
+        c["add_eos_token"] = true;
+      });
+  auto tok = load_pretrained_from_hf_tokenizer(dir.file("t"));
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  const Tokenizer& base = HfFixtures::get().tokenizer("qwen2_style");
+  auto ids = (*tok)->tokenize("hello");
+  auto spaced = base.tokenize(" hello");
+  ASSERT_TRUE(ids.ok() && spaced.ok());
+  std::vector<int32_t> want{base.eod() + 1};
+  want.insert(want.end(), spaced->begin(), spaced->end());
+  want.push_back(base.eod() + 2);
+  EXPECT_EQ(*ids, want);
+  EXPECT_EQ((*tok)->eod(), base.eod() + 2);
+}
+
+// ---------------------------------------------------------------- SentencePiece fallback
+
+TEST(HfTokenizer, SentencePieceModelFallback) {
+  ScratchDir dir("hf_spm");
+  const std::string model = source_path("tests/tokenizer/reference/spm_bpe.model");
+  std::filesystem::copy_file(model, dir.file("tokenizer.model"));
+  auto tok = load_pretrained_from_hf_tokenizer(dir.path().string());
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  TokenizerOptions llama2;
+  llama2.tokenizer_type = "Llama2Tokenizer";
+  llama2.tokenizer_model = model;
+  auto reference = build_tokenizer(llama2);
+  ASSERT_TRUE(reference.ok());
+  for (const std::string text : {"hello world", "In the beginning", ""}) {
+    EXPECT_EQ((*tok)->tokenize(text).value(), (*reference)->tokenize(text).value()) << text;
+  }
+  EXPECT_EQ((*tok)->name(), "PretrainedFromHF");
+  EXPECT_EQ((*tok)->eod(), (*reference)->eod());
+  EXPECT_EQ((*tok)->pad(), std::optional<int32_t>((*reference)->eod()));
+  write_file(dir.file("tokenizer_config.json"), R"({"tokenizer_class": "T5Tokenizer"})");
+  const std::string error = error_of(dir.path().string());
+  EXPECT_NE(error.find("T5Tokenizer"), std::string::npos) << error;
+  EXPECT_NE(error.find("tokenizer_config.json"), std::string::npos) << error;
+}
+
+// ---------------------------------------------------------------- bad input
+
+void expect_error(const std::string& error, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts) EXPECT_NE(error.find(part), std::string::npos) << "missing \"" << part << "\" in: " << error;
+}
+
+TEST(HfTokenizerErrors, Directory) {
+  ScratchDir dir("hf_errors_dir");
+  expect_error(error_of(dir.file("nope")), {"nope", "no such directory", "local"});
+  write_file(dir.file("file"), "x");
+  expect_error(error_of(dir.file("file")), {"is a file", "tokenizer.json"});
+  expect_error(error_of(dir.path().string()), {"neither tokenizer.json", "tokenizer.model"});
+  expect_error(error_of(""), {"--tokenizer-name-or-path"});
+  expect_error(error_of(kHf + "qwen2_style", -1), {"--vocab-extra-ids"});
+}
+
+TEST(HfTokenizerErrors, MalformedFiles) {
+  ScratchDir dir("hf_errors_json");
+  std::filesystem::create_directories(dir.file("a"));
+  write_file(dir.file("a/tokenizer.json"), "{\"model\": ");
+  expect_error(error_of(dir.file("a")), {"a/tokenizer.json", "not valid JSON"});
+  write_file(dir.file("a/tokenizer.json"), "[1, 2]");
+  expect_error(error_of(dir.file("a")), {"a/tokenizer.json", "expected a JSON object"});
+  write_edited_qwen2(dir.file("b"), [](json&) {});
+  write_file(dir.file("b/tokenizer_config.json"), "{not json");
+  expect_error(error_of(dir.file("b")), {"b/tokenizer_config.json", "not valid JSON"});
+  write_edited_qwen2(dir.file("c"), [](json&) {});
+  write_file(dir.file("c/special_tokens_map.json"), "{\"eos_token\": 7}");
+  expect_error(error_of(dir.file("c")), {"special_tokens_map.json", "eos_token"});
+}
+
+TEST(HfTokenizerErrors, UnsupportedComponents) {
+  ScratchDir dir("hf_errors_unsupported");
+  struct Case {
+    std::function<void(json&)> edit;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {[](json& t) { t["normalizer"] = {{"type", "NFKC"}}; }, {"\"normalizer.type\"", "NFKC", "NFC"}},
+      {[](json& t) { t["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "Lowercase"}}}}}; },
+       {"normalizer.normalizers[0].type", "Lowercase"}},
+      {[](json& t) { t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{L}+"; },
+       {"pre_tokenizer.pretokenizers[0].pattern.Regex", "\\\\p{L}+", "no general regex engine"}},
+      {[](json& t) { t["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; },
+       {"pre_tokenizer.pretokenizers[0].behavior", "Isolated"}},
+      {[](json& t) { t["pre_tokenizer"] = {{"type", "Metaspace"}}; }, {"\"pre_tokenizer.type\"", "Metaspace"}},
+      {[](json& t) { t["pre_tokenizer"] = nullptr; }, {"\"pre_tokenizer\"", "ByteLevel"}},
+      {[](json& t) { t["pre_tokenizer"]["pretokenizers"].erase(1); }, {"\"pre_tokenizer\"", "exactly one ByteLevel"}},
+      {[](json& t) { t["model"]["type"] = "WordPiece"; }, {"\"model.type\"", "WordPiece", "BPE"}},
+      {[](json& t) { t["model"]["byte_fallback"] = true; }, {"model.byte_fallback"}},
+      {[](json& t) { t["model"]["dropout"] = 0.1; }, {"model.dropout"}},
+      {[](json& t) { t["post_processor"] = {{"type", "BertProcessing"}}; }, {"post_processor.type", "BertProcessing"}},
+      {[](json& t) { t["decoder"] = {{"type", "Metaspace"}}; }, {"\"decoder\"", "ByteLevel"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string d = dir.file(str_cat("c", i));
+    write_edited_qwen2(d, cases[i].edit);
+    const std::string error = error_of(d);
+    expect_error(error, cases[i].parts);
+    expect_error(error, {d + "/tokenizer.json"});
+  }
+}
+
+TEST(HfTokenizerErrors, BadModel) {
+  ScratchDir dir("hf_errors_model");
+  struct Case {
+    std::function<void(json&)> edit;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {[](json& t) { t["model"]["merges"].push_back("Ġ nosuchtoken"); }, {"model.merges[2000]", "nosuchtoken", "not in model.vocab"}},
+      {[](json& t) { t["model"]["merges"][5] = "a b c"; }, {"model.merges[5]", "one space"}},
+      {[](json& t) { t["model"]["merges"][5] = 17; }, {"model.merges[5]"}},
+      {[](json& t) { t["model"]["vocab"]["zq"] = 5000; t["model"]["vocab"]["zr"] = 5001; t["model"]["merges"].push_back("zq zr"); },
+       {"merges", "\"zqzr\"", "not in model.vocab"}},
+      {[](json& t) { t["model"]["vocab"].erase("a"); }, {"model.vocab", "byte 97"}},
+      {[](json& t) { t["model"]["vocab"]["dup"] = 3; }, {"model.vocab", "id 3"}},
+      {[](json& t) { t["model"]["vocab"]["neg"] = -1; }, {"model.vocab[\"neg\"]", "-1"}},
+      {[](json& t) { t["model"].erase("merges"); }, {"model.merges", "missing"}},
+      {[](json& t) { t["added_tokens"][0]["id"] = 5; }, {"added_tokens[0]", "already uses"}},
+      {[](json& t) { t["added_tokens"][0]["content"] = ""; }, {"added_tokens[0].content"}},
+      {[](json& t) { t["added_tokens"][0]["lstrip"] = "yes"; }, {"added_tokens[0].lstrip", "true or false"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string d = dir.file(str_cat("m", i));
+    write_edited_qwen2(d, cases[i].edit);
+    const std::string error = error_of(d);
+    expect_error(error, cases[i].parts);
+    expect_error(error, {d + "/tokenizer.json"});
+  }
+}
+
+TEST(HfTokenizerErrors, BadConfig) {
+  ScratchDir dir("hf_errors_config");
+  write_edited_qwen2(dir.file("a"), [](json&) {}, [](json& c) { c["eos_token"] = "<|nope|>"; });
+  expect_error(error_of(dir.file("a")), {"tokenizer_config.json", "eos_token", "<|nope|>", "not a token"});
+  write_edited_qwen2(dir.file("b"), [](json&) {}, [](json& c) { c["split_special_tokens"] = true; });
+  expect_error(error_of(dir.file("b")), {"tokenizer_config.json", "split_special_tokens"});
+  write_edited_qwen2(dir.file("c"), [](json&) {}, [](json& c) { c["eos_token"] = {{"content", "<|im_end|>"}}; });
+  auto tok = load_pretrained_from_hf_tokenizer(dir.file("c"));
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_EQ((*tok)->eod(), HfFixtures::get().tokenizer("qwen2_style").eod() + 2);
+  // No eos anywhere: eod is -1 (MindSpeed raises on it; preprocess_data refuses --append-eod).
+  write_edited_qwen2(dir.file("d"), [](json&) {}, [](json& c) { c["eos_token"] = nullptr; c["pad_token"] = nullptr; });
+  auto no_eos = load_pretrained_from_hf_tokenizer(dir.file("d"));
+  ASSERT_TRUE(no_eos.ok());
+  EXPECT_EQ((*no_eos)->eod(), -1);
+  EXPECT_EQ((*no_eos)->pad(), std::nullopt);
+}
+
+TEST(HfTokenizerErrors, BadTextAndIds) {
+  const Tokenizer& tok = HfFixtures::get().tokenizer("llama3_style");
+  auto ids = tok.tokenize("ok \xc3\x28");
+  ASSERT_FALSE(ids.ok());
+  expect_error(ids.status().to_string(), {"not valid UTF-8", "offset 3"});
+  const std::vector<int32_t> bad{1, 1 << 20};
+  auto text = tok.detokenize(bad);
+  ASSERT_FALSE(text.ok());
+  expect_error(text.status().to_string(), {"token id 1048576", "llama3_style/tokenizer.json"});
+}
+
+}  // namespace
+}  // namespace mindspeed
