@@ -158,8 +158,6 @@ struct Choices {
   bool use_fusion_attn_v2 = false;
   bool use_mcore_models = false;
   bool log_throughput = false;
-  bool attention_softmax_in_fp32 = false;
-  bool accumulate_allreduce_grads_in_fp32 = false;
   std::string attention_backend;     ///< --attention-backend; empty = not given
   bool no_position_embedding = false;
   std::string distributed_backend;   ///< --distributed-backend; empty = not given
@@ -620,7 +618,26 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--use-fused-rotary-pos-emb", t.use_fused_rotary_pos_emb, "Fused rotary embedding kernel");
   r.flag("--use-fused-ring-attention-update", t.use_fused_ring_attention_update,
          "Fused ring-attention update kernel (the merge of partial attentions in ring context parallelism)");
-  r.flag("--bf16", t.bf16, "bf16 mixed precision");
+  CLI::Option* bf16 = r.flag("--bf16", t.bf16, "bf16 mixed precision");
+  r.flag("--fp16", t.fp16,
+         "fp16 mixed precision: fp16 weights and activations, fp32 main parameters, a loss scaler (dynamic "
+         "unless --loss-scale)")
+      ->excludes(bf16);
+  r.number("--loss-scale", t.loss_scale,
+           "A constant loss scale (with --fp16 or --bf16); unset: --fp16 scales dynamically", above(0));
+  r.number("--initial-loss-scale", t.initial_loss_scale, "The dynamic loss scale's start (default 2^32)", above(0));
+  r.number("--min-loss-scale", t.min_loss_scale, "The dynamic loss scale's floor", above(0));
+  r.number("--loss-scale-window", t.loss_scale_window,
+           "Iterations without overflow after which the dynamic loss scale doubles", above(0, "iterations"));
+  r.number("--hysteresis", t.hysteresis, "Overflowing iterations after which the dynamic loss scale halves",
+           at_least(1, "iterations"));
+  r.flag("--accumulate-allreduce-grads-in-fp32", t.accumulate_allreduce_grads_in_fp32,
+         "With --fp16: accumulate and reduce the gradients in an fp32 buffer (else fp16); --bf16 always does");
+  r.flag("--attention-softmax-in-fp32", t.attention_softmax_in_fp32,
+         "Accepted: attention scores and their softmax are always fp32 here (never stored in 16 bits)");
+  r.flag("--apply-query-key-layer-scaling", t.apply_query_key_layer_scaling,
+         "Accepted: Q.K^T / layer-number then softmax(x * layer-number) equals the plain softmax in the fp32 "
+         "scores computed here; implies --attention-softmax-in-fp32 as in Megatron");
   r.flag("--deterministic-mode", t.deterministic_mode, "Bitwise-reproducible runs");
   r.flag("--npu-deterministic", ch.npu_deterministic, "MindSpeed spelling of --deterministic-mode");
   r.clear_flag("--no-check-for-nan-in-loss-and-grad", t.check_for_nan_in_loss_and_grad,
@@ -672,14 +689,12 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
       ->check(CLI::IsMember({"safetensors"}));
   r.number("--num-threads", t.num_threads, "mindspeed-cpp: OpenMP threads per rank (default cores / local ranks)",
            between(1, 4096, false, "threads"));
-  r.flag("--use-mcore-models", ch.use_mcore_models, "Accepted: the model is Megatron core's GPTModel");
+  r.flag("--use-mcore-models", ch.use_mcore_models,
+         "Accepted, a no-op as in Megatron core_v0.12 (core models are the default there; the model is core's GPTModel)");
   r.value("--transformer-impl", ch.transformer_impl,
           "local or transformer_engine: both map to the native fused kernels (as MindSpeed maps TE)")
       ->check(CLI::IsMember({"local", "transformer_engine"}));
   r.flag("--log-throughput", ch.log_throughput, "Accepted: TFLOP/s is always in the iteration line");
-  r.flag("--attention-softmax-in-fp32", ch.attention_softmax_in_fp32, "Accepted: softmax always runs in fp32");
-  r.flag("--accumulate-allreduce-grads-in-fp32", ch.accumulate_allreduce_grads_in_fp32,
-         "Accepted: gradients are always accumulated and reduced in fp32");
   r.value("--attention-backend", ch.attention_backend,
           "Megatron's attention backend: flash or fused (flash attention), unfused (the softmax materialised), auto "
           "(flash); local needs Megatron's --spec local")
@@ -726,6 +741,9 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--vocab-file", d.vocab_file, "GPT-2 vocab.json");
   r.value("--merge-file", d.merge_file, "GPT-2 merges.txt");
   r.value("--tokenizer-model", d.tokenizer_model, "SentencePiece model file");
+  r.value("--tokenizer-name-or-path", d.tokenizer_name_or_path,
+          "MindSpeed-LLM (--tokenizer-type PretrainedFromHF): a directory holding a Hugging Face tokenizer.json "
+          "(or a SentencePiece tokenizer.model)");
   r.number("--vocab-size", d.vocab_size, "Vocabulary size for NullTokenizer", between(1, 2147483647.0, false, "tokens"));
   r.flag("--reset-position-ids", d.reset_position_ids, "Positions restart after each end-of-document token");
   r.flag("--reset-attention-mask", d.reset_attention_mask, "No attention across end-of-document tokens");
@@ -879,6 +897,14 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
     notes.push_back("--ai-framework " + ch.ai_framework + ": this native engine serves the launch scripts of "
                     "pytorch and mindspore alike");
   }
+  const TrainingConfig& t = c.training;
+  if (t.loss_scale > 0.0 && !t.fp16 && !t.bf16) {
+    notes.push_back("--loss-scale: no loss scaler in an fp32 run (Megatron's FP32Optimizer has none either)");
+  }
+  if (t.attention_softmax_in_fp32 || t.apply_query_key_layer_scaling) {
+    notes.push_back("--attention-softmax-in-fp32 / --apply-query-key-layer-scaling: attention scores and their "
+                    "softmax are computed in fp32 and never stored in 16 bits");
+  }
   if (c.training.num_workers != 2) {
     notes.push_back("--num-workers " + std::to_string(c.training.num_workers) +
                     ": samples are read in the training process (memory-mapped); no worker processes");
@@ -1030,6 +1056,19 @@ std::vector<FlagDomain> numeric_flag_domains() {
     return {};  // parse_arguments reports the same failure as an internal error
   }
   return registry.domains();
+}
+
+std::vector<std::string> registered_flag_names() {
+  CLI::App app;
+  FlagRegistry registry(app);
+  Configs configs;
+  Choices choices;
+  try {
+    register_flags(registry, configs, choices);
+  } catch (const CLI::Error&) {
+    return {};  // parse_arguments reports the same failure as an internal error
+  }
+  return registry.names();
 }
 
 StatusOr<ParsedArguments> parse_arguments(const std::vector<std::string>& args) {

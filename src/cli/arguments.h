@@ -30,6 +30,10 @@ struct FlagDomain {
 /// Every numeric flag pretrain_gpt accepts, with its domain (for --help and the tests).
 std::vector<FlagDomain> numeric_flag_domains();
 
+/// Every flag name pretrain_gpt registers (implemented, or accepted as a documented no-op), in
+/// registration order: the catalogue (known_flags.h) is checked against it.
+std::vector<std::string> registered_flag_names();
+
 /// The exit-code contract of pretrain_gpt, as printed by --help.
 inline constexpr const char* kExitCodeHelp =
     "Exit codes (the same on one rank and under mpirun):\n"

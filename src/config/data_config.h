@@ -19,6 +19,7 @@ struct DataConfig {
   std::string vocab_file;                    ///< --vocab-file
   std::string merge_file;                    ///< --merge-file
   std::string tokenizer_model;               ///< --tokenizer-model
+  std::string tokenizer_name_or_path;        ///< --tokenizer-name-or-path (PretrainedFromHF: a directory)
   int64_t vocab_size = 0;                    ///< --vocab-size (NullTokenizer)
   bool reset_position_ids = false;           ///< --reset-position-ids
   bool reset_attention_mask = false;         ///< --reset-attention-mask

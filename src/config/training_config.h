@@ -52,6 +52,29 @@ struct TrainingConfig {
   AttentionBackend attention_backend = AttentionBackend::kUnset;  ///< --attention-backend
   KernelFusionConfig fusion;      ///< Megatron's --no-*-fusion, --no-persist-layer-norm
   bool bf16 = false;              ///< --bf16
+  // fp16 mixed precision (Megatron's mixed-precision group).
+  bool fp16 = false;              ///< --fp16: fp16 weights and activations, fp32 main parameters
+  /// --loss-scale: a constant loss scale (ConstantGradScaler, with --fp16 or --bf16); 0 = unset
+  /// (Megatron's None): --fp16 then scales dynamically.
+  double loss_scale = 0.0;
+  double initial_loss_scale = 4294967296.0;  ///< --initial-loss-scale (2^32)
+  double min_loss_scale = 1.0;               ///< --min-loss-scale
+  double loss_scale_window = 1000.0;         ///< --loss-scale-window: good iterations before the scale doubles
+  int64_t hysteresis = 2;                    ///< --hysteresis: overflowing iterations before the scale halves
+  /// --accumulate-allreduce-grads-in-fp32: with --fp16 the gradient buffer is fp32 (else fp16,
+  /// as Megatron's grad_reduce_in_fp32 = False); --bf16 always accumulates in fp32.
+  bool accumulate_allreduce_grads_in_fp32 = false;
+  /// --attention-softmax-in-fp32 / --apply-query-key-layer-scaling: attention scores and their
+  /// softmax are fp32 here whatever the flags (never stored in 16 bits), which is what the first
+  /// guarantees; the second's 1/layer pre-scale and layer post-scale cancel exactly in fp32.
+  bool attention_softmax_in_fp32 = false;
+  bool apply_query_key_layer_scaling = false;
+  /// The loss scaler that --fp16 / --bf16 with these flags get (Megatron's
+  /// get_megatron_optimizer): constant with --loss-scale, dynamic with --fp16 alone, none else.
+  bool has_loss_scaler() const { return (fp16 || bf16) && loss_scale > 0.0 ? true : fp16; }
+  bool dynamic_loss_scaling() const { return fp16 && !(loss_scale > 0.0); }
+  /// --fp16 without --accumulate-allreduce-grads-in-fp32: fp16 gradient buffer.
+  bool fp16_gradients() const { return fp16 && !accumulate_allreduce_grads_in_fp32; }
   /// --swap-dir (mindspeed-cpp): where the swap tier of --swap-attention keeps its file (on an
   /// accelerator the tier is host memory; here it is a file on local disk); empty = $TMPDIR or /tmp.
   std::string swap_dir;

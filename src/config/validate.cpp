@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -85,7 +86,8 @@ Status check_memory(const Configs& c, int world_size) {
   // Adam moments (8 bytes, 4 with --o2-optimizer, none resident with --swap-optimizer).
   const int64_t moment_bytes = c.optimizer.swap_optimizer ? 0 : c.optimizer.o2_optimizer ? 4 : 8;
   const int64_t state_bytes = p.use_distributed_optimizer ? moment_bytes / dp + 1 : moment_bytes;
-  // Parameters + gradients: 4 + 4, or 2 + 4 with --bf16, 2 + 2 with --o2-gradient (the bf16
+  // Parameters + gradients: 4 + 4, or 2 + 4 with --bf16 / --fp16, 2 + 2 with --o2-gradient or
+  // --fp16 without --accumulate-allreduce-grads-in-fp32 (the 16-bit
   // model's fp32 master is left out of this lower bound: --swap-optimizer moves it off the
   // machine).
   // --swap-optimizer keeps up to three of its T slices of master + moments (12 bytes) in
@@ -94,7 +96,9 @@ Status check_memory(const Configs& c, int world_size) {
       c.optimizer.swap_optimizer
           ? mul(params_per_rank, 36) / (dp * std::max<int64_t>(1, c.optimizer.swap_optimizer_times))
           : 0;
-  const int64_t param_grad_bytes = c.optimizer.o2_gradient ? 4 : c.training.bf16 ? 6 : 8;
+  const int64_t param_grad_bytes = c.optimizer.o2_gradient || c.training.fp16_gradients() ? 4
+                                   : c.training.bf16 || c.training.fp16                  ? 6
+                                                                                          : 8;
   const int64_t weight_bytes = add(mul(params_per_rank, param_grad_bytes + state_bytes), swap_resident);
   const int64_t tokens = mul(c.training.micro_batch_size, m.seq_length);
   // Per layer at least 16 bytes per token and hidden unit; full recompute keeps only the
@@ -418,6 +422,38 @@ Status validate_schedule_unit(TrainingConfig& t, const OptimizerConfig& o, int64
   return ok_status();
 }
 
+// --fp16 and its loss scaler (Megatron's validate_args and DynamicGradScaler asserts).
+Status validate_mixed_precision(const TrainingConfig& t, const ParallelConfig& p) {
+  if (t.fp16 && t.bf16) return invalid_argument("--fp16 and --bf16 exclude each other; give one");
+  if (!t.fp16) return ok_status();
+  if (p.expert_model_parallel_size > 1) {
+    return invalid_argument("--fp16 does not work with --expert-model-parallel-size ", p.expert_model_parallel_size,
+                            " (Megatron's rule: expert parallelism is not supported with fp16 training); use --bf16");
+  }
+  if (t.dynamic_loss_scaling()) {
+    if (t.min_loss_scale > t.initial_loss_scale) {
+      return invalid_argument("--min-loss-scale (", t.min_loss_scale, ") must be at most --initial-loss-scale (",
+                              t.initial_loss_scale, ")");
+    }
+    if (t.loss_scale_window != std::floor(t.loss_scale_window) || t.loss_scale_window > 1e15) {
+      return invalid_argument("--loss-scale-window (", t.loss_scale_window, ") must be a whole number of iterations: "
+                              "the scale grows when the count of good iterations equals it, which a fraction never does");
+    }
+  }
+  if (t.fp16_gradients()) {
+    const char* fix = "; add --accumulate-allreduce-grads-in-fp32 (an fp32 gradient buffer)";
+    if (p.use_custom_fsdp) {
+      return invalid_argument("--fp16 keeps the gradients in fp16, which --use-custom-fsdp does not support", fix);
+    }
+    if (p.dualpipev) {
+      return invalid_argument("--fp16 keeps the gradients in fp16, which --schedules-method dualpipev does not support "
+                              "yet (its deferred weight-gradient passes would keep fp32 gradients across micro-batches)",
+                              fix);
+    }
+  }
+  return ok_status();
+}
+
 Status validate_training(TrainingConfig& t, const ParallelConfig& p, int world_size) {
   MS_RETURN_IF_ERROR(require_positive(t.train_iters, "--train-iters"));
   MS_RETURN_IF_ERROR(require_positive(t.micro_batch_size, "--micro-batch-size"));
@@ -447,6 +483,7 @@ Status validate_training(TrainingConfig& t, const ParallelConfig& p, int world_s
     }
   }
   if (t.finetune && t.load.empty()) return invalid_argument("--finetune needs --load");
+  MS_RETURN_IF_ERROR(validate_mixed_precision(t, p));
   return ok_status();
 }
 

@@ -10,6 +10,7 @@ const char* dtype_name(DType dtype) {
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
     case DType::kUInt8: return "uint8";
+    case DType::kFloat16: return "fp16";
   }
   return "?";
 }

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "kernels/half_precision.h"
 #include "core/check.h"
+#include "kernels/half_precision.h"
 
 namespace mindspeed {
 
@@ -25,8 +27,8 @@ DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, con
     }
   }
   MS_CHECK(!config.shard_params || config.shard_grads, "sharded parameters need sharded gradients");
-  MS_CHECK(config.bf16_grads == (buffer.grad_dtype() == DType::kBFloat16) && !(config.bf16_grads && config.shard_grads),
-           "bf16 gradients need a buffer with bf16 gradients, and unsharded gradients");
+  MS_CHECK(config.half_grads == is_half_precision(buffer.grad_dtype()) && !(config.half_grads && config.shard_grads),
+           "16-bit gradients need a buffer with 16-bit gradients, and unsharded gradients");
   if (config.shard_params) {
     std::vector<int> ranks;
     for (const Bucket& b : buckets) ranks.push_back(group_of(b).rank());
@@ -60,15 +62,14 @@ ProcessGroup& DistributedDataParallel::group_of(const Bucket& bucket) const {
 void DistributedDataParallel::launch_grad_sync(size_t b) {
   const Bucket& bucket = buffer_.buckets()[b];
   ProcessGroup& group = group_of(bucket);
-  if (config_.bf16_grads) {
-    // The bucket's bf16 gradient widened into an fp32 transient, reduced there.
+  if (config_.half_grads) {
+    // The bucket's 16-bit gradient widened into an fp32 transient, reduced there.
     MS_CHECK(buffer_.bucket_grad(b) == nullptr, "bucket ", b, " still has an unfolded gradient");
     launched_[b] = true;
     buffer_.allocate_bucket_grad(b, backend_);
-    backend_.kernels.convert_to_fp32(backend_.context, buffer_.bucket_grad(b), buffer_.grad_data_bf16() + bucket.offset,
-                                     bucket.numel);
+    widen_to_fp32(backend_, buffer_.grad_dtype(), buffer_.bucket_grad(b), half_grad_at(bucket.offset), bucket.numel);
   }
-  float* grad = config_.shard_grads || config_.bf16_grads ? buffer_.bucket_grad(b) : buffer_.grad_data() + bucket.offset;
+  float* grad = config_.shard_grads || config_.half_grads ? buffer_.bucket_grad(b) : buffer_.grad_data() + bucket.offset;
   MS_CHECK(grad != nullptr, "bucket ", b, " has no gradient to reduce");
   const int64_t n = bucket.numel;
   // Megatron's gradient_scaling_factor: 1/(dp*cp) for every bucket, the expert ones too
@@ -87,10 +88,10 @@ void DistributedDataParallel::launch_grad_sync(size_t b) {
 }
 
 void DistributedDataParallel::prepare_grads(const std::vector<Parameter*>& params) {
-  if (config_.bf16_grads) {
+  if (config_.half_grads) {
     for (Parameter* p : params) {
       const size_t b = bucket_of(p);
-      if (grad_work_[b]) reap_bf16(/*wait=*/true);  // its transient is a reduction's buffer
+      if (grad_work_[b]) reap_half(/*wait=*/true);  // its transient is a reduction's buffer
       buffer_.allocate_bucket_grad(b, backend_);
     }
     return;
@@ -119,22 +120,26 @@ void DistributedDataParallel::reap_sharded(bool wait) {
   }
 }
 
-void DistributedDataParallel::fold_into_bf16(size_t b) {
+void* DistributedDataParallel::half_grad_at(int64_t offset) const {
+  return static_cast<char*>(buffer_.grad_data_half()) + offset * dtype_size(buffer_.grad_dtype());
+}
+
+void DistributedDataParallel::fold_into_half(size_t b) {
   const float* grad = buffer_.bucket_grad(b);
   // Nothing new: folded already (a unit that reported twice), or the transient is a reduction's.
   if (grad == nullptr || grad_work_[b]) return;
   const Bucket& bucket = buffer_.buckets()[b];
-  backend_.kernels.add_into_bf16(backend_.context, buffer_.grad_data_bf16() + bucket.offset, grad, bucket.numel);
+  add_into_half(backend_, buffer_.grad_dtype(), half_grad_at(bucket.offset), grad, bucket.numel);
   buffer_.release_bucket_grad(b);
 }
 
-void DistributedDataParallel::reap_bf16(bool wait) {
+void DistributedDataParallel::reap_half(bool wait) {
   const auto& buckets = buffer_.buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (!grad_work_[b] || (!wait && !grad_work_[b]->is_completed())) continue;
     grad_work_[b]->wait();
     grad_work_[b].reset();
-    // The reduced values (this rank's shard with the distributed optimizer) back into bf16.
+    // The reduced values (this rank's shard with the distributed optimizer) back into 16 bits.
     const Bucket& bucket = buckets[b];
     int64_t lo = 0, n = bucket.numel;
     if (config_.use_distributed_optimizer) {
@@ -142,33 +147,32 @@ void DistributedDataParallel::reap_bf16(bool wait) {
       n = bucket.numel / group.size();
       lo = group.rank() * n;
     }
-    backend_.kernels.convert_to_bf16(backend_.context, buffer_.grad_data_bf16() + bucket.offset + lo,
-                                     buffer_.bucket_grad(b) + lo, n);
+    narrow_from_fp32(backend_, buffer_.grad_dtype(), half_grad_at(bucket.offset + lo), buffer_.bucket_grad(b) + lo, n);
     buffer_.release_bucket_grad(b);
   }
 }
 
-void DistributedDataParallel::all_reduce_bf16_grad(ProcessGroup& group, Parameter* p) {
+void DistributedDataParallel::all_reduce_half_grad(ProcessGroup& group, Parameter* p) {
   const int64_t n = p->local_shape.numel();
   std::vector<float> wide(static_cast<size_t>(n));
-  backend_.kernels.convert_to_fp32(backend_.context, wide.data(), p->main_grad.bf(), n);
+  widen_to_fp32(backend_, p->main_grad.dtype, wide.data(), p->main_grad.data, n);
   group.all_reduce(wide.data(), n);
-  backend_.kernels.convert_to_bf16(backend_.context, p->main_grad.bf(), wide.data(), n);
+  narrow_from_fp32(backend_, p->main_grad.dtype, p->main_grad.data, wide.data(), n);
 }
 
 void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params) {
-  if (config_.bf16_grads) {
-    // Every micro-batch: a unit's fp32 gradient is added into the bf16 buffer once complete;
+  if (config_.half_grads) {
+    // Every micro-batch: a unit's fp32 gradient is added into the 16-bit buffer once complete;
     // in the last micro-batch, with overlap, its reduction starts then.
     for (Parameter* p : params) {
       const size_t b = bucket_of(p);
       if (++ready_[b] == static_cast<int>(buffer_.buckets()[b].params.size())) {
         ready_[b] = 0;
-        fold_into_bf16(b);
+        fold_into_half(b);
         if (sync_enabled_ && config_.overlap_grad_reduce && !launched_[b]) launch_grad_sync(b);
       }
     }
-    reap_bf16(/*wait=*/false);
+    reap_half(/*wait=*/false);
     return;
   }
   if (config_.shard_grads) {
@@ -192,25 +196,25 @@ void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& params)
 
 void DistributedDataParallel::finish_grad_sync() {
   const auto& buckets = buffer_.buckets();
-  if (config_.bf16_grads) {
+  if (config_.half_grads) {
     // One bucket at a time (its fp32 transient is the only one alive), after those in flight.
-    reap_bf16(/*wait=*/true);
+    reap_half(/*wait=*/true);
     for (size_t b = 0; b < buckets.size(); ++b) {
       ready_[b] = 0;
       if (grad_work_[b]) continue;
-      fold_into_bf16(b);  // a unit whose parameters did not all report (none expected)
+      fold_into_half(b);  // a unit whose parameters did not all report (none expected)
       if (!launched_[b]) {
         launch_grad_sync(b);
-        reap_bf16(/*wait=*/true);
+        reap_half(/*wait=*/true);
       }
     }
     std::fill(launched_.begin(), launched_.end(), false);
     sync_enabled_ = false;
     if (ps_.tp().size() > 1) {
-      for (Parameter* p : sequence_parallel_params_) all_reduce_bf16_grad(ps_.tp(), p);
+      for (Parameter* p : sequence_parallel_params_) all_reduce_half_grad(ps_.tp(), p);
     }
     if (ps_.embedding().size() > 1) {
-      for (Parameter* p : embedding_group_params_) all_reduce_bf16_grad(ps_.embedding(), p);
+      for (Parameter* p : embedding_group_params_) all_reduce_half_grad(ps_.embedding(), p);
     }
     return;
   }

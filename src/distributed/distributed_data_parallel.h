@@ -13,13 +13,14 @@
 //  * Distributed optimizer: after the step the updated shards are all-gathered
 //    (start_param_sync); with --overlap-param-gather the gathers run in the background and
 //    the next forward waits for each module's bucket right before using it.
-//  * --o2-gradient (DdpConfig::bf16_grads, MindSpeed-LLM): the buffer's gradients are bf16. A
-//    unit's backward writes a transient fp32 gradient (prepare_grads); when every parameter in
-//    it reported (grads_ready, in every micro-batch) it is added into the bf16 buffer with one
-//    rounding and freed. The reduction widens a bucket's bf16 gradient into an fp32 transient,
-//    scales and reduces it in fp32, and rounds the result (this rank's shard with the
-//    distributed optimizer) back into the bf16 buffer: one rounding after the sum, where a
-//    bf16 collective rounds at every hop.
+//  * 16-bit gradients (DdpConfig::half_grads): bf16 with MindSpeed-LLM's --o2-gradient, fp16
+//    with Megatron's --fp16 unless --accumulate-allreduce-grads-in-fp32. A unit's backward
+//    writes a transient fp32 gradient (prepare_grads); when every parameter in it reported
+//    (grads_ready, in every micro-batch) it is added into the 16-bit buffer with one rounding
+//    and freed. The reduction widens a bucket's 16-bit gradient into an fp32 transient, scales
+//    and reduces it in fp32, and rounds the result (this rank's shard with the distributed
+//    optimizer) back into the 16-bit buffer: one rounding after the sum, where a 16-bit
+//    collective rounds at every hop.
 //  * FSDP optim_grads (DdpConfig::shard_grads, ZeRO-2): a unit's full gradient exists only from
 //    its module's backward (prepare_grads) until every parameter in it reported (grads_ready, in
 //    every micro-batch): then it is scaled, reduce-scattered in the background, and the shard is
@@ -48,7 +49,9 @@ struct DdpConfig {
   bool use_distributed_optimizer = false;
   bool shard_grads = false;  ///< FSDP optim_grads (needs the buffer's shard_grads)
   bool shard_params = false;  ///< FSDP optim_grads_params (with shard_grads)
-  bool bf16_grads = false;    ///< --o2-gradient (needs the buffer's bf16 gradients)
+  /// --o2-gradient (bf16) or --fp16 without --accumulate-allreduce-grads-in-fp32 (fp16): the
+  /// buffer's gradients are 16-bit.
+  bool half_grads = false;
 };
 
 class DistributedDataParallel final : public ParameterHooks {
@@ -94,13 +97,15 @@ class DistributedDataParallel final : public ParameterHooks {
   /// shard_grads: adds each finished reduce-scatter into the gradient shard and frees the
   /// bucket's full gradient (all of them when `wait`, else the completed ones).
   void reap_sharded(bool wait);
-  /// bf16 gradients: adds bucket b's transient fp32 gradient into the bf16 buffer and frees it.
-  void fold_into_bf16(size_t b);
-  /// bf16 gradients: rounds each finished reduction back into the bf16 buffer and frees its
+  /// 16-bit gradients: element `offset` of the buffer's 16-bit gradients.
+  void* half_grad_at(int64_t offset) const;
+  /// 16-bit gradients: adds bucket b's transient fp32 gradient into the 16-bit buffer and frees it.
+  void fold_into_half(size_t b);
+  /// 16-bit gradients: rounds each finished reduction back into the 16-bit buffer and frees its
   /// transient (all of them when `wait`, else the completed ones).
-  void reap_bf16(bool wait);
-  /// bf16 gradients: all-reduces a parameter's bf16 gradient over `group` through fp32.
-  void all_reduce_bf16_grad(ProcessGroup& group, Parameter* p);
+  void reap_half(bool wait);
+  /// 16-bit gradients: all-reduces a parameter's 16-bit gradient over `group` through fp32.
+  void all_reduce_half_grad(ProcessGroup& group, Parameter* p);
   /// ZeRO-3: bucket b's parameters resident (waiting for its prefetch, or gathering now), and
   /// a background gather of bucket b started (no-op if resident or in flight, or b out of range).
   void gather_params(size_t b);
@@ -111,7 +116,7 @@ class DistributedDataParallel final : public ParameterHooks {
   DdpConfig config_;
   std::unordered_map<const Parameter*, size_t> bucket_of_;
   std::vector<int> ready_;
-  std::vector<bool> launched_;  ///< bf16 gradients: reduced in this step already
+  std::vector<bool> launched_;  ///< 16-bit gradients: reduced in this step already
   std::vector<std::unique_ptr<Work>> grad_work_;
   std::vector<std::unique_ptr<Work>> param_work_;
   std::vector<Parameter*> sequence_parallel_params_;

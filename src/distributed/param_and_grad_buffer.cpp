@@ -31,10 +31,10 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
   MS_CHECK(!options.shard_grads || options.pad_for_distributed_optimizer,
            "sharded gradients need the distributed optimizer's bucket padding");
   MS_CHECK(options.grad_dtype == DType::kFloat32 ||
-               (options.grad_dtype == DType::kBFloat16 && options.bucket_per_module && !options.shard_grads),
-           "bf16 gradients need a bucket per module (the transient fp32 units) and unsharded gradients");
-  MS_CHECK(options.param_dtype == DType::kFloat32 || options.param_dtype == DType::kBFloat16,
-           "parameter dtype must be fp32 or bf16");
+               (is_half_precision(options.grad_dtype) && options.bucket_per_module && !options.shard_grads),
+           "16-bit gradients need a bucket per module (the transient fp32 units) and unsharded gradients");
+  MS_CHECK(options.param_dtype == DType::kFloat32 || is_half_precision(options.param_dtype),
+           "parameter dtype must be fp32, bf16 or fp16");
   auto bucket_align = [&](bool expert) -> int64_t {
     if (!options.pad_for_distributed_optimizer) return 1;
     return std::lcm<int64_t>(expert ? options.expert_data_parallel_size : options.data_parallel_size, 128);
@@ -85,7 +85,7 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
     bucket_grads_.resize(buckets_.size());
   } else {
     grads_ = Tensor::zeros(alloc, Shape{numel_}, grad_dtype_, MemoryCategory::kGradients);
-    if (grad_dtype_ == DType::kBFloat16) bucket_grads_.resize(buckets_.size());
+    if (is_half_precision(grad_dtype_)) bucket_grads_.resize(buckets_.size());
   }
   for (Parameter* p : order_) {
     p->data = TensorView{static_cast<char*>(params_.data()) + p->buffer_offset * dtype_size(options.param_dtype),
@@ -153,8 +153,8 @@ void ParamAndGradBuffer::zero_grad(const Backend& backend) {
     backend.kernels.fill_zero(backend.context, grad_shards_.f32(), grad_shards_.numel());
     return;
   }
-  if (grad_dtype_ == DType::kBFloat16) {
-    std::memset(grads_.data(), 0, static_cast<size_t>(grads_.nbytes()));  // bf16 zero: all bits 0
+  if (is_half_precision(grad_dtype_)) {
+    std::memset(grads_.data(), 0, static_cast<size_t>(grads_.nbytes()));  // bf16 / fp16 zero: all bits 0
     return;
   }
   backend.kernels.fill_zero(backend.context, grads_.f32(), numel_);

@@ -14,10 +14,11 @@
 // (ZeRO-3) the parameters too: after shard_params() each rank keeps its shard of every bucket
 // (param_shards(), the same layout), and a unit's full parameters exist only while a module
 // uses them (gather_bucket_params / release_bucket_params; the DDP does the all-gather).
-// MindSpeed-LLM's --o2-gradient (grad_dtype bf16): the gradient buffer is bf16; a unit's
+// 16-bit gradients (grad_dtype bf16 with MindSpeed-LLM's --o2-gradient, fp16 with --fp16
+// unless --accumulate-allreduce-grads-in-fp32): the gradient buffer is 16-bit; a unit's
 // backward writes a transient fp32 bucket gradient (the same allocate_bucket_grad), which the
-// DDP adds into the bf16 buffer when the unit is done. Between units each parameter's
-// main_grad views its bf16 gradient.
+// DDP adds into the 16-bit buffer when the unit is done. Between units each parameter's
+// main_grad views its 16-bit gradient.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +31,16 @@
 namespace mindspeed {
 
 struct BufferOptions {
-  DType param_dtype = DType::kFloat32;  ///< kBFloat16 with --bf16
+  DType param_dtype = DType::kFloat32;  ///< kBFloat16 with --bf16, kFloat16 with --fp16
   bool pad_for_distributed_optimizer = false;
   int data_parallel_size = 1;
   int expert_data_parallel_size = 1;  ///< the expert buckets' group (distributed optimizer padding)
   int64_t bucket_size = 0;  ///< elements; 0 = one bucket
   bool bucket_per_module = false;  ///< FSDP: a bucket per module (transformer layer, embedding, ...)
   bool shard_grads = false;        ///< FSDP optim_grads: gradients kept as this rank's shards only
-  DType grad_dtype = DType::kFloat32;  ///< kBFloat16 with --o2-gradient (needs bucket_per_module)
+  /// kBFloat16 with --o2-gradient, kFloat16 with --fp16 (without
+  /// --accumulate-allreduce-grads-in-fp32); both need bucket_per_module.
+  DType grad_dtype = DType::kFloat32;
 };
 
 struct Bucket {
@@ -56,16 +59,17 @@ class ParamAndGradBuffer {
   /// The whole parameter buffer (null after shard_params: there is none).
   void* param_data() const { return params_.empty() ? nullptr : params_.data(); }
   DType grad_dtype() const { return grad_dtype_; }
-  /// The whole fp32 gradient buffer (null with shard_grads, and with bf16 gradients).
+  /// The whole fp32 gradient buffer (null with shard_grads, and with 16-bit gradients).
   float* grad_data() const { return grads_.empty() || grad_dtype_ != DType::kFloat32 ? nullptr : grads_.f32(); }
-  /// The whole bf16 gradient buffer (--o2-gradient; else null).
-  bf16* grad_data_bf16() const { return grads_.empty() || grad_dtype_ != DType::kBFloat16 ? nullptr : grads_.bf(); }
+  /// The whole 16-bit gradient buffer, of grad_dtype() (--o2-gradient: bf16; --fp16 without
+  /// --accumulate-allreduce-grads-in-fp32: fp16); else null.
+  void* grad_data_half() const { return grads_.empty() || !is_half_precision(grad_dtype_) ? nullptr : grads_.data(); }
   /// shard_grads: this rank's gradient shards of every bucket, concatenated in bucket order
   /// ([sum of bucket numel / its dp]; the distributed optimizer's shard layout); else null.
   float* shard_grads() const { return grad_shards_.empty() ? nullptr : grad_shards_.f32(); }
   /// shard_grads: bucket b's shard, [numel / dp].
   float* bucket_grad_shard(size_t b) const { return grad_shards_.f32() + shard_offsets_[b]; }
-  /// shard_grads or bf16 gradients: a zeroed fp32 full gradient for bucket b, its parameters'
+  /// shard_grads or 16-bit gradients: a zeroed fp32 full gradient for bucket b, its parameters'
   /// main_grad views pointing into it (no-op when it exists); and back (views null, or to the
   /// bf16 gradients).
   void allocate_bucket_grad(size_t b, const Backend& backend);
@@ -84,7 +88,7 @@ class ParamAndGradBuffer {
   void* allocate_bucket_params(size_t b);
   void release_bucket_params(size_t b);
   bool bucket_params_resident(size_t b) const { return !bucket_params_[b].empty(); }
-  /// shard_grads or bf16 gradients: bucket b's fp32 full gradient while allocated (else null).
+  /// shard_grads or 16-bit gradients: bucket b's fp32 full gradient while allocated (else null).
   float* bucket_grad(size_t b) const { return bucket_grads_[b].empty() ? nullptr : bucket_grads_[b].f32(); }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   /// Parameters in buffer order.
@@ -92,7 +96,7 @@ class ParamAndGradBuffer {
   void zero_grad(const Backend& backend);
 
  private:
-  /// Parameter p's main_grad when no transient gradient exists: its bf16 gradient, or nothing.
+  /// Parameter p's main_grad when no transient gradient exists: its 16-bit gradient, or nothing.
   TensorView resting_grad_view(const Parameter& p) const;
 
  private:
@@ -102,7 +106,7 @@ class ParamAndGradBuffer {
   Tensor grads_;
   Tensor grad_shards_;                 ///< shard_grads
   std::vector<int64_t> shard_offsets_;  ///< shard_grads: bucket -> its shard in grad_shards_
-  std::vector<Tensor> bucket_grads_;    ///< shard_grads, bf16 grads: transient fp32 bucket gradients
+  std::vector<Tensor> bucket_grads_;    ///< shard_grads, 16-bit grads: transient fp32 bucket gradients
   DType param_dtype_ = DType::kFloat32;
   DType grad_dtype_ = DType::kFloat32;
   Tensor param_shards_;                 ///< shard_params

@@ -95,6 +95,10 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.convert_to_bf16 = fast ? cpu::convert_to_bf16 : ref::convert_to_bf16;
   t.convert_to_fp32 = fast ? cpu::convert_to_fp32 : ref::convert_to_fp32;
   t.add_into_bf16 = fast ? cpu::add_into_bf16 : ref::add_into_bf16;
+  t.round_to_fp16 = fast ? cpu::round_to_fp16 : ref::round_to_fp16;
+  t.convert_to_fp16 = fast ? cpu::convert_to_fp16 : ref::convert_to_fp16;
+  t.convert_fp16_to_fp32 = fast ? cpu::convert_fp16_to_fp32 : ref::convert_fp16_to_fp32;
+  t.add_into_fp16 = fast ? cpu::add_into_fp16 : ref::add_into_fp16;
   t.transpose_01_f32 = fast ? cpu::transpose_01_f32 : ref::transpose_01_f32;
   t.transpose_01_i32 = fast ? cpu::transpose_01_i32 : ref::transpose_01_i32;
   t.linear_forward = fast ? cpu::linear_forward : ref::linear_forward;

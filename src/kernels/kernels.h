@@ -70,6 +70,10 @@ struct KernelTable {
   decltype(&ref::convert_to_bf16) convert_to_bf16 = nullptr;
   decltype(&ref::convert_to_fp32) convert_to_fp32 = nullptr;
   decltype(&ref::add_into_bf16) add_into_bf16 = nullptr;
+  decltype(&ref::round_to_fp16) round_to_fp16 = nullptr;
+  decltype(&ref::convert_to_fp16) convert_to_fp16 = nullptr;
+  decltype(&ref::convert_fp16_to_fp32) convert_fp16_to_fp32 = nullptr;
+  decltype(&ref::add_into_fp16) add_into_fp16 = nullptr;
   decltype(&ref::transpose_01_f32) transpose_01_f32 = nullptr;
   decltype(&ref::transpose_01_i32) transpose_01_i32 = nullptr;
   decltype(&ref::linear_forward) linear_forward = nullptr;

@@ -128,6 +128,10 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::convert_to_bf16>(t, "convert_to_bf16", [](const auto& a) { return bytes(6.0 * get<3>(a)); });
   wrap<&KernelTable::convert_to_fp32>(t, "convert_to_fp32", [](const auto& a) { return bytes(6.0 * get<3>(a)); });
   wrap<&KernelTable::add_into_bf16>(t, "add_into_bf16", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
+  wrap<&KernelTable::round_to_fp16>(t, "round_to_fp16", [](const auto& a) { return bytes(8.0 * get<2>(a)); });
+  wrap<&KernelTable::convert_to_fp16>(t, "convert_to_fp16", [](const auto& a) { return bytes(6.0 * get<3>(a)); });
+  wrap<&KernelTable::convert_fp16_to_fp32>(t, "convert_fp16_to_fp32", [](const auto& a) { return bytes(6.0 * get<3>(a)); });
+  wrap<&KernelTable::add_into_fp16>(t, "add_into_fp16", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
   wrap<&KernelTable::transpose_01_f32>(t, "transpose_01_f32", [](const auto& a) { return bytes(8.0 * get<3>(a) * get<4>(a) * get<5>(a)); });
   wrap<&KernelTable::transpose_01_i32>(t, "transpose_01_i32", [](const auto& a) { return bytes(8.0 * get<3>(a) * get<4>(a) * get<5>(a)); });
   wrap<&KernelTable::grouped_gemm_forward>(t, "grouped_gemm_forward", [](const auto& a) { return flops(grouped_gemm_flops(get<4>(a), get<5>(a), get<6>(a), get<7>(a))); });

@@ -1,4 +1,4 @@
-// ComputeWeights: fp32 views of a module's bf16 parameters for the duration of one use
+// ComputeWeights: fp32 views of a module's bf16 / fp16 parameters for the duration of one use
 // (forward or backward of one module), so that no permanent fp32 copy exists beside the
 // optimizer's fp32 main parameters. The converted copies live in workspace owned by this
 // object; Parameter records are never written, so two model chunks (or two micro-batches)
@@ -18,7 +18,7 @@ namespace mindspeed {
 class ComputeWeights {
  public:
   ComputeWeights() = default;
-  /// Converts the bf16 parameters among `params` (fp32 ones are skipped).
+  /// Converts the bf16 / fp16 parameters among `params` (fp32 ones are skipped).
   ComputeWeights(const Backend& backend, Allocator& alloc, const std::vector<Parameter*>& params) {
     convert(backend, alloc, params);
   }

@@ -91,6 +91,10 @@ struct ForwardContext {
   bool gradient_accumulation_fusion = true;  ///< false: --no-gradient-accumulation-fusion
   /// --bf16: activations are rounded to bf16 where written and saved for backward in bf16.
   bool bf16 = false;
+  /// --fp16: the same in fp16 (values above 65504 become infinite), and the gradients that
+  /// flow between layers in backward are rounded to fp16 too: an fp16 model's overflow, which
+  /// the loss scaler detects and skips.
+  bool fp16 = false;
   uint64_t seed = 1234;
   int64_t iteration = 0;          ///< keys the dropout masks with the micro-batch's samples
   ParameterHooks* hooks = nullptr;  ///< data-parallel overlap; null = none
@@ -106,6 +110,9 @@ struct ForwardContext {
   /// MoEAuxLossAutoScaler scale: 1 / number of micro-batches), and where their values are
   /// recorded for the log (null: not recorded).
   float moe_aux_loss_scale = 1.0f;
+  /// --fp16 / --loss-scale: the loss scaler's scale, multiplied into the loss before backward
+  /// (Megatron's grad_scale_func); 1 without a scaler.
+  float loss_scaler_scale = 1.0f;
   MoeAuxLosses* moe_aux_losses = nullptr;
   /// A forward run again in backward (activation recompute): it computes the same values but
   /// records nothing twice (the MoE routers' token counts; the caller also clears
@@ -115,10 +122,13 @@ struct ForwardContext {
   /// backward (null: nowhere, they stay resident).
   SwapTier* swap_tier = nullptr;
 
+  bool half_precision() const { return bf16 || fp16; }
+  /// The 16-bit storage of activations (kFloat32 when neither --bf16 nor --fp16).
+  DType half_dtype() const { return bf16 ? DType::kBFloat16 : fp16 ? DType::kFloat16 : DType::kFloat32; }
   const KernelTable& k() const { return backend->kernels; }
   const KernelContext& kc() const { return backend->context; }
   /// The weights of `p` as fp32 for the kernels: the parameter buffer itself for fp32
-  /// parameters, the current ModuleScope's converted copy for bf16 ones.
+  /// parameters, the current ModuleScope's converted copy for bf16 / fp16 ones.
   const float* w(const Parameter& p) const;
   /// Rows of a [s, b, h] activation outside the tensor-parallel regions on this rank.
   int64_t local_rows(int64_t full_rows) const {

@@ -1,6 +1,7 @@
-// ModuleScope and the bf16 storage helpers (module_scope.h).
+// ModuleScope and the 16-bit (bf16 / fp16) storage helpers (module_scope.h).
 #include "module/module_scope.h"
 
+#include "kernels/half_precision.h"
 #include "module/weight_grad_queue.h"
 
 namespace mindspeed {
@@ -29,22 +30,26 @@ void notify_grads_ready(const ForwardContext& ctx, const std::vector<Parameter*>
   ctx.hooks->grads_ready(params);
 }
 
-void compact_to_bf16(const ForwardContext& ctx, Tensor& t) {
-  if (t.empty() || t.dtype() != DType::kFloat32) return;
-  Tensor out(*ctx.alloc, t.shape(), DType::kBFloat16, MemoryCategory::kActivations);
-  ctx.k().convert_to_bf16(ctx.kc(), out.bf(), t.f32(), t.numel());
+void compact_to_half(const ForwardContext& ctx, Tensor& t) {
+  if (t.empty() || t.dtype() != DType::kFloat32 || !ctx.half_precision()) return;
+  Tensor out(*ctx.alloc, t.shape(), ctx.half_dtype(), MemoryCategory::kActivations);
+  narrow_from_fp32(*ctx.backend, ctx.half_dtype(), out.data(), t.f32(), t.numel());
   t = std::move(out);
 }
 
 void expand_to_fp32(const ForwardContext& ctx, Tensor& t) {
-  if (t.empty() || t.dtype() != DType::kBFloat16) return;
+  if (t.empty() || !is_half_precision(t.dtype())) return;
   Tensor out(*ctx.alloc, t.shape(), DType::kFloat32, MemoryCategory::kActivations);
-  ctx.k().convert_to_fp32(ctx.kc(), out.f32(), t.bf(), t.numel());
+  widen_to_fp32(*ctx.backend, t.dtype(), out.f32(), t.data(), t.numel());
   t = std::move(out);
 }
 
-void round_if_bf16(const ForwardContext& ctx, Tensor& t) {
-  if (ctx.bf16 && !t.empty()) ctx.k().round_to_bf16(ctx.kc(), t.f32(), t.numel());
+void round_if_half(const ForwardContext& ctx, Tensor& t) {
+  if (ctx.half_precision() && !t.empty()) round_to_half(*ctx.backend, ctx.half_dtype(), t.f32(), t.numel());
+}
+
+void round_if_fp16(const ForwardContext& ctx, float* x /*[n]*/, int64_t n) {
+  if (ctx.fp16 && n > 0) ctx.k().round_to_fp16(ctx.kc(), x, n);
 }
 
 }  // namespace mindspeed

@@ -34,11 +34,17 @@ class ModuleScope {
 /// queued weight-gradient jobs before this notification ran).
 void notify_grads_ready(const ForwardContext& ctx, const std::vector<Parameter*>& params);
 
-/// bf16 storage of saved activations: replaces an fp32 tensor by its bf16 copy (forward
-/// end) and back (backward start); tensors already in the target dtype stay as they are.
-void compact_to_bf16(const ForwardContext& ctx, Tensor& t);
+/// 16-bit storage of saved activations (--bf16 / --fp16): replaces an fp32 tensor by its
+/// bf16 or fp16 copy (forward end) and back (backward start); tensors already in the target
+/// dtype stay as they are.
+void compact_to_half(const ForwardContext& ctx, Tensor& t);
 void expand_to_fp32(const ForwardContext& ctx, Tensor& t);
-/// x = bf16-rounded x when the run is bf16 (what a bf16 kernel would have written).
-void round_if_bf16(const ForwardContext& ctx, Tensor& t);
+/// x = bf16- or fp16-rounded x in a --bf16 / --fp16 run (what a 16-bit kernel would have
+/// written); nothing in an fp32 run.
+void round_if_half(const ForwardContext& ctx, Tensor& t);
+/// --fp16 only: x rounded to fp16 where an fp16 model holds fp16 values that the bf16
+/// emulation keeps in fp32: the logits, and the gradients between layers in backward (a loss
+/// scale too large overflows there to infinity, as in Megatron). Nothing in fp32 and bf16 runs.
+void round_if_fp16(const ForwardContext& ctx, float* x /*[n]*/, int64_t n);
 
 }  // namespace mindspeed

@@ -140,8 +140,13 @@ void set_parameter_from_shard(Parameter& p, const float* shard) {
     std::copy(shard, shard + n, p.data.f32());
     return;
   }
-  MS_CHECK(p.data.dtype == DType::kBFloat16, p.spec.name, ": unsupported parameter dtype");
   // Host-side loading (initialisation and checkpoints go through host memory).
+  if (p.data.dtype == DType::kFloat16) {
+    auto* out = static_cast<fp16*>(p.data.data);
+    for (int64_t i = 0; i < n; ++i) out[i] = float_to_fp16(shard[i]);
+    return;
+  }
+  MS_CHECK(p.data.dtype == DType::kBFloat16, p.spec.name, ": unsupported parameter dtype");
   for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(shard[i]);
 }
 

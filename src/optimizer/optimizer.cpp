@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/check.h"
+#include "kernels/half_precision.h"
 
 namespace mindspeed {
 
@@ -52,9 +54,10 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
   std::sort(segments_.begin(), segments_.end(),
             [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
 
-  const bool bf16_params = buffer.param_dtype() == DType::kBFloat16;
-  MS_CHECK(!config.reuse_fp32_param || bf16_params, "--reuse-fp32-param needs bf16 parameters");
-  MS_CHECK(!config.o2_optimizer || bf16_params, "--o2-optimizer needs bf16 parameters");
+  const DType param_dtype = buffer.param_dtype();
+  const bool half_params = is_half_precision(param_dtype);  // bf16 or fp16: fp32 main copies
+  MS_CHECK(!config.reuse_fp32_param || param_dtype == DType::kBFloat16, "--reuse-fp32-param needs bf16 parameters");
+  MS_CHECK(!config.o2_optimizer || param_dtype == DType::kBFloat16, "--o2-optimizer needs bf16 parameters");
   MS_CHECK(!config.swap_optimizer || swap_tier != nullptr, "--swap-optimizer needs a swap tier");
   MS_CHECK(!(config.swap_optimizer && (config.reuse_fp32_param || config.o2_optimizer || config.ema())),
            "--swap-optimizer keeps fp32 master and moments: not with reuse-fp32-param, O2 or EMA");
@@ -76,9 +79,10 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
   std::vector<int64_t> cuts = {0};
   for (int64_t k = 1; k < slices; ++k) cuts.push_back(std::max(cuts.back(), aligned_cut(std::min(shard_numel_, k * slice_len))));
   cuts.push_back(shard_numel_);
-  // bf16 gradients (--o2-gradient) are widened piece by piece into the workspace's last row.
-  const bool bf16_grads = buffer.grad_dtype() == DType::kBFloat16;
-  const bool workspace = config.reuse_fp32_param || config.o2_optimizer || bf16_grads;
+  // 16-bit gradients (--o2-gradient; --fp16 without --accumulate-allreduce-grads-in-fp32) are
+  // widened piece by piece into the workspace's last row.
+  const bool half_grads = is_half_precision(buffer.grad_dtype());
+  const bool workspace = config.reuse_fp32_param || config.o2_optimizer || half_grads;
   static_assert(kWorkspaceElements % 8 == 0);
   for (int64_t k = 0; k < slices; ++k) {
     const int64_t lo = cuts[static_cast<size_t>(k)], hi = cuts[static_cast<size_t>(k) + 1];
@@ -96,23 +100,23 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
 
   const DType moment_dtype = config.o2_optimizer ? DType::kBFloat16 : DType::kFloat32;
   if (workspace) {
-    const int64_t rows = bf16_grads ? kWorkspaceRows : kGradRow;  // the gradient row only when used
+    const int64_t rows = half_grads ? kWorkspaceRows : kGradRow;  // the gradient row only when used
     workspace_ = Tensor::zeros(alloc, Shape{rows * kWorkspaceElements}, DType::kFloat32, MemoryCategory::kWorkspace);
   }
   if (config.ema()) ema_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
   if (swap_tier_) {
-    // Each slice is made resident, filled (master from the bf16 weights, zero moments) and
+    // Each slice is made resident, filled (master from the 16-bit weights, zero moments) and
     // written out before the next is made, so the state is never all resident at once.
-    const int rows = bf16_params ? 3 : 2;
+    const int rows = half_params ? 3 : 2;
     for (SwapSlice& slice : swap_slices_) {
       const int64_t len = slice.hi - slice.lo;
       Tensor t = Tensor::zeros(alloc, Shape{rows * len}, DType::kFloat32, MemoryCategory::kOptimizerState);
-      if (bf16_params) {
+      if (half_params) {
         for (size_t k = slice.first_piece; k < slice.end_piece; ++k) {
           const Piece& pc = pieces_[k];
           const Segment& s = segments_[static_cast<size_t>(pc.segment)];
-          backend.kernels.convert_to_fp32(backend.context, t.f32() + (pc.lo - slice.lo),
-                                          static_cast<const bf16*>(param_at(s, pc.lo - s.shard_offset)), pc.hi - pc.lo);
+          widen_to_fp32(backend, param_dtype, t.f32() + (pc.lo - slice.lo), param_at(s, pc.lo - s.shard_offset),
+                        pc.hi - pc.lo);
         }
       }
       slice.state = swap_tier_->swap_out(std::move(t));
@@ -125,21 +129,19 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
   if (config.reuse_fp32_param) {
     // The master starts as the bf16 weights exactly: residual zero, no exceptions.
     reuse_residual_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kBFloat16, MemoryCategory::kOptimizerState);
-  } else if (bf16_params) {
-    // bf16 params: fp32 main copies of the owned elements. fp32 params are their own main
-    // copy (Megatron's FP32Optimizer / the distributed optimizer's view of an fp32 param).
+  } else if (half_params) {
+    // bf16 / fp16 params: fp32 main copies of the owned elements. fp32 params are their own
+    // main copy (Megatron's FP32Optimizer / the distributed optimizer's view of an fp32 param).
     main_params_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
     for (const Segment& s : segments_) {
-      backend.kernels.convert_to_fp32(backend.context, main_params_.f32() + s.shard_offset,
-                                      static_cast<const bf16*>(param_of(s)), s.end - s.begin);
+      widen_to_fp32(backend, param_dtype, main_params_.f32() + s.shard_offset, param_of(s), s.end - s.begin);
     }
   }
   if (config.ema()) {
     // The EMA starts at the initial (master) weights.
     for (const Segment& s : segments_) {
-      if (bf16_params) {
-        backend.kernels.convert_to_fp32(backend.context, ema_.f32() + s.shard_offset,
-                                        static_cast<const bf16*>(param_of(s)), s.end - s.begin);
+      if (half_params) {
+        widen_to_fp32(backend, param_dtype, ema_.f32() + s.shard_offset, param_of(s), s.end - s.begin);
       } else {
         const float* w = static_cast<const float*>(param_of(s));
         std::copy(w, w + (s.end - s.begin), ema_.f32() + s.shard_offset);
@@ -158,11 +160,13 @@ float* Optimizer::grad_of(const Segment& s) const {
 }
 
 const float* Optimizer::fp32_grads(const Segment& s, int64_t offset, int64_t n) const {
-  const bf16* narrow = buffer_.grad_data_bf16();
+  const void* narrow = buffer_.grad_data_half();
   if (narrow == nullptr) return grad_at(s, offset);
-  MS_CHECK(n <= kWorkspaceElements, "optimizer: a bf16 gradient piece longer than the workspace");
+  MS_CHECK(n <= kWorkspaceElements, "optimizer: a 16-bit gradient piece longer than the workspace");
   float* wide = workspace_.f32() + kGradRow * kWorkspaceElements;
-  backend_.kernels.convert_to_fp32(backend_.context, wide, narrow + s.begin + offset, n);
+  const DType dtype = buffer_.grad_dtype();
+  widen_to_fp32(backend_, dtype, wide, static_cast<const char*>(narrow) + (s.begin + offset) * dtype_size(dtype), n);
+  if (half_grad_unscale_ != 1.0f) backend_.kernels.scale_inplace(backend_.context, wide, half_grad_unscale_, n);
   return wide;
 }
 
@@ -249,8 +253,41 @@ double Optimizer::params_norm() {
   return std::sqrt(sum_over_model(dense, expert));
 }
 
+bool Optimizer::unscale_grads_and_check_for_nan() {
+  const float inv_scale = grad_scaler_->inv_scale();
+  const bool half_grads = buffer_.grad_data_half() != nullptr;
+  half_grad_unscale_ = inv_scale;
+  int64_t nonfinite = 0;
+  for (const Segment& s : segments_) {
+    const int64_t n = s.end - s.begin;
+    if (!half_grads) {
+      float* g = grad_at(s, 0);
+      backend_.kernels.scale_inplace(backend_.context, g, inv_scale, n);
+      nonfinite += backend_.kernels.count_nonfinite(backend_.context, g, n);
+      continue;
+    }
+    for (int64_t at = 0; at < n; at += kWorkspaceElements) {
+      const int64_t len = std::min(kWorkspaceElements, n - at);
+      nonfinite += backend_.kernels.count_nonfinite(backend_.context, fp32_grads(s, at, len), len);
+    }
+  }
+  // Megatron all-reduces found_inf (MAX) over the ranks that hold the rest of the gradients;
+  // every rank must agree on skipping, so here over the world.
+  return ps_.world().all_reduce_scalar(static_cast<double>(nonfinite), ReduceOp::kMax) > 0.0;
+}
+
 Optimizer::StepResult Optimizer::step(double lr) {
   StepResult result;
+  half_grad_unscale_ = 1.0f;
+  if (grad_scaler_) {
+    const bool found_inf = unscale_grads_and_check_for_nan();
+    grad_scaler_->update(found_inf);
+    if (found_inf) {
+      result.skipped = true;
+      result.grad_norm = std::numeric_limits<double>::quiet_NaN();  // Megatron's None
+      return result;
+    }
+  }
   result.grad_norm = grad_norm();
   if (!std::isfinite(result.grad_norm)) {  // every rank sees the same (all-reduced) norm
     result.skipped = true;
@@ -290,14 +327,14 @@ Optimizer::StepResult Optimizer::step(double lr) {
 Optimizer::PieceState Optimizer::load_piece(const Piece& pc, float* slice, const SwapSlice* swap_slice) {
   const Segment& s = segments_[static_cast<size_t>(pc.segment)];
   const int64_t n = pc.hi - pc.lo;
-  const bool bf16_params = buffer_.param_dtype() == DType::kBFloat16;
+  const bool half_params = is_half_precision(buffer_.param_dtype());
   PieceState st;
   if (swap_slice != nullptr) {
-    // The slice's rows: [master (bf16 params only), exp_avg, exp_avg_sq] x len.
+    // The slice's rows: [master (16-bit params only), exp_avg, exp_avg_sq] x len.
     const int64_t len = swap_slice->hi - swap_slice->lo, at = pc.lo - swap_slice->lo;
     float* rows = slice + at;
-    st.param = bf16_params ? rows : static_cast<float*>(param_at(s, pc.lo - s.shard_offset));
-    if (bf16_params) rows += len;
+    st.param = half_params ? rows : static_cast<float*>(param_at(s, pc.lo - s.shard_offset));
+    if (half_params) rows += len;
     st.exp_avg = rows;
     st.exp_avg_sq = rows + len;
     return st;
@@ -308,7 +345,7 @@ Optimizer::PieceState Optimizer::load_piece(const Piece& pc, float* slice, const
     restore_fp32(static_cast<const bf16*>(param_at(s, pc.lo - s.shard_offset)),
                  reinterpret_cast<const int16_t*>(reuse_residual_.bf()) + pc.lo, n, pc.lo, reuse_exceptions_, st.param);
   } else {
-    st.param = bf16_params ? main_params_.f32() + pc.lo : static_cast<float*>(param_at(s, pc.lo - s.shard_offset));
+    st.param = half_params ? main_params_.f32() + pc.lo : static_cast<float*>(param_at(s, pc.lo - s.shard_offset));
   }
   if (config_.o2_optimizer) {
     st.exp_avg = ws + kExpAvgRow * kWorkspaceElements;
@@ -329,12 +366,13 @@ void Optimizer::store_piece(const Piece& pc, const PieceState& st, std::vector<R
     backend_.kernels.convert_to_bf16(backend_.context, exp_avg_.bf() + pc.lo, st.exp_avg, n);
     backend_.kernels.convert_to_bf16(backend_.context, exp_avg_sq_.bf() + pc.lo, st.exp_avg_sq, n);
   }
-  if (buffer_.param_dtype() != DType::kBFloat16) return;  // fp32 params were updated in place
-  bf16* model = static_cast<bf16*>(param_at(s, pc.lo - s.shard_offset));
+  if (!is_half_precision(buffer_.param_dtype())) return;  // fp32 params were updated in place
+  void* model = param_at(s, pc.lo - s.shard_offset);
   if (config_.reuse_fp32_param) {
-    split_fp32(st.param, n, model, reinterpret_cast<int16_t*>(reuse_residual_.bf()) + pc.lo, pc.lo, new_exceptions);
+    split_fp32(st.param, n, static_cast<bf16*>(model), reinterpret_cast<int16_t*>(reuse_residual_.bf()) + pc.lo, pc.lo,
+               new_exceptions);
   } else {
-    backend_.kernels.convert_to_bf16(backend_.context, model, st.param, n);
+    narrow_from_fp32(backend_, buffer_.param_dtype(), model, st.param, n);
   }
 }
 
@@ -352,7 +390,7 @@ void Optimizer::update_piece(const Piece& pc, float* slice, const SwapSlice* swa
 
 bool Optimizer::has_state(OptimizerState kind) const {
   switch (kind) {
-    case OptimizerState::kMainParam: return buffer_.param_dtype() == DType::kBFloat16;
+    case OptimizerState::kMainParam: return is_half_precision(buffer_.param_dtype());
     case OptimizerState::kExpAvg:
     case OptimizerState::kExpAvgSq: return true;
     case OptimizerState::kEma: return config_.ema();

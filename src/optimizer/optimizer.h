@@ -21,6 +21,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "config/optimizer_config.h"
@@ -29,6 +31,7 @@
 #include "distributed/param_and_grad_buffer.h"
 #include "kernels/backend.h"
 #include "optimizer/fp32_param_reuse.h"
+#include "optimizer/grad_scaler.h"
 #include "parallel/parallel_state.h"
 
 namespace mindspeed {
@@ -46,8 +49,8 @@ class Optimizer {
   struct StepResult {
     double grad_norm = 0.0;    ///< global L2 norm before clipping
     double clip_coeff = 1.0;   ///< applied to the gradients (1 = none)
-    /// The gradient norm was not finite: nothing was updated (as Megatron skips an
-    /// iteration whose gradients overflowed).
+    /// The gradient norm was not finite, or (with a loss scaler) a gradient was: nothing was
+    /// updated (as Megatron skips an iteration whose gradients overflowed).
     bool skipped = false;
   };
 
@@ -59,8 +62,16 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   /// Clips and applies one AdamW step with learning rate `lr` to the owned elements; skips
-  /// the update (and the step count) when the gradient norm is not finite.
+  /// the update (and the step count) when the gradient norm is not finite. With a loss
+  /// scaler (Megatron's MixedPrecisionOptimizer) the gradients are first unscaled and checked
+  /// for inf / NaN on every rank; the scaler is updated and an overflow skips the step.
   StepResult step(double lr);
+  /// --fp16 / --loss-scale: the loss scaler (none by default).
+  void set_grad_scaler(GradScaler scaler) { grad_scaler_ = std::move(scaler); }
+  const std::optional<GradScaler>& grad_scaler() const { return grad_scaler_; }
+  std::optional<GradScaler>& grad_scaler() { return grad_scaler_; }
+  /// The scale the loss is multiplied by before backward (1 without a scaler).
+  float loss_scale() const { return grad_scaler_ ? grad_scaler_->scale() : 1.0f; }
   /// Global gradient L2 norm (Megatron's get_grad_norm_fp32 over the right group).
   double grad_norm() const;
   /// Zero elements of the gradients, counted as the norm is (Megatron's count_zeros_fp32,
@@ -137,8 +148,12 @@ class Optimizer {
   /// gradient shards (FSDP optim_grads).
   float* grad_of(const Segment& s) const;
   float* grad_at(const Segment& s, int64_t offset) const { return grad_of(s) + offset; }
+  /// Multiplies every owned gradient by the scaler's 1/scale (fp32 gradients in place; 16-bit
+  /// ones as they are widened) and says whether any rank holds an inf or NaN.
+  bool unscale_grads_and_check_for_nan();
   /// Gradient elements [offset, offset + n) of a segment as fp32: in place, or widened from
-  /// bf16 gradients into the workspace's gradient row (n <= kWorkspaceElements).
+  /// 16-bit gradients into the workspace's gradient row (n <= kWorkspaceElements) and
+  /// multiplied by half_grad_unscale_.
   const float* fp32_grads(const Segment& s, int64_t offset, int64_t n) const;
   /// The (model-dtype) parameters of a segment's elements: in the parameter buffer, or in its
   /// shards (FSDP optim_grads_params).
@@ -156,6 +171,9 @@ class Optimizer {
   int64_t step_ = 0;
   bool has_expert_params_ = false;
   SwapTier* swap_tier_ = nullptr;
+  std::optional<GradScaler> grad_scaler_;
+  /// 16-bit gradients with a loss scaler: the 1/scale applied as they are widened this step.
+  float half_grad_unscale_ = 1.0f;
   // Resident storage (shard-local): exp_avg / exp_avg_sq (fp32, or bf16 with O2), the fp32
   // master of bf16 params (none with reuse or swap), the reuse residual (int16 bits in a
   // 2-byte tensor), the EMA (fp32), the fp32 workspace (kWorkspaceRows x kWorkspaceElements).

@@ -42,7 +42,7 @@ void compute_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* b, 
   ctx.k().linear_backward_weight(ctx.kc(), tmp.f32(), b ? tmp_b.f32() : nullptr, dy, x, N, in, out);
   // The unfused path of a bf16 model produces the weight gradient in bf16 before adding it
   // to the fp32 main gradient (MindSpeed npu_matmul_add_fp32's note).
-  round_if_bf16(ctx, tmp);
+  round_if_half(ctx, tmp);
   ctx.k().add_inplace(ctx.kc(), w->g(), tmp.f32(), out * in);
   if (b) ctx.k().add_inplace(ctx.kc(), b->g(), tmp_b.f32(), out);
 }

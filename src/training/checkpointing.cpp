@@ -111,6 +111,7 @@ json layout_args(const Configs& c, const ParallelState& ps) {
           {"data_parallel_size", ps.sizes.data},
           {"use_distributed_optimizer", c.parallel.use_distributed_optimizer},
           {"bf16", c.training.bf16},
+          {"fp16", c.training.fp16},
           {"world_size", ps.world_size}};
 }
 
@@ -348,7 +349,7 @@ std::vector<int64_t> dims_of(const Shape& s) {
 void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optimizer, const std::string& file,
                     std::vector<SafetensorsTensorToWrite>* tensors, json* chunks, json* specs) {
   const ParallelState& ps = t.ps;
-  const bool bf16 = t.buffer.param_dtype() == DType::kBFloat16;
+  const bool half = is_half_precision(t.buffer.param_dtype());  // the fp32 master is the optimizer's
   for (Parameter* p : t.buffer.params()) {
     // Data-parallel replicas (over expert-dp for expert parameters): rank 0 writes.
     if (!distributed && (p->spec.expert_parallel ? ps.expert_dp() : ps.dp_cp()).rank() != 0) continue;
@@ -363,7 +364,7 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
         const OptimizerState state = state_of_kind(kind);
         if (!is_param && !t.optimizer.has_state(state)) continue;
         std::vector<float> values(static_cast<size_t>(n));
-        if (is_param && !bf16) {
+        if (is_param && !half) {
           // fp32 parameters: the buffer, or its shards (FSDP optim_grads_params: owned = shard).
           const float* src = t.buffer.param_shards() != nullptr
                                  ? static_cast<const float*>(t.buffer.param_shards()) + r.shard
@@ -423,19 +424,27 @@ Status write_snapshot(const std::string& tmp_dir, int rank, RankSnapshot& snap) 
 
 // The index of one save without its chunks and files (filled from the ranks' fragments).
 json index_skeleton(const CheckpointState& state, const Configs& c, const CheckpointTarget& t, bool save_optimizer) {
-  return {{"format", kFormat},
-          {"version", 1},
-          {"iteration", state.iteration},
-          {"consumed_train_samples", state.consumed_train_samples},
-          {"consumed_valid_samples", state.consumed_valid_samples},
-          {"floating_point_operations_so_far", state.floating_point_operations_so_far},
-          {"optimizer_step", t.optimizer.step_count()},
-          {"has_optimizer", save_optimizer},
-          {"args", architecture_args(c.model)},
-          {"layout", layout_args(c, t.ps)},
-          {"tensors", json::object()},
-          {"chunks", json::array()},
+  json meta = {{"format", kFormat},
+               {"version", 1},
+               {"iteration", state.iteration},
+               {"consumed_train_samples", state.consumed_train_samples},
+               {"consumed_valid_samples", state.consumed_valid_samples},
+               {"floating_point_operations_so_far", state.floating_point_operations_so_far},
+               {"optimizer_step", t.optimizer.step_count()},
+               {"skipped_iterations", state.skipped_iterations},
+               {"skipped_samples", state.skipped_samples},
+               {"has_optimizer", save_optimizer},
+               {"args", architecture_args(c.model)},
+               {"layout", layout_args(c, t.ps)},
+               {"tensors", json::object()},
+               {"chunks", json::array()},
           {"files", json::object()}};
+  if (const auto& scaler = t.optimizer.grad_scaler(); scaler && scaler->is_dynamic()) {
+    const GradScalerState& g = scaler->state();
+    meta["grad_scaler"] = {{"scale", g.scale}, {"growth_tracker", g.growth_tracker},
+                           {"hysteresis_tracker", g.hysteresis_tracker}};
+  }
+  return meta;
 }
 
 // Rank 0: the fragments merged into the index, the directory moved into place, the tracker.
@@ -643,7 +652,7 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
       }
     }
     const bool load_optimizer = options.load_optimizer && !options.finetune && index.meta().value("has_optimizer", false);
-    const bool bf16 = target.buffer.param_dtype() == DType::kBFloat16;
+    const bool half = is_half_precision(target.buffer.param_dtype());
     const ParallelState& ps = target.ps;
     for (const auto& owned : target.registry.params()) {
       Parameter& p = *owned;
@@ -668,7 +677,7 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
         } else {
           MS_RETURN_IF_ERROR(index.read_shard(kind, source, at.rank, at.count, mine.data()));
         }
-        if (is_param && !bf16) {
+        if (is_param && !half) {
           // fp32: the buffer, or (FSDP optim_grads_params) this rank's shards of it.
           if (target.buffer.param_shards() != nullptr) {
             for (const OwnedRange& r : owned_by_optimizer) {
@@ -679,11 +688,9 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
           }
           continue;
         }
-        // bf16 weights of the whole local slice (unless only shards exist), then the master
-        // (which sets the owned bf16 weights too) and the optimizer state of the owned ranges.
-        if (is_param && target.buffer.param_shards() == nullptr) {
-          for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(mine[static_cast<size_t>(i)]);
-        }
+        // 16-bit weights of the whole local slice (unless only shards exist), then the master
+        // (which sets the owned 16-bit weights too) and the optimizer state of the owned ranges.
+        if (is_param && target.buffer.param_shards() == nullptr) set_parameter_from_shard(p, mine.data());
         for (const OwnedRange& r : owned_by_optimizer) {
           target.optimizer.write_state(state, r.shard, r.hi - r.lo, mine.data() + r.lo);
         }
@@ -699,12 +706,21 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
       MS_RETURN_IF_ERROR(index.read_shard("param", spec, 0, 1, b->values.data()));
     }
     target.optimizer.set_step_count(load_optimizer ? index.meta().at("optimizer_step").get<int64_t>() : 0);
+    // The loss scaler's state travels with the optimizer's, as in Megatron's state_dict.
+    auto& scaler = target.optimizer.grad_scaler();
+    if (load_optimizer && scaler && scaler->is_dynamic() && index.meta().contains("grad_scaler")) {
+      const json& g = index.meta().at("grad_scaler");
+      scaler->load_state({g.at("scale").get<float>(), g.at("growth_tracker").get<int64_t>(),
+                          g.at("hysteresis_tracker").get<int64_t>()});
+    }
     CheckpointState state;
     if (!options.finetune) {
       state.iteration = index.meta().at("iteration");
       state.consumed_train_samples = index.meta().at("consumed_train_samples");
       state.consumed_valid_samples = index.meta().at("consumed_valid_samples");
       state.floating_point_operations_so_far = index.meta().at("floating_point_operations_so_far");
+      state.skipped_iterations = index.meta().value("skipped_iterations", int64_t{0});
+      state.skipped_samples = index.meta().value("skipped_samples", int64_t{0});
     }
     return state;
   };

@@ -45,6 +45,10 @@ struct CheckpointState {
   int64_t consumed_train_samples = 0;
   int64_t consumed_valid_samples = 0;
   double floating_point_operations_so_far = 0.0;
+  /// Iterations (and their samples) whose update was skipped (an fp16 overflow): the learning
+  /// rate schedule counts only the others, as Megatron's OptimizerParamScheduler.num_steps.
+  int64_t skipped_iterations = 0;
+  int64_t skipped_samples = 0;
 };
 
 /// What a checkpoint reads from and writes into on this rank.

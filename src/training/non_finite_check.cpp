@@ -4,12 +4,13 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/half_precision.h"
 #include "module/compute_weights.h"
 
 namespace mindspeed {
 namespace {
 
-// Non-finite elements of a parameter's weights (fp32 or bf16 storage).
+// Non-finite elements of a parameter's weights (fp32, bf16 or fp16 storage).
 int64_t nonfinite_weights(const Parameter& p, const Backend& backend, Allocator& alloc) {
   // FSDP optim_grads_params: between uses a parameter exists only as data-parallel shards
   // (not inspected here).
@@ -21,14 +22,14 @@ int64_t nonfinite_weights(const Parameter& p, const Backend& backend, Allocator&
   return backend.kernels.count_nonfinite(backend.context, fp32.find(p), p.local_shape.numel());
 }
 
-// Non-finite elements of a parameter's gradient (fp32, or bf16 with --o2-gradient).
+// Non-finite elements of a parameter's gradient (fp32, or 16-bit: --o2-gradient, --fp16).
 int64_t nonfinite_grads(const Parameter& p, const Backend& backend) {
   // FSDP optim_grads: the full gradient exists only during the unit's backward.
   if (p.main_grad.empty()) return 0;
   const int64_t n = p.local_shape.numel();
   if (p.main_grad.dtype == DType::kFloat32) return backend.kernels.count_nonfinite(backend.context, p.g(), n);
   std::vector<float> wide(static_cast<size_t>(n));
-  backend.kernels.convert_to_fp32(backend.context, wide.data(), p.main_grad.bf(), n);
+  widen_to_fp32(backend, p.main_grad.dtype, wide.data(), p.main_grad.data, n);
   return backend.kernels.count_nonfinite(backend.context, wide.data(), n);
 }
 

@@ -76,6 +76,7 @@ TokenizerOptions tokenizer_options_of(const DataConfig& d) {
   o.vocab_file = d.vocab_file;
   o.merge_file = d.merge_file;
   o.tokenizer_model = d.tokenizer_model;
+  o.tokenizer_name_or_path = d.tokenizer_name_or_path;
   if (d.vocab_size > 0) o.vocab_size = d.vocab_size;
   return o;
 }
@@ -385,14 +386,16 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   }
   GPTModelChunks model(c.model, ps, registry, layout, c.parallel.sequence_parallel);
   BufferOptions bopts;
-  bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : DType::kFloat32;
+  bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : c.training.fp16 ? DType::kFloat16 : DType::kFloat32;
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
   bopts.data_parallel_size = ps.dp_cp().size();
   bopts.expert_data_parallel_size = ps.expert_dp().size();
-  // FSDP units; --o2-gradient's transient fp32 gradients are per module too.
-  bopts.bucket_per_module = c.parallel.use_custom_fsdp || c.optimizer.o2_gradient;
+  // FSDP units; the transient fp32 gradients of a 16-bit gradient buffer (--o2-gradient; --fp16
+  // without --accumulate-allreduce-grads-in-fp32) are per module too.
+  const bool half_grads = c.optimizer.o2_gradient || c.training.fp16_gradients();
+  bopts.bucket_per_module = c.parallel.use_custom_fsdp || half_grads;
   bopts.shard_grads = c.parallel.shard_gradients();
-  bopts.grad_dtype = c.optimizer.o2_gradient ? DType::kBFloat16 : DType::kFloat32;
+  bopts.grad_dtype = c.optimizer.o2_gradient ? DType::kBFloat16 : half_grads ? DType::kFloat16 : DType::kFloat32;
   if (c.parallel.overlap_grad_reduce) {
     bopts.bucket_size = c.parallel.ddp_bucket_size > 0
                             ? c.parallel.ddp_bucket_size
@@ -436,7 +439,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
   dconf.shard_grads = c.parallel.shard_gradients();
   dconf.shard_params = c.parallel.shard_parameters();
-  dconf.bf16_grads = c.optimizer.o2_gradient;
+  dconf.half_grads = half_grads;
   DistributedDataParallel ddp(buffer, ps, dconf, backend);
   // --swap-attention / --swap-optimizer: the swap tier (a file on local disk; host memory on
   // an accelerator). Made before the optimizer, which keeps tensors in it.
@@ -454,6 +457,23 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     }
   }
   Optimizer optimizer(c.optimizer, buffer, ps, alloc, backend, c.parallel.use_distributed_optimizer, swap_tier.get());
+  if (c.training.has_loss_scaler()) {
+    // Megatron's get_megatron_optimizer: constant with --loss-scale, else dynamic (--fp16).
+    const TrainingConfig& t = c.training;
+    MS_ASSIGN_OR_RETURN(GradScaler scaler,
+                        agreed(ps.world(), t.dynamic_loss_scaling()
+                                               ? GradScaler::dynamic(static_cast<float>(t.initial_loss_scale),
+                                                                     static_cast<float>(t.min_loss_scale), 2.0f, 0.5f,
+                                                                     static_cast<int64_t>(t.loss_scale_window), t.hysteresis)
+                                               : GradScaler::constant(static_cast<float>(t.loss_scale))));
+    optimizer.set_grad_scaler(std::move(scaler));
+  }
+  // Megatron turns the NaN check off under dynamic loss scaling: an overflow is the scaler's
+  // signal, and skips the iteration.
+  const bool check_for_nan = c.training.check_for_nan_in_loss_and_grad && !c.training.dynamic_loss_scaling();
+  if (log_rank0 && c.training.check_for_nan_in_loss_and_grad && !check_for_nan) {
+    log_info("WARNING: Setting args.check_for_nan_in_loss_and_grad to False since dynamic loss scaling is being used");
+  }
   const CheckpointTarget checkpoint_target{registry, buffer, optimizer, ps};
   // Megatron's load_checkpoint: the tracked iteration of --load (any saving layout), or a
   // warning and random weights when the directory holds no checkpoint yet.
@@ -556,6 +576,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.sequence_parallel = c.parallel.sequence_parallel;
   ctx.gradient_accumulation_fusion = c.parallel.gradient_accumulation_fusion;
   ctx.bf16 = c.training.bf16;
+  ctx.fp16 = c.training.fp16;
   ctx.cp = c.parallel.cp;
   ctx.hooks = &ddp;
   ctx.swap_tier = c.model.recompute.swap_attention ? swap_tier.get() : nullptr;
@@ -564,6 +585,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   Timer interval;
   double interval_loss = 0.0, interval_flops = 0.0, interval_tokens = 0.0;
   int64_t interval_iters = 0;
+  int64_t interval_advanced = 0, interval_skipped = 0, interval_nan = 0;  // Megatron's total_loss_dict counters
   // MoE: the routers' aux and z losses per layer (Megatron's layer-wise tracker).
   MoeAuxLosses moe_losses;
   moe_losses.load_balancing.assign(static_cast<size_t>(c.model.num_layers), 0.0);
@@ -628,8 +650,10 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     MS_RETURN_IF_ERROR(agreed(ps.world(), micro_batches.update(progress.consumed_train_samples, true)));
     const int64_t num_micro = micro_batches.num_micro_batches();
     const int64_t batch = micro_batches.current_running_global_batch_size();
-    const double lr_now = sample_based ? scheduler.lr(progress.consumed_train_samples) : scheduler.lr(it - 1);
-    const double lr_after = sample_based ? scheduler.lr(progress.consumed_train_samples + batch) : scheduler.lr(it);
+    // The schedule counts the updates made (Megatron's OptimizerParamScheduler steps only after
+    // a successful one): skipped iterations and their samples are left out.
+    const double lr_now = sample_based ? scheduler.lr(progress.consumed_train_samples - progress.skipped_samples)
+                                       : scheduler.lr(it - 1 - progress.skipped_iterations);
     std::optional<profiler::CpuScope> data_slice(std::in_place, "get batch");
     MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, ps, num_micro, mbs)));
     data_slice.reset();
@@ -648,7 +672,21 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
         ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum), ReduceOp::kSum);
     const double tokens =
         ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.num_tokens, ReduceOp::kSum), ReduceOp::kSum);
-    interval_loss += tokens > 0.0 ? loss_sum / tokens : 0.0;
+    // Megatron's training_log: a skipped iteration's loss is left out of the average; it is
+    // counted as skipped, and as a nan iteration when its loss is not finite.
+    const bool skipped = r.optimizer.skipped;
+    if (skipped) {
+      ++progress.skipped_iterations;
+      progress.skipped_samples += batch;
+      ++interval_skipped;
+      if (!std::isfinite(loss_sum)) ++interval_nan;
+    } else {
+      interval_loss += tokens > 0.0 ? loss_sum / tokens : 0.0;
+      ++interval_advanced;
+    }
+    const double lr_after =
+        sample_based ? scheduler.lr(progress.consumed_train_samples + batch - progress.skipped_samples)
+                     : scheduler.lr(it - progress.skipped_iterations);
     interval_flops += num_floating_point_operations(c.model, batch);
     interval_tokens += static_cast<double>(batch * c.model.seq_length);
     ++interval_iters;
@@ -657,17 +695,19 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     else
       for (size_t i = 0; i < moe_now.size(); ++i) interval_moe[i].second += moe_now[i].second;
     last_grad_norm = r.optimizer.grad_norm;
+    const bool scaler_skipped = skipped && optimizer.grad_scaler().has_value();  // Megatron's grad norm None
     metrics->training_iteration({.iteration = it,
                                  .consumed_train_samples = progress.consumed_train_samples + batch,
                                  .learning_rate = lr_after,
                                  .batch_size = batch,
                                  .lm_loss = tokens > 0.0 ? loss_sum / tokens : 0.0,
-                                 .loss_scale = 1.0,  // no fp16 loss scaler
+                                 .loss_scale = optimizer.loss_scale(),
                                  .grad_norm = last_grad_norm,
+                                 .has_grad_norm = !scaler_skipped,
                                  .world_size = world.size,
                                  .allocator = &alloc,
                                  .moe_losses = moe_now});
-    if (c.training.check_for_nan_in_loss_and_grad && (!std::isfinite(loss_sum) || !std::isfinite(last_grad_norm))) {
+    if (check_for_nan && (!std::isfinite(loss_sum) || !std::isfinite(last_grad_norm))) {
       return diagnose_non_finite(registry, ps, backend, alloc, it, r.loss_sum);
     }
     if (it % c.training.log_interval == 0 || it == c.training.train_iters) {
@@ -680,9 +720,13 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       l.tflops_per_rank = interval_flops / static_cast<double>(interval_iters) / (seconds * 1e12 * world.size);
       l.learning_rate = lr_after;  // Megatron logs the rate after the scheduler step
       l.global_batch_size = batch;
-      l.lm_loss = interval_loss / static_cast<double>(interval_iters);
+      l.lm_loss = interval_loss / static_cast<double>(std::max<int64_t>(1, interval_advanced));
       for (auto [name, value] : interval_moe) l.moe_losses.emplace_back(name, value / static_cast<double>(interval_iters));
       l.grad_norm = last_grad_norm;
+      l.has_grad_norm = !scaler_skipped;
+      l.loss_scale = optimizer.loss_scale();
+      l.skipped_iterations = interval_skipped;
+      l.nan_iterations = interval_nan;
       // Collectives: every rank logs the same iterations (after this iteration's step).
       if (c.logging.log_num_zeros_in_grad) l.num_zeros = optimizer.count_zero_grads();
       if (c.logging.log_params_norm) l.params_norm = optimizer.params_norm();
@@ -704,6 +748,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       interval_flops = 0.0;
       interval_tokens = 0.0;
       interval_iters = 0;
+      interval_advanced = interval_skipped = interval_nan = 0;
       interval_moe.clear();
       interval.restart();
     }

@@ -31,8 +31,11 @@ float loss_scale(const ForwardContext& ctx, const MicroBatch& mb, int64_t num_mi
   } else {
     tokens = mb.sample_loss_tokens;
   }
+  // --fp16: times the loss scaler's scale (Megatron's grad_scale_func on the output).
   const double cp = static_cast<double>(ctx.ps->sizes.context);
-  return tokens > 0.0 ? static_cast<float>(cp / (tokens * static_cast<double>(num_microbatches))) : 0.0f;
+  return tokens > 0.0 ? static_cast<float>(cp / (tokens * static_cast<double>(num_microbatches)) *
+                                           static_cast<double>(ctx.loss_scaler_scale))
+                      : 0.0f;
 }
 
 namespace {
@@ -91,9 +94,11 @@ TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const Pipel
   MS_CHECK(ctx_in.training, "train_step needs a training context");
   ForwardContext ctx = ctx_in;
   ctx.hooks = ddp;
-  // Megatron's MoEAuxLossAutoScaler.set_loss_scale(1 / num_microbatches): the routers' aux
-  // and z losses enter each micro-batch's gradient with this scale.
-  ctx.moe_aux_loss_scale = 1.0f / static_cast<float>(std::max<size_t>(microbatches.size(), 1));
+  // --fp16: the loss scaler's scale multiplies the loss gradient.
+  ctx.loss_scaler_scale = optimizer.loss_scale();
+  // Megatron's MoEAuxLossAutoScaler.set_loss_scale(loss scale / num_microbatches): the routers'
+  // aux and z losses enter each micro-batch's gradient with this scale.
+  ctx.moe_aux_loss_scale = ctx.loss_scaler_scale / static_cast<float>(std::max<size_t>(microbatches.size(), 1));
   TrainStepResult result;
   buffer.zero_grad(*ctx.backend);
   const ForwardBackwardResult fb = run_schedule(std::move(model), layout, ctx, microbatches, false, ddp, options,

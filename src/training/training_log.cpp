@@ -33,7 +33,7 @@ std::string format_iteration_line(const IterationLog& l, const std::string& time
     if (value > 0.0) s += fmt(" %s: %.6E |", name.c_str(), value);
   }
   s += fmt(" loss scale: %.1f |", l.loss_scale);
-  s += fmt(" grad norm: %.3f |", l.grad_norm);
+  if (l.has_grad_norm) s += fmt(" grad norm: %.3f |", l.grad_norm);
   if (l.num_zeros >= 0.0) s += fmt(" num zeros: %.1f |", l.num_zeros);  // a float in Megatron
   if (l.params_norm >= 0.0) s += fmt(" params norm: %.3f |", l.params_norm);
   s += fmt(" number of skipped iterations: %3lld |", static_cast<long long>(l.skipped_iterations));

@@ -26,8 +26,9 @@ struct IterationLog {
   /// MoE: "load_balancing_loss", "z_loss" averaged over the logged iterations (Megatron's
   /// track_moe_metrics entries of total_loss_dict; shown when positive).
   std::vector<std::pair<std::string, double>> moe_losses;
-  double loss_scale = 1.0;
+  double loss_scale = 1.0;            ///< the loss scaler's scale after this step (1 without one)
   double grad_norm = 0.0;
+  bool has_grad_norm = true;          ///< false: the step was skipped on an overflow (Megatron's None)
   double num_zeros = -1.0;    ///< --log-num-zeros-in-grad: zero gradient elements; < 0 = not shown
   double params_norm = -1.0;  ///< --log-params-norm: L2 norm of the parameters; < 0 = not shown
   int64_t skipped_iterations = 0;

@@ -103,7 +103,7 @@ void TrainingMetrics::training_iteration(const IterationScalars& s) {
   both("lm loss", s.lm_loss);
   if (config_.log_loss_scale_to_tensorboard) both("loss-scale", s.loss_scale);
   if (config_.log_world_size_to_tensorboard) both("world-size", s.world_size);
-  both("grad-norm", s.grad_norm);
+  if (s.has_grad_norm) both("grad-norm", s.grad_norm);
   if (config_.log_memory_to_tensorboard && s.allocator != nullptr) {
     const MemoryStats m = s.allocator->stats();
     w.add_scalar("mem-reserved-bytes", static_cast<double>(m.total_current + m.cached), it, now);
@@ -133,7 +133,7 @@ void TrainingMetrics::log_line(const IterationLog& l) {
   j["lm_loss"] = number(l.lm_loss);
   for (const auto& [name, value] : l.moe_losses) j[name] = number(value);
   j["loss_scale"] = number(l.loss_scale);
-  j["grad_norm"] = number(l.grad_norm);
+  if (l.has_grad_norm) j["grad_norm"] = number(l.grad_norm);
   j["skipped_iterations"] = l.skipped_iterations;
   j["nan_iterations"] = l.nan_iterations;
   j["tokens_per_second_per_gpu"] = number(l.tokens_per_second_per_rank);

@@ -55,6 +55,7 @@ struct IterationScalars {
   double lm_loss = 0.0;                ///< this iteration's loss
   double loss_scale = 1.0;
   double grad_norm = 0.0;
+  bool has_grad_norm = true;  ///< false: skipped on an overflow (no "grad-norm" scalar, as Megatron)
   int world_size = 1;
   const Allocator* allocator = nullptr;  ///< for --log-memory-to-tensorboard
   /// MoE: this iteration's "load_balancing_loss" / "z_loss" (written every iteration).

@@ -118,7 +118,7 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
     ctx.k().qkv_split_rope_forward(ctx.kc(), saved.q.f32(), saved.k.f32(), saved.v.f32(), qkv.f32(),
                                    mb.position_ids.data(), rope_cos_, rope_sin_, d.T, d.B, d.NQ,
                                    d.NKV, d.D);
-    for (Tensor* t : {&saved.q, &saved.k, &saved.v}) round_if_bf16(ctx, *t);
+    for (Tensor* t : {&saved.q, &saved.k, &saved.v}) round_if_half(ctx, *t);
   }
   saved.context = Tensor(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kActivations);
   const DropoutSpec drop = dropout(ctx, mb);
@@ -130,7 +130,7 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
   } else {
     core_attention_forward(ctx, d, mask, drop, saved);
   }
-  round_if_bf16(ctx, saved.context);
+  round_if_half(ctx, saved.context);
   linear_proj_.forward(ctx, saved.context.f32(), out, N);
   if (recompute_core_attention_ && ctx.training && inference == nullptr && !context_parallel(ctx)) {
     // Selective recompute: keep q, k, v; backward rebuilds the output and its statistics.
@@ -167,7 +167,7 @@ void SelfAttention::backward(const ForwardContext& ctx, const MicroBatch& mb, Sa
   if (saved.context.empty()) {  // selective core_attn recompute (same kernels, same dropout masks)
     saved.context = Tensor(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kActivations);
     core_attention_forward(ctx, d, mask, dropout(ctx, mb), saved);
-    round_if_bf16(ctx, saved.context);
+    round_if_half(ctx, saved.context);
   }
   Tensor dqkv(a, Shape{N, linear_qkv_.out_local()}, DType::kFloat32, MemoryCategory::kWorkspace);
   {

@@ -33,7 +33,7 @@ void MLP::activation_forward(const ForwardContext& ctx, Saved& saved, int64_t N)
   } else {
     ctx.k().gelu_forward(ctx.kc(), saved.act_out.f32(), saved.fc1_out.f32(), N * ffn_local_, gelu_);
   }
-  round_if_bf16(ctx, saved.act_out);
+  round_if_half(ctx, saved.act_out);
 }
 
 void MLP::forward(const ForwardContext& ctx, const float* x, int64_t N, float* out,
@@ -41,7 +41,7 @@ void MLP::forward(const ForwardContext& ctx, const float* x, int64_t N, float* o
   Allocator& a = *ctx.alloc;
   saved.fc1_out = Tensor(a, Shape{N, linear_fc1_.out_local()}, DType::kFloat32, MemoryCategory::kActivations);
   linear_fc1_.forward(ctx, x, saved.fc1_out.f32(), N);
-  round_if_bf16(ctx, saved.fc1_out);
+  round_if_half(ctx, saved.fc1_out);
   activation_forward(ctx, saved, N);
   linear_fc2_.forward(ctx, saved.act_out.f32(), out, N);
   if (!ctx.training) return;
@@ -55,7 +55,7 @@ void MLP::backward(const ForwardContext& ctx, Saved& saved, const float* x,
   if (saved.fc1_out.empty()) {  // selective "mlp" recompute: fc1 again (with its all-gather under SP)
     saved.fc1_out = Tensor(a, Shape{N, linear_fc1_.out_local()}, DType::kFloat32, MemoryCategory::kActivations);
     linear_fc1_.forward(ctx, x, saved.fc1_out.f32(), N);
-    round_if_bf16(ctx, saved.fc1_out);
+    round_if_half(ctx, saved.fc1_out);
   }
   if (saved.act_out.empty()) activation_forward(ctx, saved, N);
   Tensor dact(a, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kWorkspace);

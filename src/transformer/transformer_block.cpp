@@ -79,8 +79,8 @@ Tensor TransformerBlock::forward(const ForwardContext& ctx, const MicroBatch& mb
   ModuleScope scope(ctx, final_norm_params_, ModuleScope::Pass::kForward);
   saved.final_input = std::move(hidden);
   final_layernorm_->forward(scope.ctx(), saved.final_input.f32(), n, saved.final_layernorm);
-  round_if_bf16(ctx, saved.final_layernorm.out);
-  if (ctx.bf16) compact_to_bf16(ctx, saved.final_input);
+  round_if_half(ctx, saved.final_layernorm.out);
+  if (ctx.half_precision()) compact_to_half(ctx, saved.final_input);
   return std::move(saved.final_layernorm.out);  // the norm's backward needs only its statistics
 }
 
@@ -94,6 +94,7 @@ Tensor TransformerBlock::backward(const ForwardContext& ctx, const MicroBatch& m
       expand_to_fp32(ctx, saved.final_input);
       final_layernorm_->backward(scope.ctx(), saved.final_layernorm, saved.final_input.f32(), dout.f32(),
                                  dresid.f32(), n);
+      round_if_fp16(ctx, dresid.f32(), n * hidden_);
     }
     dout.reset();
     saved.final_input.reset();
@@ -117,6 +118,7 @@ Tensor TransformerBlock::backward(const ForwardContext& ctx, const MicroBatch& m
     {
       ModuleScope scope(ctx, layer_params_[l], ModuleScope::Pass::kBackward);
       layers_[l]->backward(scope.ctx(), mb, saved.layers[l], dresid.f32());
+      round_if_fp16(ctx, dresid.f32(), n * hidden_);  // the gradient between layers (fp16 in an fp16 model)
     }
     saved.layers[l] = {};  // free this layer's activations as soon as they are used
     notify_grads_ready(ctx, layer_params_[l]);

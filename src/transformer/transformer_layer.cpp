@@ -106,7 +106,7 @@ void TransformerLayer::swap_in(const ForwardContext& ctx, Saved& saved) const {
 }
 
 void TransformerLayer::Saved::compact(const ForwardContext& ctx) {
-  for (Tensor* t : activations()) compact_to_bf16(ctx, *t);
+  for (Tensor* t : activations()) compact_to_half(ctx, *t);
 }
 
 void TransformerLayer::Saved::expand(const ForwardContext& ctx) {
@@ -119,7 +119,7 @@ Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb
   Allocator& a = *ctx.alloc;
   const int64_t N = mb.T * mb.B, n = ctx.local_rows(N);
   // bf16: what a bf16 kernel would have written (the values saved for backward are these).
-  auto round = [&](Tensor& t) { round_if_bf16(ctx, t); };
+  auto round = [&](Tensor& t) { round_if_half(ctx, t); };
   saved.input = std::move(input_tensor);
   const float* input = saved.input.f32();
   input_layernorm_->forward(ctx, input, n, saved.input_layernorm);
@@ -150,7 +150,7 @@ Tensor TransformerLayer::forward(const ForwardContext& ctx, const MicroBatch& mb
                                    saved.mid.f32(), n, hidden_,
                                    residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
   round(output);
-  if (ctx.bf16) saved.compact(ctx);
+  if (ctx.half_precision()) saved.compact(ctx);
   return output;
 }
 
@@ -168,7 +168,7 @@ void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb,
                                     hidden_, residual_dropout(ctx, mb, DropoutSite::kMlpOutput));
   if (saved.pre_mlp_layernorm.out.empty()) {  // norm recompute
     pre_mlp_layernorm_->forward(ctx, saved.mid.f32(), n, saved.pre_mlp_layernorm);
-    round_if_bf16(ctx, saved.pre_mlp_layernorm.out);
+    round_if_half(ctx, saved.pre_mlp_layernorm.out);
   }
   if (moe_) {
     if (recompute_.moe) {  // the whole MoE layer again (its dispatch too), recording nothing twice
@@ -187,7 +187,7 @@ void TransformerLayer::backward(const ForwardContext& ctx, const MicroBatch& mb,
                                     residual_dropout(ctx, mb, DropoutSite::kAttentionOutput));
   if (saved.input_layernorm.out.empty()) {  // norm recompute
     input_layernorm_->forward(ctx, saved.input.f32(), n, saved.input_layernorm);
-    round_if_bf16(ctx, saved.input_layernorm.out);
+    round_if_half(ctx, saved.input_layernorm.out);
   }
   self_attention_->backward(ctx, mb, saved.self_attention, saved.input_layernorm.out.f32(),
                            dbranch.f32(), dnorm.f32());

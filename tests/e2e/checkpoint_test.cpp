@@ -1,8 +1,9 @@
 // Checkpoints through pretrain_gpt (mock data, tiny model):
 //  * resume is bit-exact: N iterations, save, a fresh process continuing to 2N, equals 2N
 //    iterations straight (every parameter and Adam moment of the final checkpoint, the
-//    logged losses), single-rank, TP2 x DP2 with the distributed optimizer and overlaps, PP2
-//    interleaved, --bf16, and --async-save;
+//    logged losses, loss scales and learning rates), single-rank, TP2 x DP2 with the distributed
+//    optimizer and overlaps, PP2 interleaved, --bf16, --fp16 with a moving loss scale, and
+//    --async-save;
 //  * resharding: saved at TP2 x DP2 (distributed optimizer) and continued at TP1 x PP2, DP4,
 //    TP4, PP2 x VPP2, ring CP2 x DP2 and hybrid CP4, the final weights equal the never-stopped
 //    run within 1e-5;
@@ -63,6 +64,16 @@ std::map<int, std::string> losses(const std::string& out) {
   return m;
 }
 
+// One field of each iteration line ("loss scale", "learning rate"), by iteration, as printed.
+std::map<int, std::string> logged_field(const std::string& out, const std::string& field) {
+  std::map<int, std::string> m;
+  const std::regex re("iteration +([0-9]+)/ *[0-9]+ \\|.*\\| " + field + ": ([0-9.E+-]+) \\|");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it) {
+    m[std::stoi((*it)[1])] = (*it)[2];
+  }
+  return m;
+}
+
 std::map<std::string, std::vector<float>> tensors(const std::string& dir, int64_t iteration, const char* kind) {
   auto t = read_checkpoint_tensors(checkpoint_iteration_dir(dir, iteration), kind);
   EXPECT_TRUE(t.ok()) << t.status().to_string();
@@ -95,6 +106,10 @@ TEST(Checkpoint, ResumeIsBitExact) {
        " --overlap-param-gather"},
       {"pp2_interleaved", 2, " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"},
       {"bf16", 1, " --bf16"},
+      // fp16 with a dynamic loss scale that skips, halves and grows around the save: the
+      // scaler's state (scale, growth and hysteresis trackers) and the skipped-iteration count
+      // of the learning-rate schedule travel with the checkpoint.
+      {"fp16_dynamic_loss_scale", 2, " --fp16 --initial-loss-scale 1048576 --loss-scale-window 2 --use-distributed-optimizer"},
       // Written in the background while training goes on: the snapshot must be the state at
       // the save, not what later steps make of the buffers.
       {"async_tp2_dp2_distopt", 4,
@@ -115,6 +130,12 @@ TEST(Checkpoint, ResumeIsBitExact) {
     // The logged losses of iterations 5..8 and the final evaluation agree to the printed digit...
     const auto la = losses(a.output), lb = losses(b2.output);
     for (int it = 5; it <= 8; ++it) EXPECT_EQ(la.at(it), lb.at(it)) << "iteration " << it;
+    const auto sa = logged_field(a.output, "loss scale"), sb = logged_field(b2.output, "loss scale");
+    const auto ra = logged_field(a.output, "learning rate"), rb = logged_field(b2.output, "learning rate");
+    for (int it = 5; it <= 8; ++it) {
+      EXPECT_EQ(sa.at(it), sb.at(it)) << "loss scale, iteration " << it;
+      EXPECT_EQ(ra.at(it), rb.at(it)) << "learning rate, iteration " << it;
+    }
     EXPECT_EQ(lb.count(4), 0u) << "the resumed run starts at iteration 5";
     // ... and every saved number is bitwise the same.
     for (const char* kind : {"param", "exp_avg", "exp_avg_sq"}) {

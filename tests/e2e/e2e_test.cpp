@@ -5,6 +5,7 @@
 // rank failing mid-run ends the whole job quickly with its rank and reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <regex>
@@ -259,6 +260,79 @@ TEST(EndToEnd, SampleBasedTrainingRampsUpTheBatchAsMegatron) {
   const auto losses = logged_losses(r.output);
   ASSERT_EQ(losses.size(), 11u) << r.output;
   EXPECT_LT(losses.back(), losses.front()) << r.output;
+}
+
+// One iteration line's loss-scaler fields (log interval 1).
+struct ScalerLine {
+  double loss_scale = 0.0, learning_rate = 0.0;
+  int skipped = 0, nan = 0;
+  bool has_grad_norm = false;
+};
+
+std::vector<ScalerLine> scaler_lines(const std::string& out) {
+  std::vector<ScalerLine> lines;
+  const std::regex re(R"(learning rate: ([0-9.E+-]+) \|.*? loss scale: ([0-9.]+) \|( grad norm: [0-9.]+ \|)?.*?)"
+                      R"(number of skipped iterations: +([0-9]+) \| number of nan iterations: +([0-9]+) \|)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it) {
+    lines.push_back({std::stod((*it)[2]), std::stod((*it)[1]), std::stoi((*it)[4]), std::stoi((*it)[5]),
+                     (*it)[3].matched});
+  }
+  return lines;
+}
+
+// --fp16 on two data-parallel ranks, starting at a loss scale that overflows: each overflowing
+// iteration is skipped (counted in the log line, no grad norm, the learning rate held), the scale
+// follows Megatron's DynamicGradScaler step by step (halved once the hysteresis is used up,
+// doubled after --loss-scale-window good iterations), and the loss falls as with fp32.
+TEST(EndToEnd, Fp16DynamicLossScalingSkipsHalvesAndGrowsAsMegatron) {
+  const double initial = 4194304.0;  // 2^22: overflows in this model's first iterations
+  const int window = 4, hysteresis = 2, iters = 40;
+  const Result r = run(kMpirun + " -np 2 " + kBin + kTiny + " --fp16 --initial-loss-scale 4194304 --loss-scale-window " +
+                       std::to_string(window) + " --hysteresis " + std::to_string(hysteresis) + " --train-iters " +
+                       std::to_string(iters) + " --log-interval 1 --eval-interval 20 --eval-iters 1"
+                       " --attention-dropout 0 --hidden-dropout 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("WARNING: Setting args.check_for_nan_in_loss_and_grad to False since dynamic loss "
+                          "scaling is being used"),
+            std::string::npos);
+  const std::vector<ScalerLine> lines = scaler_lines(r.output);
+  ASSERT_EQ(lines.size(), static_cast<size_t>(iters)) << r.output;
+  // Megatron's DynamicGradScaler.update, replayed on the logged skips.
+  double scale = initial;
+  int growth_tracker = 0, hysteresis_tracker = hysteresis, halvings = 0, growths = 0, skips = 0;
+  double lr_before = 0.0;
+  for (int i = 0; i < iters; ++i) {
+    const ScalerLine& l = lines[static_cast<size_t>(i)];
+    ASSERT_LE(l.skipped, 1);
+    if (l.skipped) {
+      ++skips;
+      growth_tracker = 0;
+      if (--hysteresis_tracker <= 0) {
+        scale = std::max(scale * 0.5, 1.0);
+        ++halvings;
+      }
+      EXPECT_FALSE(l.has_grad_norm) << "iteration " << i + 1 << ": a skipped step has no grad norm";
+      EXPECT_EQ(l.learning_rate, lr_before) << "iteration " << i + 1 << ": a skipped step holds the learning rate";
+    } else {
+      EXPECT_TRUE(l.has_grad_norm) << "iteration " << i + 1;
+      if (++growth_tracker == window) {
+        growth_tracker = 0;
+        hysteresis_tracker = hysteresis;
+        scale *= 2.0;
+        ++growths;
+      }
+    }
+    EXPECT_LE(l.nan, l.skipped);
+    ASSERT_EQ(l.loss_scale, scale) << "iteration " << i + 1 << "\n" << r.output;
+    lr_before = l.learning_rate;
+  }
+  EXPECT_GE(skips, 2) << r.output;
+  EXPECT_GE(halvings, 1) << r.output;
+  EXPECT_GE(growths, 1) << r.output;
+  const auto losses = logged_losses(r.output);
+  double first = 0.0;
+  for (size_t i = 0; i < lines.size() && first == 0.0; ++i) first = lines[i].skipped ? 0.0 : losses[i];
+  EXPECT_LT(losses.back(), 0.9 * first) << r.output;
 }
 
 // Megatron's implementation selectors and logging flags through pretrain_gpt: the --no-*-fusion

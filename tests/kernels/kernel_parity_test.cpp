@@ -210,6 +210,43 @@ TEST(AddIntoBf16, FastMatchesReferenceAndRoundsTheFp32Sum) {
   EXPECT_NE(float_to_bf16(1.0f + 1.5f * half_ulp).bits, float_to_bf16(1.0f).bits);
 }
 
+TEST(Fp16Kernels, FastMatchesReferenceAndTheScalarConversions) {
+  const int64_t n = 1003;  // a vector tail
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+  std::vector<float> x(n), start(n);
+  for (float& v : x) v = u(rng);
+  for (float& v : start) v = u(rng);
+  x[0] = 70000.0f;   // overflows to inf
+  x[1] = 3e-6f;      // a subnormal
+  x[2] = -65519.0f;  // rounds to -65504
+  std::vector<fp16> h1(n), h2(n);
+  ref::convert_to_fp16(kKc, h1.data(), x.data(), n);
+  cpu::convert_to_fp16(kKc, h2.data(), x.data(), n);
+  std::vector<float> w1(n), w2(n), r1 = x, r2 = x;
+  ref::convert_fp16_to_fp32(kKc, w1.data(), h1.data(), n);
+  cpu::convert_fp16_to_fp32(kKc, w2.data(), h2.data(), n);
+  ref::round_to_fp16(kKc, r1.data(), n);
+  cpu::round_to_fp16(kKc, r2.data(), n);
+  std::vector<fp16> a1(n), a2(n);
+  for (int64_t i = 0; i < n; ++i) a1[i] = a2[i] = float_to_fp16(start[i]);
+  ref::add_into_fp16(kKc, a1.data(), x.data(), n);
+  cpu::add_into_fp16(kKc, a2.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(h1[i].bits, float_to_fp16(x[i]).bits) << i;
+    ASSERT_EQ(h2[i].bits, h1[i].bits) << i;
+    ASSERT_EQ(w2[i], w1[i]) << i;
+    ASSERT_EQ(w1[i], fp16_to_float(h1[i])) << i;
+    ASSERT_EQ(r2[i], r1[i]) << i;
+    ASSERT_EQ(r1[i], w1[i]) << i;
+    ASSERT_EQ(a2[i].bits, a1[i].bits) << i;
+    ASSERT_EQ(a1[i].bits, float_to_fp16(fp16_to_float(float_to_fp16(start[i])) + x[i]).bits) << i;
+  }
+  EXPECT_TRUE(std::isinf(r1[0]));
+  EXPECT_EQ(r1[2], -65504.0f);
+  EXPECT_GT(r1[1], 0.0f);
+}
+
 TEST(Dropout, SequenceShardsReproduceTheWholeMask) {
   // [s=6, b=2, C=5]: the two halves of the sequence (as sequence parallelism splits it),
   // run with their t_offset, give exactly the rows of the whole.

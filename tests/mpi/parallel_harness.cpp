@@ -266,7 +266,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   MS_CHECK(!layout.pipeline_by_hand || pipeline->chunks_per_rank == 1, "pipeline_by_hand drives one chunk per rank");
   GPTModelChunks model(run.model, *ps, registry, *pipeline, sp);
   BufferOptions bo;
-  bo.param_dtype = layout.bf16 ? DType::kBFloat16 : DType::kFloat32;
+  bo.param_dtype = layout.bf16 ? DType::kBFloat16 : layout.fp16 ? DType::kFloat16 : DType::kFloat32;
   bo.pad_for_distributed_optimizer = !single && layout.distributed_optimizer;
   bo.data_parallel_size = ps->dp_cp().size();
   bo.expert_data_parallel_size = ps->expert_dp().size();
@@ -280,9 +280,10 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     bo.shard_grads = layout.fsdp_sharding == FsdpShardingStrategy::kOptimGrads ||
                      layout.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams;
   }
-  if (layout.o2_gradient) {  // a bucket per module: its transient fp32 gradient
+  const bool fp16_grads = layout.fp16 && !layout.fp16_fp32_grads;
+  if (layout.o2_gradient || fp16_grads) {  // a bucket per module: its transient fp32 gradient
     bo.bucket_per_module = true;
-    bo.grad_dtype = DType::kBFloat16;
+    bo.grad_dtype = layout.o2_gradient ? DType::kBFloat16 : DType::kFloat16;
   }
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
   initialize_parameters(model.registry(), run.seed, *ps);
@@ -292,7 +293,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   dc.shard_params = fsdp && layout.fsdp_sharding == FsdpShardingStrategy::kOptimGradsParams;
   dc.overlap_grad_reduce = !single && (layout.overlap_grad_reduce || bo.shard_grads);
   dc.overlap_param_gather = !single && layout.overlap_param_gather;
-  dc.bf16_grads = layout.o2_gradient;
+  dc.half_grads = layout.o2_gradient || fp16_grads;
   DistributedDataParallel ddp(buffer, *ps, dc, backend);
   OptimizerConfig oc;
   oc.lr = run.lr;
@@ -303,6 +304,11 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   oc.clip_grad = 1.0f;
   oc.adam_eps = run.adam_eps;
   Optimizer optimizer(oc, buffer, *ps, alloc, backend, dc.use_distributed_optimizer);
+  if (layout.fp16) {
+    StatusOr<GradScaler> scaler = GradScaler::dynamic(layout.fp16_initial_loss_scale, 1.0f, 2.0f, 0.5f, 1000, 2);
+    MS_CHECK(scaler.ok(), scaler.status().to_string());
+    optimizer.set_grad_scaler(std::move(*scaler));
+  }
   LrScheduler scheduler(oc, run.steps);
   ForwardContext ctx;
   ctx.backend = &backend;
@@ -312,6 +318,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.sequence_parallel = sp;
   ctx.gradient_accumulation_fusion = !layout.o2_gradient && (single || layout.gradient_accumulation_fusion);
   ctx.bf16 = layout.bf16;
+  ctx.fp16 = layout.fp16;
   ctx.cp = pc.cp;
   std::unique_ptr<FileSwapTier> swap_tier;  // --swap-attention: a file in the temporary directory
   if (run.model.recompute.swap_attention) {
@@ -345,6 +352,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
                         ps->dp_cp().all_reduce_scalar(tokens, ReduceOp::kSum);
     result.losses.push_back(loss);
     result.grad_norms.push_back(r.optimizer.grad_norm);
+    result.loss_scales.push_back(optimizer.loss_scale());
     if (run.model.moe.enabled()) {
       // As pretrain logs them (summed over pipeline stages and, for the load-balancing loss,
       // over the sequence partition; per micro-batch, per MoE layer), then averaged over the

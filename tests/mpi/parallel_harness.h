@@ -41,6 +41,11 @@ struct LayoutOptions {
   bool gradient_accumulation_fusion = true;
   bool bf16 = false;  ///< --bf16 (also for the single-process reference when set there)
   bool o2_gradient = false;  ///< --o2-gradient (with bf16 and the unfused weight gradient)
+  /// --fp16 with the dynamic loss scaler (starting at fp16_initial_loss_scale); the gradients
+  /// are fp16 unless fp16_fp32_grads (--accumulate-allreduce-grads-in-fp32).
+  bool fp16 = false;
+  bool fp16_fp32_grads = false;
+  float fp16_initial_loss_scale = 4096.0f;
   // Context parallelism (--context-parallel-size and MindSpeed's --context-parallel-algo
   // family): every micro-batch split by get_batch_on_this_cp_rank.
   int cp = 1;
@@ -88,6 +93,7 @@ struct RunOptions {
 struct RunResult {
   std::vector<double> losses;
   std::vector<double> grad_norms;
+  std::vector<double> loss_scales;  ///< the loss scaler's scale after each step (1 without one)
   std::vector<double> eval_losses;  ///< one per evaluation; the last stage's, on every rank
   /// Full tensors of this rank's stage, by Megatron name (every routed expert's, gathered
   /// from the ranks that hold them).

@@ -42,6 +42,22 @@ void add_into_bf16(const KernelContext& kc, bf16* acc, const float* x, int64_t n
   for (int64_t i = 0; i < n; ++i) acc[i] = float_to_bf16(bf16_to_float(acc[i]) + x[i]);
 }
 
+void round_to_fp16(const KernelContext& kc, float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = mindspeed::round_to_fp16(x[i]);
+}
+
+void convert_to_fp16(const KernelContext& kc, fp16* out, const float* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = float_to_fp16(in[i]);
+}
+
+void convert_fp16_to_fp32(const KernelContext& kc, float* out, const fp16* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_float(in[i]);
+}
+
+void add_into_fp16(const KernelContext& kc, fp16* acc, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] = float_to_fp16(fp16_to_float(acc[i]) + x[i]);
+}
+
 namespace {
 template <typename T>
 void transpose_01(const KernelContext& kc, T* out, const T* in, int64_t D0, int64_t D1, int64_t C) {

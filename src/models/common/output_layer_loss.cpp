@@ -85,9 +85,11 @@ LossSums OutputLayerLoss::forward(const ForwardContext& outer, const MicroBatch&
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t rows = std::min(chunk, N - r0);
     ctx.k().linear_forward(ctx.kc(), logits.f32(), x + r0 * H, w, nullptr, rows, H, V);
+    round_if_fp16(ctx, logits.f32(), rows * V);  // an fp16 GEMM's logits, upcast for the loss
     vocab_parallel_cross_entropy(ctx, logits.f32(), losses.f32() + r0, labels.i32() + r0, grad_scale.f32() + r0, rows,
                                  V, vocab_start_, ctx.training);
     if (!ctx.training) continue;
+    round_if_fp16(ctx, logits.f32(), rows * V);  // the logits' (loss-scaled) gradient, cast to fp16
     float* dx = dx_all + r0 * H;
     ctx.k().linear_backward_input(ctx.kc(), dx, logits.f32(), w, rows, H, V, /*accumulate=*/false);
     if (!ctx.sequence_parallel) CopyToTensorModelParallelRegion::backward(ctx, dx, rows * H);
@@ -100,6 +102,7 @@ LossSums OutputLayerLoss::forward(const ForwardContext& outer, const MicroBatch&
   if (ctx.training && ctx.sequence_parallel) {
     GatherFromSequenceParallelRegion::backward(ctx, dx_local, dx_all, N, H);
   }
+  if (ctx.training) round_if_fp16(ctx, dx_local, ctx.local_rows(N) * H);
   if (defer) {
     // The same chunks, in the same order, later: bit-identical gradients.
     Tensor x_kept = std::move(x_full);

@@ -42,7 +42,7 @@ Tensor GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Te
     ModuleScope scope(ctx, embedding_params_, ModuleScope::Pass::kForward);
     embedding_->forward(scope.ctx(), mb, saved.embedding);
     hidden = std::move(saved.embedding.output);
-    round_if_bf16(ctx, hidden);
+    round_if_half(ctx, hidden);
   } else {
     hidden = std::move(input);
   }

@@ -80,7 +80,7 @@ void Experts::linear_backward(const ForwardContext& ctx, float* dx, const float*
     Tensor tmp = Tensor::zeros(*ctx.alloc, Shape{G, N * K}, DType::kFloat32, MemoryCategory::kWorkspace);
     for (int64_t e = 0; e < G; ++e) grads.push_back(tmp.f32() + e * N * K);
     ctx.k().grouped_gemm_backward_weight(ctx.kc(), grads.data(), dy, x, counts.data(), G, N, K);
-    round_if_bf16(ctx, tmp);
+    round_if_half(ctx, tmp);
     for (int64_t e = 0; e < G; ++e) ctx.k().add_inplace(ctx.kc(), w[e]->g(), grads[e], N * K);
     return;
   }
@@ -103,7 +103,7 @@ void Experts::forward(const ForwardContext& ctx, const float* x, const std::vect
   const int64_t R = total(counts);
   saved.fc1_out = Tensor(a, Shape{R, fc1_local_}, DType::kFloat32, MemoryCategory::kActivations);
   linear_forward(ctx, saved.fc1_out.f32(), x, fc1_, counts, fc1_local_, hidden_);
-  round_if_bf16(ctx, saved.fc1_out);
+  round_if_half(ctx, saved.fc1_out);
   activation_forward(ctx, saved, R);
   linear_forward(ctx, y, saved.act_out.f32(), fc2_, counts, hidden_, ffn_local_);
   if (recompute_activation_ && ctx.training) saved.act_out.reset();
@@ -116,7 +116,7 @@ void Experts::activation_forward(const ForwardContext& ctx, Saved& saved, int64_
   } else {
     ctx.k().gelu_forward(ctx.kc(), saved.act_out.f32(), saved.fc1_out.f32(), R * ffn_local_, gelu_);
   }
-  round_if_bf16(ctx, saved.act_out);
+  round_if_half(ctx, saved.act_out);
 }
 
 void Experts::backward(const ForwardContext& ctx, Saved& saved, const float* x, const float* dy,

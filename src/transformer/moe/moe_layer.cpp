@@ -78,7 +78,7 @@ void MoELayer::forward(const ForwardContext& ctx, const MicroBatch& mb, const fl
   // the combine (Megatron's order). Either way their output is added last.
   if (shared_experts_ && overlap_) shared_forward(ctx, x, N, saved);
   saved.expert_input = dispatcher_.finish_dispatch(ctx, saved.dispatch);
-  round_if_bf16(ctx, saved.expert_input);
+  round_if_half(ctx, saved.expert_input);
   Tensor y(*ctx.alloc, Shape{saved.expert_input.shape()[0], h}, DType::kFloat32, MemoryCategory::kActivations);
   experts_.forward(ctx, saved.expert_input.f32(), saved.dispatch.tokens_per_expert, y.f32(), saved.experts);
   dispatcher_.start_combine(ctx, std::move(y), saved.dispatch);
