@@ -11,6 +11,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "cli/flag_catalogue.h"
 #include "cli/known_flags.h"
 #include "core/profiler.h"
 
@@ -623,12 +624,14 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
          "fp16 mixed precision: fp16 weights and activations, fp32 main parameters, a loss scaler (dynamic "
          "unless --loss-scale)")
       ->excludes(bf16);
+  // Loss scales are fp32 values (Megatron's scale tensor): positive and finite in fp32.
+  const FlagDomain fp32_scale{"", false, 0.0, 3.4028234663852886e38, true, false, ""};
   r.number("--loss-scale", t.loss_scale,
-           "A constant loss scale (with --fp16 or --bf16); unset: --fp16 scales dynamically", above(0));
-  r.number("--initial-loss-scale", t.initial_loss_scale, "The dynamic loss scale's start (default 2^32)", above(0));
-  r.number("--min-loss-scale", t.min_loss_scale, "The dynamic loss scale's floor", above(0));
+           "A constant loss scale (with --fp16 or --bf16); unset: --fp16 scales dynamically", fp32_scale);
+  r.number("--initial-loss-scale", t.initial_loss_scale, "The dynamic loss scale's start (default 2^32)", fp32_scale);
+  r.number("--min-loss-scale", t.min_loss_scale, "The dynamic loss scale's floor", fp32_scale);
   r.number("--loss-scale-window", t.loss_scale_window,
-           "Iterations without overflow after which the dynamic loss scale doubles", above(0, "iterations"));
+           "Iterations without overflow after which the dynamic loss scale doubles", between(1, 1e15, false, "iterations"));
   r.number("--hysteresis", t.hysteresis, "Overflowing iterations after which the dynamic loss scale halves",
            at_least(1, "iterations"));
   r.flag("--accumulate-allreduce-grads-in-fp32", t.accumulate_allreduce_grads_in_fp32,
@@ -996,11 +999,7 @@ Status refuse_leftovers(const std::vector<std::string>& leftovers, const std::ve
       return invalid_argument("unexpected argument '", token, "' (every option is --name value)");
     }
     const std::string name = token.substr(0, token.find('='));
-    if (const KnownFlag* known = find_known_flag(name)) {
-      return unimplemented(name, " is a ", known->source == "mindspeed" ? "MindSpeed" : "Megatron-LM",
-                           " flag (", known->group, ") that mindspeed-cpp does not implement yet; "
-                           "remove it from the command line");
-    }
+    if (find_known_flag(name) != nullptr) return unimplemented(flag_refusal_message(name));
     std::string best;
     size_t best_distance = 4;
     for (const std::string& candidate : ours) {
@@ -1085,7 +1084,9 @@ StatusOr<ParsedArguments> parse_arguments(const std::vector<std::string>& args) 
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     parsed.help_requested = true;
-    parsed.help_text = app.help();
+    // The implemented flags (CLI11's list), then every other Megatron / MindSpeed flag with
+    // what it means here or why it is refused (the catalogue; docs/flags.md holds the table).
+    parsed.help_text = app.help() + "\n" + flag_catalogue_help();
     return parsed;
   } catch (const CLI::ParseError& e) {
     return invalid_argument(e.what());

@@ -831,5 +831,42 @@ TEST(Arguments, MegatronSelectorsAndLaunchFlags) {
   refused({"--ai-framework", "jax"}, "--ai-framework");
 }
 
+// --fp16 and its loss scaler: Megatron's defaults, which scaler each combination gets, the
+// fp16 gradient buffer unless --accumulate-allreduce-grads-in-fp32, and Megatron's refusals.
+TEST(Arguments, Fp16AndLossScalingFlags) {
+  const Configs defaults = parse_with({"--fp16"})->configs;
+  const TrainingConfig& d = defaults.training;
+  EXPECT_TRUE(d.fp16);
+  EXPECT_EQ(d.initial_loss_scale, 4294967296.0);  // 2^32
+  EXPECT_EQ(d.min_loss_scale, 1.0);
+  EXPECT_EQ(d.loss_scale_window, 1000.0);
+  EXPECT_EQ(d.hysteresis, 2);
+  EXPECT_TRUE(d.has_loss_scaler() && d.dynamic_loss_scaling() && d.fp16_gradients());
+  const TrainingConfig fixed = parse_with({"--fp16", "--loss-scale", "1024", "--accumulate-allreduce-grads-in-fp32"})
+                                   ->configs.training;
+  EXPECT_TRUE(fixed.has_loss_scaler());
+  EXPECT_FALSE(fixed.dynamic_loss_scaling() || fixed.fp16_gradients());
+  // Megatron gives bf16 a constant scaler with --loss-scale, fp32 none.
+  EXPECT_TRUE(parse_with({"--bf16", "--loss-scale", "8"})->configs.training.has_loss_scaler());
+  auto fp32 = parse_with({"--loss-scale", "8", "--attention-softmax-in-fp32"});
+  EXPECT_FALSE(fp32->configs.training.has_loss_scaler());
+  ASSERT_EQ(fp32->notes.size(), 2u);
+  EXPECT_NE(fp32->notes[0].find("no loss scaler in an fp32 run"), std::string::npos);
+  EXPECT_NE(fp32->notes[1].find("computed in fp32"), std::string::npos);
+  EXPECT_TRUE(parse_with({"--apply-query-key-layer-scaling"})->configs.training.apply_query_key_layer_scaling);
+
+  EXPECT_NE(parse_with({"--fp16", "--bf16"}).status().to_string().find("excludes"), std::string::npos);
+  EXPECT_EQ(validation_error({"--fp16", "--initial-loss-scale", "65536", "--loss-scale-window", "4", "--hysteresis",
+                              "1"},
+                             1),
+            "");
+  EXPECT_NE(validation_error({"--fp16", "--initial-loss-scale", "8", "--min-loss-scale", "16"}, 1).find("--min-loss-scale"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--fp16", "--loss-scale-window", "2.5"}, 1).find("whole number"), std::string::npos);
+  EXPECT_NE(validation_error({"--fp16", "--use-custom-fsdp", "--use-distributed-optimizer"}, 2)
+                .find("add --accumulate-allreduce-grads-in-fp32"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mindspeed

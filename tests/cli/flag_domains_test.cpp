@@ -134,6 +134,11 @@ const std::map<std::string, Row> kExpected = {
     {"--vocab-size", {false, false, false}},
     {"--tensorboard-log-interval", {false, false, true}},
     {"--tensorboard-queue-size", {false, false, true}},
+    {"--loss-scale", {false, false, true}},
+    {"--initial-loss-scale", {false, false, true}},
+    {"--min-loss-scale", {false, false, true}},
+    {"--loss-scale-window", {false, false, false}},
+    {"--hysteresis", {false, false, true}},
 };
 
 TEST(FlagDomains, EveryNumericFlagHasARowAndADomain) {
