@@ -1,11 +1,13 @@
 // End to end: tools/preprocess_data --tokenizer-type PretrainedFromHF --tokenizer-name-or-path
 // DIR writes, for the texts of the npm vectors (reference/hf_vectors.jsonl), one document per
 // text whose tokens are the vector's ids (+ eod with --append-eod), as int32 as MindSpeed-LLM's
-// preprocess_data.py writes them; and refuses a bad directory with a clear message.
+// preprocess_data.py writes them; and refuses a bad directory with a clear message. Then
+// pretrain_gpt trains on such a dataset with the same --tokenizer-type PretrainedFromHF.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "core/str_cat.h"
 #include "datasets/indexed_dataset.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tools/tools_test_util.h"
@@ -82,6 +84,27 @@ TEST(HfPreprocessData, BadDirectoryIsRefused) {
   EXPECT_NE(r.output.find("--tokenizer-name-or-path"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no such directory"), std::string::npos) << r.output;
   EXPECT_EQ(scratch.entries(), std::vector<std::string>{"in.jsonl"});
+}
+
+TEST(HfPreprocessData, PretrainGptTrainsWithPretrainedFromHF) {
+  ScratchDir scratch("hf_pp_train");
+  const std::string dir = source_path("tests/tokenizer/reference/hf/llama3_style");
+  const auto pp = run_tool("preprocess_data", {"--input", source_path("data/corpus/kjv.jsonl.gz"), "--output-prefix",
+                                               scratch.file("kjv"), "--tokenizer-type", "PretrainedFromHF",
+                                               "--tokenizer-name-or-path", dir, "--append-eod", "--workers", "2"});
+  ASSERT_EQ(pp.exit_code, 0) << pp.output;
+  auto tokenizer = load_pretrained_from_hf_tokenizer(dir);
+  ASSERT_TRUE(tokenizer.ok());
+  const auto r = testing::run_shell(
+      testing::shell_quote(MS_PRETRAIN_GPT) +
+      " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64"
+      " --micro-batch-size 4 --global-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine"
+      " --lr-warmup-iters 5 --train-iters 20 --log-interval 10 --eval-interval 20 --eval-iters 1 --split 98,2,0"
+      " --reset-position-ids --eod-mask-loss --tokenizer-type PretrainedFromHF --tokenizer-name-or-path " +
+      testing::shell_quote(dir) + " --data-path " + testing::shell_quote(scratch.file("kjv_text_document")) + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(str_cat("padded vocab (size: ", (*tokenizer)->vocab_size(), ")")), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("iteration       20/      20"), std::string::npos) << r.output;
 }
 
 }  // namespace
