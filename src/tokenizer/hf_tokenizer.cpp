@@ -31,8 +31,10 @@ using nlohmann::json;
 
 constexpr std::string_view kSupported =
     "PretrainedFromHF supports the byte-level BPE tokenizer.json of GPT-2, LLaMA-3 and Qwen2";
-// Largest token id accepted (the id -> token table is dense).
+// Largest token id accepted (the id -> token table is dense, so ids may leave only this many
+// holes beyond the number of tokens).
 constexpr int64_t kMaxTokenId = (int64_t{1} << 26) - 1;
+constexpr int64_t kMaxIdHoles = int64_t{1} << 16;
 
 std::string quoted(std::string_view s) {
   std::string out = "\"";
@@ -392,6 +394,7 @@ class HfByteLevelBpeTokenizer final : public Tokenizer {
   };
 
   std::string tokenizer_file_;
+  int64_t max_token_id_ = kMaxTokenId;  ///< tokens in the file + kMaxIdHoles (dense ids)
   bool nfc_ = false;
   std::vector<PreTokenizerStep> steps_;
   // Model.
@@ -522,6 +525,10 @@ Status HfByteLevelBpeTokenizer::load_pre_tokenizer(const JsonFields& f, const js
   } else {
     MS_RETURN_IF_ERROR(load_pre_tokenizer_step(f, p, "pre_tokenizer"));
   }
+  if (steps_.empty()) {
+    return f.unsupported("pre_tokenizer", p, "a ByteLevel pre-tokenizer, alone or last in a "
+                         "Sequence, is required for byte-level BPE");
+  }
   for (size_t i = 0; i < steps_.size(); ++i) {
     const bool last = i + 1 == steps_.size();
     if (steps_[i].is_split == last) {
@@ -556,9 +563,10 @@ Status HfByteLevelBpeTokenizer::load_model(const JsonFields& f, const json& root
   if (vocab->empty()) return f.error("model.vocab", "is empty");
   std::unordered_map<int32_t, const std::string*> owner;
   for (auto v = vocab->begin(); v != vocab->end(); ++v) {
-    if (!v->is_number_unsigned() || v->get<uint64_t>() > static_cast<uint64_t>(kMaxTokenId)) {
+    if (!v->is_number_unsigned() || v->get<uint64_t>() > static_cast<uint64_t>(max_token_id_)) {
       return f.error(str_cat("model.vocab[", quoted(v.key()), "]"),
-                     str_cat("is ", shown(*v), ", expected a token id in 0..", kMaxTokenId));
+                     str_cat("is ", shown(*v), ", expected a token id in 0..", max_token_id_,
+                             " (ids number the tokens of the file, with few gaps)"));
     }
     const int32_t id = static_cast<int32_t>(v->get<uint64_t>());
     auto [slot, inserted] = owner.emplace(id, &v.key());
@@ -645,8 +653,9 @@ Status HfByteLevelBpeTokenizer::load_added_tokens(const JsonFields& f, const jso
     if (content == t.end() || !content->is_string() || content->get<std::string>().empty()) {
       return f.error(field + ".content", "must be a non-empty string");
     }
-    if (id == t.end() || !id->is_number_unsigned() || id->get<uint64_t>() > static_cast<uint64_t>(kMaxTokenId)) {
-      return f.error(field + ".id", str_cat("must be a token id in 0..", kMaxTokenId));
+    if (id == t.end() || !id->is_number_unsigned() || id->get<uint64_t>() > static_cast<uint64_t>(max_token_id_)) {
+      return f.error(field + ".id", str_cat("must be a token id in 0..", max_token_id_,
+                                            " (ids number the tokens of the file, with few gaps)"));
     }
     spec.content = content->get<std::string>();
     spec.id = static_cast<int32_t>(id->get<uint64_t>());
@@ -693,7 +702,7 @@ Status HfByteLevelBpeTokenizer::load_post_processor_step(const JsonFields& f, co
       const json& piece = (*single)[i];
       const std::string piece_field = str_cat(field, ".single[", i, "]");
       if (piece.is_object() && piece.contains("Sequence")) {
-        const json sequence_id = piece["Sequence"].value("id", json());
+        const json sequence_id = piece["Sequence"].is_object() ? piece["Sequence"].value("id", json()) : json();
         if (sequence_id != "A") {
           return f.unsupported(piece_field + ".Sequence.id", sequence_id, "\"A\" in the single template");
         }
@@ -927,6 +936,14 @@ Status HfByteLevelBpeTokenizer::load(const std::filesystem::path& dir, int64_t v
   }
   const json& root = *parsed;
   const JsonFields f(tokenizer_file_);
+  {
+    int64_t tokens = vocab_extra_ids;
+    if (auto model = root.find("model"); model != root.end() && model->is_object() && model->contains("vocab")) {
+      tokens += static_cast<int64_t>((*model)["vocab"].size());
+    }
+    if (auto added = root.find("added_tokens"); added != root.end()) tokens += static_cast<int64_t>(added->size());
+    max_token_id_ = std::min(kMaxTokenId, tokens + kMaxIdHoles);
+  }
   MS_RETURN_IF_ERROR(load_normalizer(f, root));
   MS_RETURN_IF_ERROR(load_pre_tokenizer(f, root));
   MS_RETURN_IF_ERROR(load_model(f, root));

@@ -454,6 +454,7 @@ TEST(HfTokenizerErrors, BadModel) {
       {[](json& t) { t["added_tokens"][0]["id"] = 5; }, {"added_tokens[0]", "already uses"}},
       {[](json& t) { t["added_tokens"][0]["content"] = ""; }, {"added_tokens[0].content"}},
       {[](json& t) { t["added_tokens"][0]["lstrip"] = "yes"; }, {"added_tokens[0].lstrip", "true or false"}},
+      {[](json& t) { t["model"]["vocab"]["big"] = 50000000; }, {"model.vocab[\"big\"]", "50000000", "few gaps"}},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string d = dir.file(str_cat("m", i));
@@ -462,6 +463,54 @@ TEST(HfTokenizerErrors, BadModel) {
     expect_error(error, cases[i].parts);
     expect_error(error, {d + "/tokenizer.json"});
   }
+}
+
+// Random structural damage (a value anywhere in the file replaced by one of another type) is
+// an error or a working tokenizer, never a crash or an escaped exception.
+TEST(HfTokenizerErrors, RandomlyDamagedTokenizerJson) {
+  ScratchDir dir("hf_errors_random");
+  const json original = json::parse(read_file(kHf + "llama3_style/tokenizer.json"));
+  const std::vector<json> replacements = {nullptr, 0, -1, 1.5, "x", json::array(), json::object(), true,
+                                          json::array({"a", "b"}), json::object({{"type", "BPE"}})};
+  uint64_t state = 12345;
+  const auto next = [&](uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  int loaded = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    json damaged = original;
+    json* node = &damaged;
+    // Walk down a random path (into the big vocab/merges only sometimes), then replace.
+    for (int depth = 0; depth < 4 && (node->is_object() || node->is_array()) && !node->empty(); ++depth) {
+      if (depth > 0 && next(3) == 0) break;
+      const size_t index = next(node->size());
+      if (node->is_array()) {
+        node = &(*node)[index];
+      } else {
+        auto it = node->begin();
+        std::advance(it, static_cast<std::ptrdiff_t>(index));
+        node = &it.value();
+      }
+    }
+    *node = replacements[next(replacements.size())];
+    const std::string d = dir.file(str_cat("r", trial));
+    std::filesystem::create_directories(d);
+    write_file(d + "/tokenizer.json", damaged.dump());
+    write_file(d + "/tokenizer_config.json", read_file(kHf + "llama3_style/tokenizer_config.json"));
+    auto tok = load_pretrained_from_hf_tokenizer(d);
+    if (tok.ok()) {
+      ++loaded;
+      auto ids = (*tok)->tokenize("Hello <|eot_id|> world 123");
+      if (ids.ok()) {
+        EXPECT_TRUE((*tok)->detokenize(*ids).ok());
+      }
+    } else {
+      EXPECT_NE(tok.status().message().find("tokenizer"), std::string::npos) << tok.status().to_string();
+    }
+    std::filesystem::remove_all(d);
+  }
+  EXPECT_LT(loaded, 200);
 }
 
 TEST(HfTokenizerErrors, BadConfig) {
