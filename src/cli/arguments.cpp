@@ -634,6 +634,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
            "Iterations without overflow after which the dynamic loss scale doubles", between(1, 1e15, false, "iterations"));
   r.number("--hysteresis", t.hysteresis, "Overflowing iterations after which the dynamic loss scale halves",
            at_least(1, "iterations"));
+  r.flag("--calculate-per-token-loss", t.calculate_per_token_loss,
+         "Normalise the loss by the global batch's loss tokens (not per micro-batch, then averaged)");
   r.flag("--accumulate-allreduce-grads-in-fp32", t.accumulate_allreduce_grads_in_fp32,
          "With --fp16: accumulate and reduce the gradients in an fp32 buffer (else fp16); --bf16 always does");
   r.flag("--attention-softmax-in-fp32", t.attention_softmax_in_fp32,

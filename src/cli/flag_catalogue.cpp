@@ -168,7 +168,6 @@ constexpr Refusal kRefusals[] = {
     {"--cache-get-batch-config", kData},
     {"--cache-mla-latents", kModelVariant},
     {"--calc-ft-timeouts", kResilience},
-    {"--calculate-per-token-loss", kLaunchCompat, "per-token loss averaging"},
     {"--chain-of-thought", kInference},
     {"--check-for-large-grads", kResilience, "rerun state machine"},
     {"--check-for-spiky-loss", kResilience, "rerun state machine"},

@@ -75,6 +75,10 @@ struct TrainingConfig {
   bool dynamic_loss_scaling() const { return fp16 && !(loss_scale > 0.0); }
   /// --fp16 without --accumulate-allreduce-grads-in-fp32: fp16 gradient buffer.
   bool fp16_gradients() const { return fp16 && !accumulate_allreduce_grads_in_fp32; }
+  /// --calculate-per-token-loss: the gradient is that of the global batch's summed token losses
+  /// divided by its loss tokens (Megatron's per-token normalisation), not the mean over
+  /// micro-batches of each micro-batch's mean.
+  bool calculate_per_token_loss = false;
   /// --swap-dir (mindspeed-cpp): where the swap tier of --swap-attention keeps its file (on an
   /// accelerator the tier is host memory; here it is a file on local disk); empty = $TMPDIR or /tmp.
   std::string swap_dir;

@@ -73,10 +73,11 @@ void DistributedDataParallel::launch_grad_sync(size_t b) {
   MS_CHECK(grad != nullptr, "bucket ", b, " has no gradient to reduce");
   const int64_t n = bucket.numel;
   // Megatron's gradient_scaling_factor: 1/(dp*cp) for every bucket, the expert ones too
-  // (each expert already summed the gradients of the tokens every data-parallel rank sent it).
+  // (each expert already summed the gradients of the tokens every data-parallel rank sent it);
+  // 1 with --calculate-per-token-loss (the sum is divided by the tokens afterwards).
   const int dp_cp = ps_.dp_cp().size();
   const float scale = 1.0f / static_cast<float>(dp_cp);
-  if (dp_cp > 1) backend_.kernels.scale_inplace(backend_.context, grad, scale, n);
+  if (dp_cp > 1 && !config_.calculate_per_token_loss) backend_.kernels.scale_inplace(backend_.context, grad, scale, n);
   if (config_.use_distributed_optimizer) {
     // In place, as Megatron's reduce_scatter_tensor into the buffer's own shard view: the
     // reduced shard lands on this rank's block and the other blocks are left undefined.
@@ -84,6 +85,25 @@ void DistributedDataParallel::launch_grad_sync(size_t b) {
     grad_work_[b] = group.reduce_scatter_async(grad + group.rank() * shard, grad, shard, ReduceOp::kSum);
   } else {
     grad_work_[b] = group.all_reduce_async(grad, n, ReduceOp::kSum);
+  }
+}
+
+void DistributedDataParallel::scale_gradients(float factor) {
+  // Every gradient this rank holds: the fp32 buffer, its FSDP shards, or the 16-bit buffer
+  // (widened, scaled and rounded back piece by piece).
+  if (float* shards = buffer_.shard_grads()) {
+    backend_.kernels.scale_inplace(backend_.context, shards, factor, buffer_.shard_grads_numel());
+  } else if (float* grads = buffer_.grad_data()) {
+    backend_.kernels.scale_inplace(backend_.context, grads, factor, buffer_.numel());
+  } else if (buffer_.grad_data_half() != nullptr) {
+    constexpr int64_t kPiece = int64_t{1} << 16;
+    std::vector<float> wide(static_cast<size_t>(std::min(kPiece, buffer_.numel())));
+    for (int64_t at = 0; at < buffer_.numel(); at += kPiece) {
+      const int64_t n = std::min(kPiece, buffer_.numel() - at);
+      widen_to_fp32(backend_, buffer_.grad_dtype(), wide.data(), half_grad_at(at), n);
+      backend_.kernels.scale_inplace(backend_.context, wide.data(), factor, n);
+      narrow_from_fp32(backend_, buffer_.grad_dtype(), half_grad_at(at), wide.data(), n);
+    }
   }
 }
 

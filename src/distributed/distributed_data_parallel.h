@@ -52,6 +52,10 @@ struct DdpConfig {
   /// --o2-gradient (bf16) or --fp16 without --accumulate-allreduce-grads-in-fp32 (fp16): the
   /// buffer's gradients are 16-bit.
   bool half_grads = false;
+  /// --calculate-per-token-loss: the gradients are summed without the 1/(dp*cp) pre-scale
+  /// (Megatron's gradient_scaling_factor 1.0); the trainer divides them by the global batch's
+  /// loss tokens after the reduction (scale_gradients).
+  bool calculate_per_token_loss = false;
 };
 
 class DistributedDataParallel final : public ParameterHooks {
@@ -66,6 +70,9 @@ class DistributedDataParallel final : public ParameterHooks {
   /// Starts what has not started, waits for every bucket, and (distributed optimizer)
   /// places each reduced shard; then all-reduces sequence-parallel norm gradients over tp.
   void finish_grad_sync();
+  /// Multiplies every reduced gradient this rank holds by `factor` (Megatron's
+  /// model_chunk.scale_gradients in finalize_model_grads, --calculate-per-token-loss).
+  void scale_gradients(float factor);
   /// After the optimizer step (distributed optimizer): all-gather the updated parameters,
   /// in the background with --overlap-param-gather.
   void start_param_sync();

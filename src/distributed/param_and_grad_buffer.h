@@ -67,6 +67,7 @@ class ParamAndGradBuffer {
   /// shard_grads: this rank's gradient shards of every bucket, concatenated in bucket order
   /// ([sum of bucket numel / its dp]; the distributed optimizer's shard layout); else null.
   float* shard_grads() const { return grad_shards_.empty() ? nullptr : grad_shards_.f32(); }
+  int64_t shard_grads_numel() const { return grad_shards_.numel(); }
   /// shard_grads: bucket b's shard, [numel / dp].
   float* bucket_grad_shard(size_t b) const { return grad_shards_.f32() + shard_offsets_[b]; }
   /// shard_grads or 16-bit gradients: a zeroed fp32 full gradient for bucket b, its parameters'

@@ -113,6 +113,9 @@ struct ForwardContext {
   /// --fp16 / --loss-scale: the loss scaler's scale, multiplied into the loss before backward
   /// (Megatron's grad_scale_func); 1 without a scaler.
   float loss_scaler_scale = 1.0f;
+  /// --calculate-per-token-loss: each micro-batch's loss enters backward as its raw sum (the
+  /// trainer divides the reduced gradients by the global batch's loss tokens).
+  bool calculate_per_token_loss = false;
   MoeAuxLosses* moe_aux_losses = nullptr;
   /// A forward run again in backward (activation recompute): it computes the same values but
   /// records nothing twice (the MoE routers' token counts; the caller also clears

@@ -440,6 +440,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.shard_grads = c.parallel.shard_gradients();
   dconf.shard_params = c.parallel.shard_parameters();
   dconf.half_grads = half_grads;
+  dconf.calculate_per_token_loss = c.training.calculate_per_token_loss;
   DistributedDataParallel ddp(buffer, ps, dconf, backend);
   // --swap-attention / --swap-optimizer: the swap tier (a file on local disk; host memory on
   // an accelerator). Made before the optimizer, which keeps tensors in it.
@@ -577,6 +578,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.gradient_accumulation_fusion = c.parallel.gradient_accumulation_fusion;
   ctx.bf16 = c.training.bf16;
   ctx.fp16 = c.training.fp16;
+  ctx.calculate_per_token_loss = c.training.calculate_per_token_loss;
   ctx.cp = c.parallel.cp;
   ctx.hooks = &ddp;
   ctx.swap_tier = c.model.recompute.swap_attention ? swap_tier.get() : nullptr;

@@ -21,6 +21,9 @@ ForwardStep gpt_forward_step(const ForwardContext& ctx, DataIterator& data_itera
 }
 
 float loss_scale(const ForwardContext& ctx, const MicroBatch& mb, int64_t num_microbatches) {
+  // --calculate-per-token-loss: the raw sum (Megatron's loss[0]; no cp factor: the gradients
+  // are summed over dp x cp unscaled and divided by the tokens after the reduction).
+  if (ctx.calculate_per_token_loss) return ctx.loss_scaler_scale;
   // Megatron: loss / num_tokens / num_microbatches. With context parallelism each rank
   // holds part of the samples: the tokens are the whole samples' and the loss is
   // multiplied by the CP size, since the gradient reduction averages over dp x cp
@@ -98,7 +101,11 @@ TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const Pipel
   ctx.loss_scaler_scale = optimizer.loss_scale();
   // Megatron's MoEAuxLossAutoScaler.set_loss_scale(loss scale / num_microbatches): the routers'
   // aux and z losses enter each micro-batch's gradient with this scale.
-  ctx.moe_aux_loss_scale = ctx.loss_scaler_scale / static_cast<float>(std::max<size_t>(microbatches.size(), 1));
+  // With --calculate-per-token-loss the scale is not divided by the micro-batches: the
+  // gradients are divided by the tokens afterwards (schedules.py forward_step).
+  ctx.moe_aux_loss_scale = ctx.calculate_per_token_loss
+                               ? ctx.loss_scaler_scale
+                               : ctx.loss_scaler_scale / static_cast<float>(std::max<size_t>(microbatches.size(), 1));
   TrainStepResult result;
   buffer.zero_grad(*ctx.backend);
   const ForwardBackwardResult fb = run_schedule(std::move(model), layout, ctx, microbatches, false, ddp, options,
@@ -108,6 +115,15 @@ TrainStepResult run_train_step(std::vector<const ModelChunk*> model, const Pipel
   {
     profiler::Scope profile(profiler::category::kOptimizer, "finish grad sync");
     if (ddp) ddp->finish_grad_sync();
+    if (ctx.calculate_per_token_loss) {
+      // Megatron's finalize_model_grads(num_tokens): the loss tokens live on the last stage
+      // (the others count 0): summed over the pipeline and the data (x context) parallel ranks,
+      // every reduced gradient is divided by them.
+      const double tokens = ctx.ps->dp_cp().all_reduce_scalar(
+          ctx.ps->pp().all_reduce_scalar(fb.total.num_tokens, ReduceOp::kSum), ReduceOp::kSum);
+      MS_CHECK(ddp != nullptr, "--calculate-per-token-loss needs the data-parallel wrapper to scale the gradients");
+      if (tokens > 0.0) ddp->scale_gradients(static_cast<float>(1.0 / tokens));
+    }
     // MoE aux-loss-free balancing: the routers' expert biases from this iteration's counts
     // (Megatron's finalize_model_grads).
     update_expert_biases(first_chunk.registry(), *ctx.ps, first_chunk.config().moe.router_bias_update_rate);

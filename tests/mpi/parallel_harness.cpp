@@ -294,6 +294,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   dc.overlap_grad_reduce = !single && (layout.overlap_grad_reduce || bo.shard_grads);
   dc.overlap_param_gather = !single && layout.overlap_param_gather;
   dc.half_grads = layout.o2_gradient || fp16_grads;
+  dc.calculate_per_token_loss = layout.per_token_loss;
   DistributedDataParallel ddp(buffer, *ps, dc, backend);
   OptimizerConfig oc;
   oc.lr = run.lr;
@@ -319,6 +320,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.gradient_accumulation_fusion = !layout.o2_gradient && (single || layout.gradient_accumulation_fusion);
   ctx.bf16 = layout.bf16;
   ctx.fp16 = layout.fp16;
+  ctx.calculate_per_token_loss = layout.per_token_loss;
   ctx.cp = pc.cp;
   std::unique_ptr<FileSwapTier> swap_tier;  // --swap-attention: a file in the temporary directory
   if (run.model.recompute.swap_attention) {

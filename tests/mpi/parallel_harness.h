@@ -46,6 +46,7 @@ struct LayoutOptions {
   bool fp16 = false;
   bool fp16_fp32_grads = false;
   float fp16_initial_loss_scale = 4096.0f;
+  bool per_token_loss = false;  ///< --calculate-per-token-loss
   // Context parallelism (--context-parallel-size and MindSpeed's --context-parallel-algo
   // family): every micro-batch split by get_batch_on_this_cp_rank.
   int cp = 1;
