@@ -24,8 +24,9 @@
 // Vectors: hf_vectors.jsonl, one {"tokenizer", "text", "ids", "decoded"} per line: ids =
 // tokenizer.encode(text).ids (add_special_tokens true, as MindSpeed's _AutoTokenizer), decoded
 // = tokenizer.decode(ids) (clean_up_tokenization_spaces from tokenizer_config.json).
-// Texts: edge cases (Unicode, whitespace, contractions, digits, special tokens in text) and
-// paragraphs of data/corpus/kjv.jsonl.gz. Left out for the ByteLevel-regex (GPT-2) tokenizer:
+// Texts: edge cases (Unicode, whitespace, contractions, digits, special tokens in text),
+// paragraphs of data/corpus/kjv.jsonl.gz and (for the Split-pattern tokenizers) 150 seeded
+// random strings. Left out for the ByteLevel-regex (GPT-2) tokenizer:
 // U+0085 and U+FEFF, where the npm package's ByteLevel uses JavaScript's \s and the Rust
 // library (and mindspeed-cpp) Unicode White_Space; single_word=true tokens, which the npm
 // package ignores (hand-written C++ tests cover those).
@@ -224,6 +225,31 @@ const corpus = [];
 for (let i = 0; i < lines.length; i += 40) corpus.push(JSON.parse(lines[i]).text.slice(0, 300));
 corpus.push(JSON.parse(lines[22]).text.slice(0, 3000));
 
+// ---- seeded random strings (mulberry32) over code points that stress the Split patterns,
+// NFC and the added-token splitter
+let seed = 4321;
+function rand() {
+  seed = (seed + 0x6D2B79F5) | 0;
+  let t = seed;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+}
+const alphabet = [
+  'a', 'b', 'Z', 'e', 's', 'S', 't', 'l', 'L', 'r', 'E', 'v', 'm', 'D', '0', '7', '9', ' ', ' ', ' ', '  ',
+  '\n', '\r', '\r\n', '\t', "'", "'s", "'LL", "'re", '.', ',', '!', '?', '-', '_', '"', '(', ')', '#',
+  'é', 'e\u0301', '\u0301', '\u0323', 'ß', 'Ω', 'Ж', 'ק', 'ع', 'न', 'ि', '中', 'あ', '한', '\u1100', '\u1161',
+  '😀', '👍', '🏽', '\u200d', '\u00a0', '\u3000', '\u2028', '²', '½', '١', '<', '>', '|', '<|', '|>',
+  '<mask>', '<|im_end|>', '<|eot_id|>', 'éx',
+];
+const randomTexts = [];
+for (let k = 0; k < 150; ++k) {
+  const len = 1 + Math.floor(rand() * 30);
+  let t = '';
+  for (let j = 0; j < len; ++j) t += alphabet[Math.floor(rand() * alphabet.length)];
+  randomTexts.push(t);
+}
+
 // ---- write fixtures and vectors
 const outDir = path.join(here, 'hf');
 const out = [];
@@ -252,7 +278,7 @@ for (const [name, make] of [['llama3_style', llama3Style], ['qwen2_style', qwen2
   writeJson(path.join(outDir, name, 'tokenizer_config.json'), config);
   // U+0085 / U+FEFF are fine here: Split patterns go through the package's Oniguruma
   // translation (\s = White_Space), as in the Rust library.
-  emit(name, tokenizer, config, [...common, 'x\u0085y', '\ufeffa b', ...specialCases[name], ...corpus]);
+  emit(name, tokenizer, config, [...common, 'x\u0085y', '\ufeffa b', ...specialCases[name], ...corpus, ...randomTexts]);
 }
 
 fs.writeFileSync(path.join(here, 'hf_vectors.jsonl'), out.join('\n') + '\n');
