@@ -742,7 +742,9 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.list("--test-data-path", d.test_data_path, "Test blend");
   r.value("--split", d.split, "train,valid,test proportions (default 969,30,1)");
   r.value("--data-cache-path", d.data_cache_path, "Directory for dataset index caches");
-  r.value("--tokenizer-type", d.tokenizer_type, "GPT2BPETokenizer, SentencePieceTokenizer, Llama2Tokenizer, NullTokenizer");
+  r.value("--tokenizer-type", d.tokenizer_type,
+          "GPT2BPETokenizer (the default, as pretrain_gpt.py's), SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+          "Llama2Tokenizer, NullTokenizer, or MindSpeed-LLM's PretrainedFromHF (with --tokenizer-name-or-path)");
   r.value("--vocab-file", d.vocab_file, "GPT-2 vocab.json");
   r.value("--merge-file", d.merge_file, "GPT-2 merges.txt");
   r.value("--tokenizer-model", d.tokenizer_model, "SentencePiece model file");

@@ -15,7 +15,8 @@ struct DataConfig {
   std::vector<std::string> test_data_path;   ///< --test-data-path
   std::string split;                         ///< --split; empty = Megatron's default
   std::string data_cache_path;               ///< --data-cache-path
-  std::string tokenizer_type;                ///< --tokenizer-type
+  /// --tokenizer-type; GPT2BPETokenizer when not given (pretrain_gpt.py's args_defaults).
+  std::string tokenizer_type = "GPT2BPETokenizer";
   std::string vocab_file;                    ///< --vocab-file
   std::string merge_file;                    ///< --merge-file
   std::string tokenizer_model;               ///< --tokenizer-model

@@ -384,14 +384,20 @@ Status validate_schedule_unit(TrainingConfig& t, const OptimizerConfig& o, int64
     const char* sample_flag = o.lr_decay_samples > 0       ? "--lr-decay-samples"
                               : o.lr_warmup_samples > 0    ? "--lr-warmup-samples"
                               : o.lr_wsd_decay_samples >= 0 ? "--lr-wsd-decay-samples"
-                              : t.rampup_batch_size        ? "--rampup-batch-size"
                                                            : nullptr;
     if (sample_flag != nullptr) {
       return invalid_argument(sample_flag, " is for sample-based training: with --train-iters use the ",
-                              t.rampup_batch_size ? "constant --global-batch-size (Megatron has no ramp-up for "
-                                                    "iteration-based training)"
-                                                  : "--lr-*-iters flags",
-                              ", or give --train-samples instead");
+                              "--lr-*-iters flags, or give --train-samples instead");
+    }
+    // A ramp-up with --train-iters: Megatron core_v0.12 asserts against it ("expected no
+    // batch-size rampup for iteration-based training"), although its own GPT-3 175B example
+    // script combines them. Here it runs: --train-iters iterations whose batch ramps by the
+    // consumed samples, the learning rate counted in samples as Megatron's scheduler counts it.
+    if (t.rampup_batch_size) {
+      if (t.global_batch_size == 0) t.global_batch_size = t.micro_batch_size * dp;
+      MS_RETURN_IF_ERROR(NumMicroBatchesCalculator::create(t.global_batch_size, t.micro_batch_size, dp,
+                                                           t.decrease_batch_size_if_needed, t.rampup_batch_size)
+                             .status());
     }
     if (t.decrease_batch_size_if_needed) {  // the rounded-down batch must hold a micro-batch
       if (t.global_batch_size == 0) t.global_batch_size = t.micro_batch_size * dp;
@@ -500,8 +506,8 @@ Status validate_data(const DataConfig& d) {
     return invalid_argument("give --data-path (or --train-data-path), or --mock-data for synthetic data");
   }
   if (d.tokenizer_type.empty()) {
-    return invalid_argument("--tokenizer-type is required (e.g. GPT2BPETokenizer with --vocab-file and "
-                            "--merge-file, or NullTokenizer with --vocab-size)");
+    return invalid_argument("--tokenizer-type is empty (give e.g. GPT2BPETokenizer with --vocab-file and "
+                            "--merge-file, or NullTokenizer with --vocab-size; GPT2BPETokenizer when not given)");
   }
   return ok_status();
 }

@@ -36,6 +36,16 @@ LrScheduler LrScheduler::for_samples(const OptimizerConfig& config, int64_t trai
   return s;
 }
 
+LrScheduler LrScheduler::for_iterations_in_samples(const OptimizerConfig& config, int64_t train_iters,
+                                                   int64_t global_batch_size) {
+  MS_CHECK(global_batch_size > 0, "global batch size ", global_batch_size);
+  OptimizerConfig in_samples = config;
+  in_samples.lr_decay_samples = (config.lr_decay_iters > 0 ? config.lr_decay_iters : train_iters) * global_batch_size;
+  in_samples.lr_warmup_samples = config.lr_warmup_iters * global_batch_size;
+  in_samples.lr_wsd_decay_samples = config.lr_wsd_decay_iters >= 0 ? config.lr_wsd_decay_iters * global_batch_size : -1;
+  return for_samples(in_samples, train_iters * global_batch_size);
+}
+
 double LrScheduler::lr(int64_t num_steps) const {
   const double max_lr = config_.lr, min_lr = config_.min_lr;
   const double steps = static_cast<double>(num_steps);

@@ -25,6 +25,11 @@ class LrScheduler {
   LrScheduler(const OptimizerConfig& config, int64_t train_iters, int64_t global_batch_size = 1);
   /// Sample-based (--train-samples): lr(n) is the rate after n consumed samples.
   static LrScheduler for_samples(const OptimizerConfig& config, int64_t train_samples);
+  /// Iteration-based flags counted in samples, as Megatron's scheduler counts them (every
+  /// --lr-*-iters times the global batch): lr(n) is the rate after n consumed samples. For a
+  /// batch-size ramp-up with --train-iters, whose iterations hold fewer samples at first.
+  static LrScheduler for_iterations_in_samples(const OptimizerConfig& config, int64_t train_iters,
+                                               int64_t global_batch_size);
   /// Learning rate after `num_steps` scheduler steps (iterations; samples with for_samples).
   /// Megatron's iteration i (1-based) uses the rate after i - 1 steps: lr(0) for the first.
   double lr(int64_t num_steps) const;

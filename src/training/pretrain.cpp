@@ -503,10 +503,20 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   if (c.training.exit_signal_handler) install_sigterm_handler();
   // Sample-based training counts the schedule in consumed samples (a ramp-up's batches
   // differ), iteration-based in iterations.
+  // A ramp-up with --train-iters counts the schedule in samples too (see validate.cpp).
   const bool sample_based = c.training.train_samples > 0;
-  const LrScheduler scheduler = sample_based ? LrScheduler::for_samples(c.optimizer, c.training.train_samples)
-                                             : LrScheduler(c.optimizer, c.training.train_iters,
-                                                           c.training.global_batch_size);
+  const bool iterations_ramp_up = !sample_based && c.training.rampup_batch_size.has_value();
+  const bool lr_counts_samples = sample_based || iterations_ramp_up;
+  const LrScheduler scheduler =
+      sample_based         ? LrScheduler::for_samples(c.optimizer, c.training.train_samples)
+      : iterations_ramp_up ? LrScheduler::for_iterations_in_samples(c.optimizer, c.training.train_iters,
+                                                                    c.training.global_batch_size)
+                           : LrScheduler(c.optimizer, c.training.train_iters, c.training.global_batch_size);
+  if (log_rank0 && iterations_ramp_up) {
+    log_info("> --rampup-batch-size with --train-iters (Megatron core_v0.12 asserts against the pair): ",
+             c.training.train_iters, " iterations, the batch ramping by consumed samples and the learning rate "
+             "counted in samples");
+  }
   if (log_rank0 && sample_based) {
     log_info("> setting training iterations to ", c.training.train_iters, " (--train-samples ",
              c.training.train_samples, c.training.rampup_batch_size ? ", with the batch-size ramp-up)" : ")");
@@ -654,7 +664,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     const int64_t batch = micro_batches.current_running_global_batch_size();
     // The schedule counts the updates made (Megatron's OptimizerParamScheduler steps only after
     // a successful one): skipped iterations and their samples are left out.
-    const double lr_now = sample_based ? scheduler.lr(progress.consumed_train_samples - progress.skipped_samples)
+    const double lr_now = lr_counts_samples ? scheduler.lr(progress.consumed_train_samples - progress.skipped_samples)
                                        : scheduler.lr(it - 1 - progress.skipped_iterations);
     std::optional<profiler::CpuScope> data_slice(std::in_place, "get batch");
     MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, ps, num_micro, mbs)));
@@ -687,7 +697,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       ++interval_advanced;
     }
     const double lr_after =
-        sample_based ? scheduler.lr(progress.consumed_train_samples + batch - progress.skipped_samples)
+        lr_counts_samples ? scheduler.lr(progress.consumed_train_samples + batch - progress.skipped_samples)
                      : scheduler.lr(it - progress.skipped_iterations);
     interval_flops += num_floating_point_operations(c.model, batch);
     interval_tokens += static_cast<double>(batch * c.model.seq_length);

@@ -745,7 +745,10 @@ TEST(Validate, SampleBasedTrainingRules) {
   refused(validation_error({"--train-samples", "100"}, 1), "give --train-iters or --train-samples, not both");
   refused(validation_error({"--lr-decay-samples", "100"}, 1), "--lr-decay-samples is for sample-based training");
   refused(validation_error({"--lr-warmup-samples", "4"}, 1), "--lr-warmup-samples is for sample-based training");
-  refused(validation_error({"--rampup-batch-size", "2", "2", "10"}, 1), "no ramp-up for iteration-based training");
+  // Megatron core_v0.12 asserts against a ramp-up with --train-iters; its GPT-3 example script
+  // combines them, and here they run (the batch ramps by consumed samples).
+  EXPECT_EQ(validation_error({"--rampup-batch-size", "2", "2", "10", "--global-batch-size", "8"}, 1), "");
+  refused(validation_error({"--rampup-batch-size", "3", "2", "10", "--global-batch-size", "8"}, 1), "--rampup-batch-size");
   refused(sample_validation_error({"--train-samples", "100", "--lr-decay-iters", "5"}, 1),
           "--lr-decay-iters is for iteration-based training");
   refused(sample_validation_error({"--train-samples", "100", "--lr-warmup-iters", "2"}, 1),

@@ -108,9 +108,13 @@ TEST_P(LrSchedulerVsMegatron, RateAfterEachIteration) {
   const int64_t global_batch = std::stoll(c.flags.at("global_batch_size"));
 
   const LrScheduler scheduler(oc, train_iters, global_batch);
+  // The same flags counted in samples (a ramp-up with --train-iters): after k full batches.
+  const LrScheduler in_samples = LrScheduler::for_iterations_in_samples(oc, train_iters, global_batch);
   for (const auto& [k, want] : c.expected) {
     // Same formulas in double; pow/sqrt/cos may round an ulp apart from Python's.
     EXPECT_NEAR(scheduler.lr(k), want, 1e-12 * std::abs(want)) << GetParam() << " after " << k << " iterations";
+    EXPECT_NEAR(in_samples.lr(k * global_batch), want, 1e-12 * std::abs(want))
+        << GetParam() << " after " << k << " iterations, counted in samples";
   }
 }
 
