@@ -409,7 +409,7 @@ class HfByteLevelBpeTokenizer final : public Tokenizer {
   AddedTokenMatcher raw_matcher_, normalized_matcher_;
   // Post-processor (single template) and decoder.
   std::vector<int32_t> prefix_ids_, suffix_ids_;
-  bool clean_up_tokenization_spaces_ = true;
+  bool clean_up_tokenization_spaces_ = false;
   // id -> decoded bytes; id_present_[id] when the id names a token.
   std::vector<std::string> id_bytes_;
   std::vector<bool> id_present_;
@@ -672,6 +672,10 @@ Status HfByteLevelBpeTokenizer::load_added_tokens(const JsonFields& f, const jso
       return f.error(field, str_cat("gives ", quoted(spec.content), " id ", spec.id,
                                     ", but model.vocab has it as id ", model_id->second));
     }
+    if (added_ids_.find(spec.content) != added_ids_.end()) {
+      return f.error(field, str_cat("lists ", quoted(spec.content), " a second time (ids ", added_ids_.at(spec.content),
+                                    " and ", spec.id, "); each added token once"));
+    }
     if (spec.id < static_cast<int32_t>(id_present_.size()) && id_present_[spec.id] &&
         model_vocab_.find(spec.content) == model_vocab_.end()) {
       return f.error(field, str_cat("gives id ", spec.id, " to ", quoted(spec.content),
@@ -767,9 +771,10 @@ Status HfByteLevelBpeTokenizer::load_post_processor(const JsonFields& f, const j
 }
 
 Status HfByteLevelBpeTokenizer::load_decoder(const JsonFields& f, const json& root) {
+  // No decoder (absent or null) would make the Rust library join the token strings with
+  // spaces, not decode bytes: only the ByteLevel decoder is supported.
   auto it = root.find("decoder");
-  if (it == root.end() || it->is_null()) return ok_status();
-  if (!it->is_object() || it->value("type", json()) != "ByteLevel") {
+  if (it == root.end() || !it->is_object() || it->value("type", json()) != "ByteLevel") {
     return f.unsupported("decoder", *it, "decoder ByteLevel");
   }
   return ok_status();
@@ -819,7 +824,7 @@ std::optional<TokenizerClassDefaults> class_defaults(std::string name) {
 struct HfConfig {
   std::string tokenizer_class;  ///< "" when neither file names one
   std::optional<std::string> bos, eos, pad;
-  bool clean_up_tokenization_spaces = true;
+  bool clean_up_tokenization_spaces = false;  // transformers' default since 4.45 (MindSpeed-LLM pins 4.57)
   bool add_bos_token = true;   // LlamaTokenizerFast only
   bool add_eos_token = false;  // LlamaTokenizerFast only
   bool llama = false;
@@ -874,7 +879,7 @@ StatusOr<HfConfig> read_hf_config(const std::filesystem::path& dir) {
     }
   }
   MS_ASSIGN_OR_RETURN(config.clean_up_tokenization_spaces,
-                      cf.boolean(tc, "", "clean_up_tokenization_spaces", true));
+                      cf.boolean(tc, "", "clean_up_tokenization_spaces", false));
   MS_ASSIGN_OR_RETURN(config.add_bos_token, cf.boolean(tc, "", "add_bos_token", true));
   MS_ASSIGN_OR_RETURN(config.add_eos_token, cf.boolean(tc, "", "add_eos_token", false));
   MS_ASSIGN_OR_RETURN(bool split_special_tokens, cf.boolean(tc, "", "split_special_tokens", false));
@@ -1182,7 +1187,14 @@ StatusOr<std::unique_ptr<Tokenizer>> load_pretrained_from_hf_tokenizer(const std
   identifiers.tokenizer_path = {directory};
   if (std::filesystem::exists(dir / "tokenizer.json", ec)) {
     auto tok = std::make_unique<HfByteLevelBpeTokenizer>(std::move(identifiers));
-    MS_RETURN_IF_ERROR(tok->load(dir, vocab_extra_ids));
+    const Status loaded = tok->load(dir, vocab_extra_ids);
+    if (!loaded.ok() && std::filesystem::exists(dir / "tokenizer.model", ec)) {
+      // LLaMA-2-style directories hold a SentencePiece-style tokenizer.json (not supported)
+      // beside the tokenizer.model it was made from.
+      return Status(loaded.code(), str_cat(loaded.message(), "; this directory also holds tokenizer.model: move "
+                                                             "tokenizer.json aside to use the SentencePiece model"));
+    }
+    MS_RETURN_IF_ERROR(loaded);
     return std::unique_ptr<Tokenizer>(std::move(tok));
   }
   if (std::filesystem::exists(dir / "tokenizer.model", ec)) {

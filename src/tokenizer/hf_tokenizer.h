@@ -39,8 +39,8 @@
 //   detokenize(ids)  tokenizer.decode(ids): special tokens kept, byte-level decoding (a token
 //                    whose characters are not all byte symbols decodes to its own UTF-8),
 //                    ill-formed UTF-8 -> U+FFFD, then clean_up_tokenization (" ." -> "." ...)
-//                    when clean_up_tokenization_spaces is true (the npm library's default when
-//                    unset; set it in tokenizer_config.json to be explicit)
+//                    when clean_up_tokenization_spaces is true (false when unset, transformers'
+//                    default since 4.45, which MindSpeed-LLM pins)
 //   vocab_size()     len(tokenizer): distinct tokens of the vocabulary and the added tokens
 //   eod() = eos      eos_token's id (-1 when there is none: MindSpeed raises there)
 //   pad()            pad_token's id, else eos's (_AutoTokenizer sets pad = eos when unset)

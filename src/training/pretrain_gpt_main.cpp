@@ -46,6 +46,13 @@ int run(int argc, char** argv, const PretrainHooks& hooks) {
   if (Status s = validate_configs(configs, world.size, (*tokenizer)->vocab_size()); !s.ok()) {
     return stop("error: " + s.to_string(), 2);
   }
+  // The end-of-document flags need an end-of-document token (MindSpeed-LLM raises too).
+  const DataConfig& d = configs.data;
+  if ((*tokenizer)->eod() < 0 && (d.eod_mask_loss || d.reset_position_ids || d.reset_attention_mask)) {
+    return stop("error: InvalidArgument: --eod-mask-loss / --reset-position-ids / --reset-attention-mask need an "
+                "end-of-document token, and --tokenizer-type " + d.tokenizer_type + " has none (give the tokenizer an "
+                "eos token, e.g. eos_token in tokenizer_config.json)", 2);
+  }
   const Configs& validated = configs;  // final from here on
   if (world.rank == 0) {
     for (const std::string& note : parsed->notes) log_info("> ", note);
