@@ -158,8 +158,10 @@ struct Choices {
   bool npu_deterministic = false;
   bool use_fusion_attn_v2 = false;
   bool use_mcore_models = false;
+  bool use_cpu_initialization = false;
   bool log_throughput = false;
   std::string attention_backend;     ///< --attention-backend; empty = not given
+  int64_t persistent_save_interval = 0;  ///< Megatron's alias of --save-interval; 0 = not given
   bool no_position_embedding = false;
   std::string distributed_backend;   ///< --distributed-backend; empty = not given
   std::string ai_framework;          ///< MindSpeed --ai-framework; empty = not given
@@ -653,6 +655,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
           "Continue from a checkpoint directory (latest_checkpointed_iteration.txt), or start from a Hugging Face "
           "directory (config.json + model.safetensors)");
   r.value("--save", t.save, "Checkpoint directory to save to");
+  r.number("--persistent-save-interval", ch.persistent_save_interval, "Megatron's alias of --save-interval",
+           between(1, 1ll << 40, false, "iterations"));
   r.number("--save-interval", t.save_interval, "Iterations between checkpoints (also saved at the end)",
            between(1, 1ll << 40, false, "iterations"));
   r.flag("--async-save", t.async_save,
@@ -694,6 +698,8 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
       ->check(CLI::IsMember({"safetensors"}));
   r.number("--num-threads", t.num_threads, "mindspeed-cpp: OpenMP threads per rank (default cores / local ranks)",
            between(1, 4096, false, "threads"));
+  r.flag("--use-cpu-initialization", ch.use_cpu_initialization,
+         "Accepted: each parameter is always drawn whole in host memory and sliced for its rank");
   r.flag("--use-mcore-models", ch.use_mcore_models,
          "Accepted, a no-op as in Megatron core_v0.12 (core models are the default there; the model is core's GPTModel)");
   r.value("--transformer-impl", ch.transformer_impl,
@@ -751,6 +757,11 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--tokenizer-name-or-path", d.tokenizer_name_or_path,
           "MindSpeed-LLM (--tokenizer-type PretrainedFromHF): a directory holding a Hugging Face tokenizer.json "
           "(or a SentencePiece tokenizer.model)");
+  r.number("--vocab-extra-ids", d.vocab_extra_ids,
+           "Extra <extra_id_N> tokens (SentencePieceTokenizer, PretrainedFromHF)", between(0, 1 << 20, false, "tokens"));
+  r.number("--padded-vocab-size", c.model.padded_vocab_size_override,
+           "MindSpeed-LLM: the padded vocabulary size outright (instead of --make-vocab-size-divisible-by's padding)",
+           between(1, 2147483647.0, false, "tokens"));
   r.number("--vocab-size", d.vocab_size, "Vocabulary size for NullTokenizer", between(1, 2147483647.0, false, "tokens"));
   r.flag("--reset-position-ids", d.reset_position_ids, "Positions restart after each end-of-document token");
   r.flag("--reset-attention-mask", d.reset_attention_mask, "No attention across end-of-document tokens");
@@ -908,6 +919,11 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
   if (t.loss_scale > 0.0 && !t.fp16 && !t.bf16) {
     notes.push_back("--loss-scale: no loss scaler in an fp32 run (Megatron's FP32Optimizer has none either)");
   }
+  if (c.data.vocab_extra_ids > 0 && c.data.tokenizer_type != "SentencePieceTokenizer" &&
+      c.data.tokenizer_type != "PretrainedFromHF") {
+    notes.push_back("--vocab-extra-ids: " + c.data.tokenizer_type + " adds no extra ids (as in Megatron, only "
+                    "SentencePieceTokenizer and MindSpeed-LLM's PretrainedFromHF do)");
+  }
   if (t.attention_softmax_in_fp32 || t.apply_query_key_layer_scaling) {
     notes.push_back("--attention-softmax-in-fp32 / --apply-query-key-layer-scaling: attention scores and their "
                     "softmax are computed in fp32 and never stored in 16 bits");
@@ -920,6 +936,7 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
 }
 
 Status apply_choices(Configs& c, const Choices& ch) {
+  if (ch.persistent_save_interval > 0) c.training.save_interval = ch.persistent_save_interval;
   MS_RETURN_IF_ERROR(apply_attention_mask_flags(c.model, ch));
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));
   MS_RETURN_IF_ERROR(apply_moe_choices(c, ch));

@@ -826,7 +826,7 @@ constexpr KnownFlag kKnownFlags[] = {
     {"--pad-vocab-size-to", FlagArity::kOne, kMindSpeedLlm, "dataset"},
     {"--padded-base-length", FlagArity::kOne, kMindSpeedLlm, "multi-head latent attention"},
     {"--padded-samples", FlagArity::kNone, kMindSpeedLlm, "data"},
-    {"--padded-vocab-size", FlagArity::kOne, kMegatron, "tokenizer"},
+    {"--padded-vocab-size", FlagArity::kOne, kMindSpeedLlm, "tokenizer"},
     {"--param-and-grad-buffer-pad", FlagArity::kOne, kMindSpeed, "distributed"},
     {"--partial-rotary-factor", FlagArity::kOne, kMindSpeedLlm, "qwen3 next attention"},
     {"--patch-dim", FlagArity::kOne, kMegatron, "vision"},

@@ -22,6 +22,7 @@ struct DataConfig {
   std::string tokenizer_model;               ///< --tokenizer-model
   std::string tokenizer_name_or_path;        ///< --tokenizer-name-or-path (PretrainedFromHF: a directory)
   int64_t vocab_size = 0;                    ///< --vocab-size (NullTokenizer)
+  int64_t vocab_extra_ids = 0;               ///< --vocab-extra-ids (SentencePieceTokenizer, PretrainedFromHF)
   bool reset_position_ids = false;           ///< --reset-position-ids
   bool reset_attention_mask = false;         ///< --reset-attention-mask
   bool eod_mask_loss = false;                ///< --eod-mask-loss

@@ -69,6 +69,8 @@ struct ModelConfig {
   /// make_vocab_size_divisible_by * tensor-parallel size (Megatron's _vocab_size_with_padding).
   int64_t vocab_size = 0;
   int64_t padded_vocab_size = 0;
+  /// MindSpeed-LLM's --padded-vocab-size: the padded size given outright (0 = derived).
+  int64_t padded_vocab_size_override = 0;
   /// Mixture of experts (--num-experts and the --moe-* flags); num_experts == 0: dense.
   MoeConfig moe;
   /// Activation recompute (--recompute-* flags); lossless, so not part of the architecture.

@@ -614,6 +614,19 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
     c.model.vocab_size = *tokenizer_vocab_size;
     c.model.padded_vocab_size = padded_vocab(*tokenizer_vocab_size, c.model.make_vocab_size_divisible_by,
                                              c.parallel.tensor_model_parallel_size);
+    if (const int64_t given = c.model.padded_vocab_size_override; given > 0) {
+      // MindSpeed-LLM takes it as is; the embedding must still hold every token id and split
+      // evenly over the tensor-parallel ranks (Megatron's VocabUtility divides it).
+      if (given < *tokenizer_vocab_size) {
+        return invalid_argument("--padded-vocab-size ", given, " is smaller than the tokenizer's vocabulary (",
+                                *tokenizer_vocab_size, " tokens): ids from ", given, " up would have no embedding row");
+      }
+      if (given % c.parallel.tensor_model_parallel_size != 0) {
+        return invalid_argument("--padded-vocab-size ", given, " must be divisible by --tensor-model-parallel-size ",
+                                c.parallel.tensor_model_parallel_size, " (each rank holds an equal slice of the vocabulary)");
+      }
+      c.model.padded_vocab_size = given;
+    }
   }
   MS_RETURN_IF_ERROR(check_memory(c, world_size));
   return ok_status();

@@ -77,6 +77,7 @@ TokenizerOptions tokenizer_options_of(const DataConfig& d) {
   o.merge_file = d.merge_file;
   o.tokenizer_model = d.tokenizer_model;
   o.tokenizer_name_or_path = d.tokenizer_name_or_path;
+  o.vocab_extra_ids = d.vocab_extra_ids;
   if (d.vocab_size > 0) o.vocab_size = d.vocab_size;
   return o;
 }

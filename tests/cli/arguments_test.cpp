@@ -834,6 +834,34 @@ TEST(Arguments, MegatronSelectorsAndLaunchFlags) {
   refused({"--ai-framework", "jax"}, "--ai-framework");
 }
 
+// MindSpeed-LLM's --padded-vocab-size (taken as is, but it must hold the vocabulary and split
+// over tp), Megatron's --persistent-save-interval alias, --vocab-extra-ids passed on (a start-up
+// note where the tokenizer type adds none).
+TEST(Arguments, PaddedVocabSizeSaveIntervalAliasAndExtraIds) {
+  auto validated = [](std::vector<std::string> extra, int64_t vocab, Configs* out) {
+    auto parsed = parse_with(std::move(extra));
+    if (!parsed.ok()) return parsed.status().to_string();
+    *out = parsed->configs;
+    const Status s = validate_configs(*out, 2, vocab);
+    return s.ok() ? std::string() : s.message();
+  };
+  Configs c;
+  EXPECT_EQ(validated({"--padded-vocab-size", "151936", "--tensor-model-parallel-size", "2"}, 151665, &c), "");
+  EXPECT_EQ(c.model.padded_vocab_size, 151936);
+  EXPECT_EQ(validated({}, 151665, &c), "");
+  EXPECT_EQ(c.model.padded_vocab_size, 151680);  // Megatron's padding to a multiple of 128
+  EXPECT_NE(validated({"--padded-vocab-size", "1000"}, 151665, &c).find("smaller than the tokenizer's vocabulary"),
+            std::string::npos);
+  EXPECT_NE(validated({"--padded-vocab-size", "151937", "--tensor-model-parallel-size", "2"}, 151665, &c)
+                .find("divisible by --tensor-model-parallel-size 2"),
+            std::string::npos);
+  EXPECT_EQ(parse_with({"--persistent-save-interval", "7"})->configs.training.save_interval, 7);
+  auto extra = parse_with({"--vocab-extra-ids", "3"});
+  EXPECT_EQ(extra->configs.data.vocab_extra_ids, 3);
+  ASSERT_EQ(extra->notes.size(), 1u);
+  EXPECT_NE(extra->notes[0].find("adds no extra ids"), std::string::npos) << extra->notes[0];
+}
+
 // --fp16 and its loss scaler: Megatron's defaults, which scaler each combination gets, the
 // fp16 gradient buffer unless --accumulate-allreduce-grads-in-fp32, and Megatron's refusals.
 TEST(Arguments, Fp16AndLossScalingFlags) {

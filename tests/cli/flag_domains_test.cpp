@@ -139,6 +139,9 @@ const std::map<std::string, Row> kExpected = {
     {"--min-loss-scale", {false, false, true}},
     {"--loss-scale-window", {false, false, false}},
     {"--hysteresis", {false, false, true}},
+    {"--vocab-extra-ids", {true, false, false}},
+    {"--padded-vocab-size", {false, false, false}},
+    {"--persistent-save-interval", {false, false, false}},
 };
 
 TEST(FlagDomains, EveryNumericFlagHasARowAndADomain) {
