@@ -741,7 +741,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       l.skipped_iterations = interval_skipped;
       l.nan_iterations = interval_nan;
       // Collectives: every rank logs the same iterations (after this iteration's step).
-      if (c.logging.log_num_zeros_in_grad) l.num_zeros = optimizer.count_zero_grads();
+      // (After an overflow Megatron has no zero count either: the step returned None.)
+      if (c.logging.log_num_zeros_in_grad && !scaler_skipped) l.num_zeros = optimizer.count_zero_grads();
       if (c.logging.log_params_norm) l.params_norm = optimizer.params_norm();
       l.tokens_per_second_per_rank = interval_tokens / static_cast<double>(interval_iters) / seconds / world.size;
       if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
