@@ -1,7 +1,8 @@
 // --fp16 (fp16 weights and activations, fp32 main parameters, the dynamic loss scaler) against
 // the fp32 run on the same weights and data, on each layout: data parallel with and without the
 // distributed optimizer and the overlapped reduction, tensor + sequence parallel, and an
-// interleaved pipeline with a tied embedding copy; with fp16 gradients (Megatron's default) and
+// interleaved pipeline with a tied embedding copy, DualPipeV (its deferred weight gradients need
+// the fp32 gradient buffer); with fp16 gradients (Megatron's default) and
 // with --accumulate-allreduce-grads-in-fp32. bf16's bar against fp32 is 2 % on the loss
 // (parallel_equivalence_test's Bf16 case); fp16 keeps 10 mantissa bits to bf16's 7, and is held
 // to much tighter limits. Measured (this VM, 6 steps): losses within 2.7e-6 relative, gradient
@@ -92,6 +93,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Fp16Case{.name = "tp2_sp_dp2_distopt",
                                .world = 4,
                                .layout = {.tp = 2, .sequence_parallel = true, .distributed_optimizer = true},
+                               .llama = true},
+                      Fp16Case{.name = "pp2_dualpipev_fp32_grads",
+                               .world = 2,
+                               .layout = {.pp = 2, .dualpipev = true, .fp16_fp32_grads = true},
                                .llama = true},
                       Fp16Case{.name = "pp2_vpp2_dp2_tied_overlap",
                                .world = 4,
