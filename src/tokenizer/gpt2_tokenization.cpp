@@ -4,8 +4,6 @@
 #include <array>
 #include <atomic>
 #include <climits>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <queue>
@@ -15,53 +13,11 @@
 
 #include "core/json_util.h"
 #include "core/logging.h"
+#include "tokenizer/file_util.h"
 #include "tokenizer/unicode.h"
 
 namespace mindspeed {
 namespace {
-
-StatusOr<std::string> read_text_file(const std::string& path, const char* what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return invalid_argument(what, " '", path, "' is a directory, expected a file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(what, " '", path, "': cannot open it (does the file exist?)");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return data_loss(what, " '", path, "': read error");
-  return buffer.str();
-}
-
-// GPT-2's bytes_to_unicode(): printable Latin-1 bytes map to themselves, the other 68
-// bytes to U+0100.. in byte order, so that no symbol is whitespace or a control character.
-std::array<char32_t, 256> byte_to_unicode() {
-  std::array<char32_t, 256> table{};
-  const auto printable = [](int b) {
-    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-  };
-  char32_t next = 256;
-  for (int b = 0; b < 256; ++b) table[b] = printable(b) ? static_cast<char32_t>(b) : next++;
-  return table;
-}
-
-// Inverse of byte_to_unicode(): code point -> byte, or -1. All symbols are < U+0144.
-std::array<int, 324> unicode_to_byte() {
-  std::array<int, 324> table;
-  table.fill(-1);
-  const std::array<char32_t, 256> forward = byte_to_unicode();
-  for (int b = 0; b < 256; ++b) table[forward[b]] = b;
-  return table;
-}
-
-// A symbol as printed in messages: the vocabulary's own spelling (UTF-8) in quotes.
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  out.append(s.substr(0, 80));
-  if (s.size() > 80) out.append("...");
-  out.push_back('"');
-  return out;
-}
 
 std::string hex_code_point(char32_t cp) {
   std::ostringstream out;
@@ -126,7 +82,6 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
     return invalid_argument("vocab file '", vocab_file, "': expected a JSON object of token -> id, "
                             "found a JSON ", vocab.type_name());
   }
-  const std::array<int, 324> symbol_to_byte = unicode_to_byte();
   const int64_t n = static_cast<int64_t>(vocab.size());
   tok->token_bytes_.assign(n, std::string());
   std::vector<const std::string*> owner(n, nullptr);
@@ -135,20 +90,20 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const std::string& symbol = it.key();
     if (!it.value().is_number_integer()) {
-      return invalid_argument("vocab file '", vocab_file, "': token ", quoted(symbol), " maps to ",
+      return invalid_argument("vocab file '", vocab_file, "': token ", quote_for_message(symbol), " maps to ",
                               describe_json_value(it.value()), ", expected an integer id");
     }
     // Non-negative integers are stored unsigned; get<int64_t>() would wrap those above
     // INT64_MAX into negative ids.
     if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= static_cast<uint64_t>(n)) {
-      return invalid_argument("vocab file '", vocab_file, "': token ", quoted(symbol), " has id ",
+      return invalid_argument("vocab file '", vocab_file, "': token ", quote_for_message(symbol), " has id ",
                               it.value().dump(), ", outside 0..", n - 1, " (a vocabulary of ", n,
                               " tokens must use each id 0..", n - 1, " once)");
     }
     const int64_t id = it.value().get<int64_t>();
     if (owner[id] != nullptr) {
       return invalid_argument("vocab file '", vocab_file, "': id ", id, " is used by both ",
-                              quoted(*owner[id]), " and ", quoted(symbol));
+                              quote_for_message(*owner[id]), " and ", quote_for_message(symbol));
     }
     owner[id] = &symbol;
     std::string bytes;
@@ -157,9 +112,9 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
       char32_t cp;
       int bad_len;
       const int len = decode_utf8(symbol, pos, &cp, &bad_len);
-      const int byte = (len > 0 && cp < symbol_to_byte.size()) ? symbol_to_byte[cp] : -1;
+      const int byte = len > 0 ? byte_level_byte(cp) : -1;
       if (byte < 0) {
-        return invalid_argument("vocab file '", vocab_file, "': token ", quoted(symbol),
+        return invalid_argument("vocab file '", vocab_file, "': token ", quote_for_message(symbol),
                                 " contains ", len > 0 ? hex_code_point(cp) : "ill-formed UTF-8",
                                 ", which is not a GPT-2 byte-level symbol (is this a GPT-2 BPE "
                                 "vocabulary?)");
@@ -173,13 +128,12 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
     tok->token_bytes_[id] = std::move(bytes);
     symbol_ids.emplace(symbol, static_cast<int32_t>(id));
   }
-  const std::array<char32_t, 256> byte_symbols = byte_to_unicode();
   for (int b = 0; b < 256; ++b) {
     std::string symbol;
-    append_utf8(byte_symbols[b], &symbol);
+    append_utf8(byte_level_symbol(static_cast<uint8_t>(b)), &symbol);
     auto it = symbol_ids.find(symbol);
     if (it == symbol_ids.end()) {
-      return invalid_argument("vocab file '", vocab_file, "': the symbol ", quoted(symbol),
+      return invalid_argument("vocab file '", vocab_file, "': the symbol ", quote_for_message(symbol),
                               " of byte ", b, " is missing (a GPT-2 vocabulary has all 256 byte "
                               "symbols; is this a GPT-2 BPE vocabulary?)");
     }
@@ -220,12 +174,12 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
     }
   }
   if (lines.size() >= 2 && !lines.front().starts_with("#version")) {
-    log_warning(str_cat("merges file '", merge_file, "': first line ", quoted(lines.front()),
+    log_warning(str_cat("merges file '", merge_file, "': first line ", quote_for_message(lines.front()),
                         " is skipped as a header, as Megatron does (expected \"#version: ...\")"));
   }
   if (!lines.back().empty()) {
     log_warning(str_cat("merges file '", merge_file, "' does not end with a newline: like "
-                        "Megatron, its last line ", quoted(lines.back()), " is not used"));
+                        "Megatron, its last line ", quote_for_message(lines.back()), " is not used"));
   }
   int32_t rank = 0;
   size_t num_merges = 0;
@@ -250,7 +204,7 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
     if (fields.size() != 2) {
       return invalid_argument("merges file '", merge_file, "': line ", line_no,
                               ": expected two symbols separated by a space, found ",
-                              fields.size(), " field(s) in ", quoted(line),
+                              fields.size(), " field(s) in ", quote_for_message(line),
                               " (is this a GPT-2 merges file?)");
     }
     int32_t part_ids[2];
@@ -258,7 +212,7 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
       auto it = symbol_ids.find(fields[k]);
       if (it == symbol_ids.end()) {
         return invalid_argument("merges file '", merge_file, "': line ", line_no, ": symbol ",
-                                quoted(fields[k]), " is not in vocab file '", vocab_file,
+                                quote_for_message(fields[k]), " is not in vocab file '", vocab_file,
                                 "' (are the vocab and merges files from the same tokenizer?)");
       }
       part_ids[k] = it->second;
@@ -268,8 +222,8 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
     auto result = symbol_ids.find(joined);
     if (result == symbol_ids.end()) {
       return invalid_argument("merges file '", merge_file, "': line ", line_no, ": merging ",
-                              quoted(fields[0]), " and ", quoted(fields[1]), " gives ",
-                              quoted(joined), ", which is not in vocab file '", vocab_file,
+                              quote_for_message(fields[0]), " and ", quote_for_message(fields[1]), " gives ",
+                              quote_for_message(joined), ", which is not in vocab file '", vocab_file,
                               "' (are the vocab and merges files from the same tokenizer?)");
     }
     // dict(zip(merges, range(...))): a repeated pair keeps its last rank.

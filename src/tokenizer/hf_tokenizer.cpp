@@ -7,7 +7,6 @@
 #include <atomic>
 #include <climits>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <queue>
@@ -19,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_util.h"
+#include "tokenizer/file_util.h"
 #include "tokenizer/hf_pretokenizer.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -36,34 +36,17 @@ constexpr std::string_view kSupported =
 constexpr int64_t kMaxTokenId = (int64_t{1} << 26) - 1;
 constexpr int64_t kMaxIdHoles = int64_t{1} << 16;
 
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  out.append(s.substr(0, 100));
-  if (s.size() > 100) out.append("...");
-  out.push_back('"');
-  return out;
-}
-
 std::string shown(const json& value) {
   std::string text = value.dump();
   if (text.size() > 120) text = text.substr(0, 120) + "...";
   return text;
 }
 
-StatusOr<std::string> read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("'", path.string(), "': cannot open it");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return data_loss("'", path.string(), "': read error");
-  return buffer.str();
-}
-
 // An optional JSON file of the tokenizer directory: nullopt when absent.
 StatusOr<std::optional<json>> read_optional_json(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::optional<json>();
-  MS_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  MS_ASSIGN_OR_RETURN(std::string text, read_text_file(path, ""));
   std::string error;
   std::optional<json> parsed = try_parse_json(text, &error);
   if (!parsed) {
@@ -487,8 +470,8 @@ Status HfByteLevelBpeTokenizer::load_pre_tokenizer_step(const JsonFields& f, con
     if (!known) {
       return f.unsupported(field + ".pattern.Regex", regex,
                            str_cat("the Split regexes recognised are GPT-2's ",
-                                   quoted(split_pattern_regex(SplitPattern::kGpt2)), ", LLaMA-3's ",
-                                   quoted(split_pattern_regex(SplitPattern::kLlama3)),
+                                   quote_for_message(split_pattern_regex(SplitPattern::kGpt2)), ", LLaMA-3's ",
+                                   quote_for_message(split_pattern_regex(SplitPattern::kLlama3)),
                                    " and Qwen2's (LLaMA-3's with \\p{N} for \\p{N}{1,3}); no "
                                    "general regex engine is built in"));
     }
@@ -564,15 +547,15 @@ Status HfByteLevelBpeTokenizer::load_model(const JsonFields& f, const json& root
   std::unordered_map<int32_t, const std::string*> owner;
   for (auto v = vocab->begin(); v != vocab->end(); ++v) {
     if (!v->is_number_unsigned() || v->get<uint64_t>() > static_cast<uint64_t>(max_token_id_)) {
-      return f.error(str_cat("model.vocab[", quoted(v.key()), "]"),
+      return f.error(str_cat("model.vocab[", quote_for_message(v.key()), "]"),
                      str_cat("is ", shown(*v), ", expected a token id in 0..", max_token_id_,
                              " (ids number the tokens of the file, with few gaps)"));
     }
     const int32_t id = static_cast<int32_t>(v->get<uint64_t>());
     auto [slot, inserted] = owner.emplace(id, &v.key());
     if (!inserted) {
-      return f.error("model.vocab", str_cat("gives id ", id, " to both ", quoted(*slot->second),
-                                            " and ", quoted(v.key()), " (each id names one token)"));
+      return f.error("model.vocab", str_cat("gives id ", id, " to both ", quote_for_message(*slot->second),
+                                            " and ", quote_for_message(v.key()), " (each id names one token)"));
     }
     model_vocab_.emplace(v.key(), id);
     add_token_string(id, v.key());
@@ -586,7 +569,7 @@ Status HfByteLevelBpeTokenizer::load_model(const JsonFields& f, const json& root
     auto found = model_vocab_.find(symbol);
     if (found == model_vocab_.end()) {
       return f.error("model.vocab", str_cat("has no token for byte ", b, " (the byte-level symbol ",
-                                            quoted(symbol), "); a byte-level BPE vocabulary has "
+                                            quote_for_message(symbol), "); a byte-level BPE vocabulary has "
                                             "all 256 (is this a byte-level BPE tokenizer?)"));
     }
     byte_ids_[static_cast<size_t>(b)] = found->second;
@@ -605,7 +588,7 @@ Status HfByteLevelBpeTokenizer::load_model(const JsonFields& f, const json& root
       const std::string text = m.get<std::string>();
       const size_t space = text.find(' ');
       if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        return f.error(field, str_cat("is ", quoted(text), ", expected two tokens separated by "
+        return f.error(field, str_cat("is ", quote_for_message(text), ", expected two tokens separated by "
                                       "one space (\"a b\")"));
       }
       parts[0] = text.substr(0, space);
@@ -620,7 +603,7 @@ Status HfByteLevelBpeTokenizer::load_model(const JsonFields& f, const json& root
     for (int k = 0; k < 2; ++k) {
       auto found = model_vocab_.find(parts[k]);
       if (found == model_vocab_.end()) {
-        return f.error(field, str_cat("names ", quoted(parts[k]), ", which is not in model.vocab "
+        return f.error(field, str_cat("names ", quote_for_message(parts[k]), ", which is not in model.vocab "
                                       "(are the vocabulary and the merges from the same "
                                       "tokenizer?)"));
       }
@@ -628,8 +611,8 @@ Status HfByteLevelBpeTokenizer::load_model(const JsonFields& f, const json& root
     }
     auto result = model_vocab_.find(parts[0] + parts[1]);
     if (result == model_vocab_.end()) {
-      return f.error(field, str_cat("merges ", quoted(parts[0]), " and ", quoted(parts[1]),
-                                    " into ", quoted(parts[0] + parts[1]), ", which is not in "
+      return f.error(field, str_cat("merges ", quote_for_message(parts[0]), " and ", quote_for_message(parts[1]),
+                                    " into ", quote_for_message(parts[0] + parts[1]), ", which is not in "
                                     "model.vocab (are the vocabulary and the merges from the "
                                     "same tokenizer?)"));
     }
@@ -669,16 +652,16 @@ Status HfByteLevelBpeTokenizer::load_added_tokens(const JsonFields& f, const jso
     MS_ASSIGN_OR_RETURN(spec.normalized, f.boolean(t, field, "normalized", !spec.special));
     if (auto model_id = model_vocab_.find(spec.content);
         model_id != model_vocab_.end() && model_id->second != spec.id) {
-      return f.error(field, str_cat("gives ", quoted(spec.content), " id ", spec.id,
+      return f.error(field, str_cat("gives ", quote_for_message(spec.content), " id ", spec.id,
                                     ", but model.vocab has it as id ", model_id->second));
     }
     if (added_ids_.find(spec.content) != added_ids_.end()) {
-      return f.error(field, str_cat("lists ", quoted(spec.content), " a second time (ids ", added_ids_.at(spec.content),
+      return f.error(field, str_cat("lists ", quote_for_message(spec.content), " a second time (ids ", added_ids_.at(spec.content),
                                     " and ", spec.id, "); each added token once"));
     }
     if (spec.id < static_cast<int32_t>(id_present_.size()) && id_present_[spec.id] &&
         model_vocab_.find(spec.content) == model_vocab_.end()) {
-      return f.error(field, str_cat("gives id ", spec.id, " to ", quoted(spec.content),
+      return f.error(field, str_cat("gives id ", spec.id, " to ", quote_for_message(spec.content),
                                     ", which model.vocab already uses for another token"));
     }
     added_ids_[spec.content] = spec.id;
@@ -723,12 +706,12 @@ Status HfByteLevelBpeTokenizer::load_post_processor_step(const JsonFields& f, co
           !(*special)[name].is_object() || !(*special)[name].contains("ids") ||
           !(*special)[name]["ids"].is_array()) {
         return f.error(field + ".special_tokens", str_cat("has no entry {\"ids\": [...]} for ",
-                                                          quoted(name), " of the single template"));
+                                                          quote_for_message(name), " of the single template"));
       }
       for (const json& id : (*special)[name]["ids"]) {
         if (!id.is_number_unsigned() || id.get<uint64_t>() >= id_present_.size() ||
             !id_present_[id.get<uint64_t>()]) {
-          return f.error(str_cat(field, ".special_tokens[", quoted(name), "].ids"),
+          return f.error(str_cat(field, ".special_tokens[", quote_for_message(name), "].ids"),
                          str_cat("has ", shown(id), ", which is not a token id of this tokenizer"));
         }
         (seen_sequence ? suffix_ids_ : prefix_ids_).push_back(static_cast<int32_t>(id.get<uint64_t>()));
@@ -899,8 +882,8 @@ Status HfByteLevelBpeTokenizer::load_config(const std::filesystem::path& dir) {
     std::optional<int32_t> id = token_to_id(*token);
     if (!id) {
       return invalid_argument("'", config_file, "' (or special_tokens_map.json, or the defaults of "
-                              "tokenizer_class ", quoted(config.tokenizer_class), "): ", key, " ",
-                              quoted(*token), " is not a token of '", tokenizer_file_,
+                              "tokenizer_class ", quote_for_message(config.tokenizer_class), "): ", key, " ",
+                              quote_for_message(*token), " is not a token of '", tokenizer_file_,
                               "'; set ", key, " to one of its tokens (or null)");
     }
     return id;
@@ -928,7 +911,7 @@ Status HfByteLevelBpeTokenizer::load_config(const std::filesystem::path& dir) {
 Status HfByteLevelBpeTokenizer::load(const std::filesystem::path& dir, int64_t vocab_extra_ids) {
   const std::filesystem::path path = dir / "tokenizer.json";
   tokenizer_file_ = path.string();
-  MS_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  MS_ASSIGN_OR_RETURN(std::string text, read_text_file(path, ""));
   std::string error;
   std::optional<json> parsed = try_parse_json(text, &error);
   if (!parsed) {
@@ -1140,7 +1123,7 @@ StatusOr<std::unique_ptr<Tokenizer>> load_sentencepiece_directory(const std::fil
   MS_ASSIGN_OR_RETURN(HfConfig config, read_hf_config(dir));
   if (!config.tokenizer_class.empty() && !config.llama) {
     return unimplemented("'", (dir / "tokenizer_config.json").string(), "': tokenizer_class ",
-                         quoted(config.tokenizer_class), " with a SentencePiece tokenizer.model and "
+                         quote_for_message(config.tokenizer_class), " with a SentencePiece tokenizer.model and "
                          "no tokenizer.json is not supported (only LlamaTokenizer); save the "
                          "tokenizer with a tokenizer.json (transformers: "
                          "AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR))");

@@ -10,13 +10,14 @@
 #include "core/str_cat.h"
 #include "datasets/indexed_dataset.h"
 #include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/read_jsonl.h"
 #include "tools/tools_test_util.h"
 
 namespace mindspeed {
 namespace {
 
 using nlohmann::json;
-using testing::read_file;
+using testing::read_jsonl;
 using testing::run_tool;
 using testing::ScratchDir;
 using testing::source_path;
@@ -24,11 +25,7 @@ using testing::write_file;
 
 std::vector<json> vectors_of(const std::string& tokenizer) {
   std::vector<json> out;
-  std::istringstream lines(read_file(source_path("tests/tokenizer/reference/hf_vectors.jsonl")));
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty()) continue;
-    json v = json::parse(line);
+  for (json& v : read_jsonl(source_path("tests/tokenizer/reference/hf_vectors.jsonl"))) {
     if (v["tokenizer"] == tokenizer && !v["ids"].empty()) out.push_back(std::move(v));
   }
   return out;
