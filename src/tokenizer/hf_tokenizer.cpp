@@ -188,14 +188,6 @@ size_t utf8_length(uint8_t lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
 }
 
-// The Rust regex crate's \w (Unicode): letters, numbers, marks, '_' (marks approximated by a
-// non-zero combining class).
-bool is_word_char(char32_t cp) {
-  const CharClass cls = char_class(cp);
-  return cls == CharClass::kLetter || cls == CharClass::kNumber || cp == '_' ||
-         canonical_combining_class(cp) != 0;
-}
-
 bool is_white_space(char32_t cp) { return char_class(cp) == CharClass::kSpace; }
 
 // Leftmost-longest search for added tokens (the tokenizers library's Aho-Corasick with

@@ -1,4 +1,4 @@
-// UTF-8 decoding and GPT-2 code-point classes (see unicode.h).
+// UTF-8 decoding, code-point classes and the byte-level tables (see unicode.h).
 #include "tokenizer/unicode.h"
 
 #include <algorithm>
@@ -16,6 +16,15 @@ struct CodePointRange {
 
 constexpr CodePointRange kRanges[] = {
 #include "tokenizer/unicode_tables.inc"
+};
+
+struct WordRange {
+  char32_t first;
+  char32_t last;
+};
+
+constexpr WordRange kWordRanges[] = {
+#include "tokenizer/unicode_word_tables.inc"
 };
 
 // ASCII is by far the most common input: classify it with one table lookup.
@@ -41,6 +50,18 @@ CharClass char_class(char32_t cp) {
   if (it == std::begin(kRanges)) return CharClass::kOther;
   --it;
   return cp <= it->last ? it->cls : CharClass::kOther;
+}
+
+bool is_word_char(char32_t cp) {
+  if (cp < 128) {
+    return (cp >= '0' && cp <= '9') || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') || cp == '_';
+  }
+  const WordRange* it =
+      std::upper_bound(std::begin(kWordRanges), std::end(kWordRanges), cp,
+                       [](char32_t value, const WordRange& r) { return value < r.first; });
+  if (it == std::begin(kWordRanges)) return false;
+  --it;
+  return cp <= it->last;
 }
 
 int decode_utf8(std::string_view s, size_t pos, char32_t* cp, int* bad_len) {

@@ -340,6 +340,18 @@ TEST(HfTokenizer, SingleWordAddedToken) {
   EXPECT_FALSE(contains("zza"));
   EXPECT_FALSE(contains("zz_"));
   EXPECT_FALSE(contains("1zz"));
+  // The Rust regex crate's \w: Alphabetic, Mark, Nd, Pc, Join_Control; not other numbers.
+  EXPECT_TRUE(contains("\u00b2zz"));        // SUPERSCRIPT TWO, No
+  EXPECT_TRUE(contains("zz\u00bd"));        // VULGAR FRACTION ONE HALF, No
+  EXPECT_FALSE(contains("\u0661zz"));       // ARABIC-INDIC DIGIT ONE, Nd
+  EXPECT_FALSE(contains("\u093fzz"));       // DEVANAGARI VOWEL SIGN I, Mc (combining class 0)
+  EXPECT_FALSE(contains("zz\u20dd"));       // COMBINING ENCLOSING CIRCLE, Me (combining class 0)
+  EXPECT_FALSE(contains("zz\u203f"));       // UNDERTIE, Pc
+  EXPECT_FALSE(contains("zz\u200d"));       // ZERO WIDTH JOINER, Join_Control
+  EXPECT_FALSE(contains("\u24b6zz"));       // CIRCLED LATIN CAPITAL LETTER A, So but Alphabetic
+  EXPECT_FALSE(contains("\u2160zz"));       // ROMAN NUMERAL ONE, Nl (Alphabetic)
+  EXPECT_TRUE(contains("zz\u00a0"));        // NO-BREAK SPACE
+  EXPECT_TRUE(contains("\u2014zz\u2014"));  // EM DASH, Pd
 }
 
 TEST(HfTokenizer, LlamaClassPostProcessorAndAddPrefixSpace) {

@@ -1,5 +1,6 @@
 // Tests for the internal helpers of src/tokenizer that the tokenizers share: file_util
-// (read_text_file, quote_for_message) and unicode's byte-level tables (GPT-2's bytes_to_unicode()).
+// (read_text_file, quote_for_message) and unicode's byte-level tables (GPT-2's bytes_to_unicode())
+// and word characters (is_word_char).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -95,6 +96,25 @@ TEST(TokenizerUnicode, ByteLevelTablesAreGpt2BytesToUnicode) {
   EXPECT_EQ(byte_level_byte(0x20), -1);
   EXPECT_EQ(byte_level_byte(0x144), -1);
   EXPECT_EQ(byte_level_byte(0x10FFFF), -1);
+}
+
+// is_word_char is the Rust regex crate's \w: Alphabetic + Mark + Nd + Pc + Join_Control.
+TEST(TokenizerUnicode, WordCharacters) {
+  for (char32_t cp : {U'a', U'Z', U'0', U'9', U'_', U'\u00e9', U'\u4e2d', U'\u0661' /* Nd */,
+                      U'\u093f' /* Mc */, U'\u0300' /* Mn */, U'\u20dd' /* Me */, U'\u203f' /* Pc */,
+                      U'\u2040' /* Pc */, U'\ufe4f' /* Pc */, U'\u200c', U'\u200d' /* Join_Control */,
+                      U'\u2160' /* Nl */, U'\u24b6' /* So, Other_Alphabetic */, U'\u0345' /* Mn */,
+                      U'\U0001d7ce' /* Nd */, U'\U000e0100' /* Mn */}) {
+    EXPECT_TRUE(is_word_char(cp)) << std::hex << static_cast<uint32_t>(cp);
+  }
+  for (char32_t cp : {U' ', U'-', U'.', U'$', U'\u00b2' /* No */, U'\u00bd' /* No */, U'\u2070' /* No */,
+                      U'\u00a0', U'\u2014' /* Pd */, U'\u200b' /* Cf */, U'\u200e' /* Cf */, U'\u00b7' /* Po */,
+                      U'\U0001f600' /* So */, U'\U0010ffff'}) {
+    EXPECT_FALSE(is_word_char(cp)) << std::hex << static_cast<uint32_t>(cp);
+  }
+  int ascii = 0;
+  for (char32_t cp = 0; cp < 128; ++cp) ascii += is_word_char(cp);
+  EXPECT_EQ(ascii, 63);
 }
 
 }  // namespace
