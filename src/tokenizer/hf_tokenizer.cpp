@@ -799,6 +799,9 @@ std::optional<TokenizerClassDefaults> class_defaults(std::string name) {
 struct HfConfig {
   std::string tokenizer_class;  ///< "" when neither file names one
   std::optional<std::string> bos, eos, pad;
+  /// The file that set bos / eos / pad (special_tokens_map.json over tokenizer_config.json);
+  /// empty when the value is the tokenizer class's default.
+  std::string bos_file, eos_file, pad_file;
   bool clean_up_tokenization_spaces = false;  // transformers' default since 4.45 (MindSpeed-LLM pins 4.57)
   bool add_bos_token = true;   // LlamaTokenizerFast only
   bool add_eos_token = false;  // LlamaTokenizerFast only
@@ -843,14 +846,18 @@ StatusOr<HfConfig> read_hf_config(const std::filesystem::path& dir) {
   struct Key {
     const char* name;
     std::optional<std::string>* target;
+    std::string* file;
   };
-  for (const Key& key : {Key{"bos_token", &config.bos}, Key{"eos_token", &config.eos},
-                         Key{"pad_token", &config.pad}}) {
+  for (const Key& key : {Key{"bos_token", &config.bos, &config.bos_file},
+                         Key{"eos_token", &config.eos, &config.eos_file},
+                         Key{"pad_token", &config.pad, &config.pad_file}}) {
     if (auto it = tc.find(key.name); it != tc.end()) {
       MS_ASSIGN_OR_RETURN(*key.target, special_token_value(cf, *it, key.name));
+      *key.file = cf.file();
     }
     if (auto it = sm.find(key.name); it != sm.end()) {
       MS_ASSIGN_OR_RETURN(*key.target, special_token_value(mf, *it, key.name));
+      *key.file = mf.file();
     }
   }
   MS_ASSIGN_OR_RETURN(config.clean_up_tokenization_spaces,
@@ -868,21 +875,22 @@ StatusOr<HfConfig> read_hf_config(const std::filesystem::path& dir) {
 Status HfByteLevelBpeTokenizer::load_config(const std::filesystem::path& dir) {
   MS_ASSIGN_OR_RETURN(HfConfig config, read_hf_config(dir));
   const std::string config_file = (dir / "tokenizer_config.json").string();
-  const auto resolve = [&](const std::optional<std::string>& token, const char* key)
+  const auto resolve = [&](const std::optional<std::string>& token, const std::string& file, const char* key)
       -> StatusOr<std::optional<int32_t>> {
     if (!token) return std::optional<int32_t>();
     std::optional<int32_t> id = token_to_id(*token);
     if (!id) {
-      return invalid_argument("'", config_file, "' (or special_tokens_map.json, or the defaults of "
-                              "tokenizer_class ", quote_for_message(config.tokenizer_class), "): ", key, " ",
-                              quote_for_message(*token), " is not a token of '", tokenizer_file_,
-                              "'; set ", key, " to one of its tokens (or null)");
+      const std::string where = file.empty() ? str_cat("'", config_file, "' (the default of tokenizer_class ",
+                                                       quote_for_message(config.tokenizer_class), ")")
+                                             : str_cat("'", file, "'");
+      return invalid_argument(where, ": ", key, " ", quote_for_message(*token), " is not a token of '",
+                              tokenizer_file_, "'; set ", key, " to one of its tokens (or null)");
     }
     return id;
   };
-  MS_ASSIGN_OR_RETURN(eos_id_, resolve(config.eos, "eos_token"));
-  MS_ASSIGN_OR_RETURN(pad_id_, resolve(config.pad, "pad_token"));
-  MS_ASSIGN_OR_RETURN(std::optional<int32_t> bos_id, resolve(config.bos, "bos_token"));
+  MS_ASSIGN_OR_RETURN(eos_id_, resolve(config.eos, config.eos_file, "eos_token"));
+  MS_ASSIGN_OR_RETURN(pad_id_, resolve(config.pad, config.pad_file, "pad_token"));
+  MS_ASSIGN_OR_RETURN(std::optional<int32_t> bos_id, resolve(config.bos, config.bos_file, "bos_token"));
   clean_up_tokenization_spaces_ = config.clean_up_tokenization_spaces;
   if (config.llama) {
     // LlamaTokenizerFast.update_post_processor: "<bos> $A <eos>" from add_bos/eos_token.
@@ -1075,34 +1083,44 @@ void HfByteLevelBpeTokenizer::bpe(std::string_view piece, std::vector<int32_t>* 
 
 // ------------------------------------------------------------------ SentencePiece fallback
 
-// DIR/tokenizer.model as transformers' LlamaTokenizerFast: delegates to libsentencepiece
-// (Llama2Tokenizer with BOS, GPTSentencePieceTokenizer without) and reports MindSpeed's
-// PretrainedFromHF ids (pad = eos, no bos()).
+// DIR/tokenizer.model as transformers' LlamaTokenizerFast: libsentencepiece encodes (as
+// GPTSentencePieceTokenizer), the post-processor adds bos_token / eos_token as add_bos_token /
+// add_eos_token say, and MindSpeed's PretrainedFromHF ids follow: eod() and eos() are
+// eos_token's id, pad() pad_token's id or else eos (_AutoTokenizer sets pad_token_id =
+// eos_token_id when it is None), no bos(). The special tokens are tokenizer_config.json's /
+// special_tokens_map.json's, resolved against the model's pieces; a key neither file sets
+// takes the model's own BOS / EOS piece (LlamaTokenizer's "<s>" / "</s>") and no pad.
 class HfSentencePieceTokenizer final : public Tokenizer {
  public:
   HfSentencePieceTokenizer(TokenizerIdentifiers identifiers, std::unique_ptr<Tokenizer> inner,
-                           bool add_eos)
-      : Tokenizer(std::move(identifiers)), inner_(std::move(inner)), add_eos_(add_eos) {}
+                           std::optional<int32_t> prefix, std::optional<int32_t> suffix,
+                           std::optional<int32_t> eos, std::optional<int32_t> pad)
+      : Tokenizer(std::move(identifiers)), inner_(std::move(inner)), prefix_(prefix), suffix_(suffix),
+        eos_(eos), pad_(pad) {}
 
   Status tokenize_into(std::string_view text, std::vector<int32_t>* ids) const override {
-    MS_RETURN_IF_ERROR(inner_->tokenize_into(text, ids));
-    if (add_eos_) ids->push_back(inner_->eod());
+    const size_t start = ids->size();
+    if (prefix_) ids->push_back(*prefix_);
+    const Status encoded = inner_->tokenize_into(text, ids);
+    if (!encoded.ok()) {
+      ids->resize(start);
+      return encoded;
+    }
+    if (suffix_) ids->push_back(*suffix_);
     return ok_status();
   }
   StatusOr<std::string> detokenize(std::span<const int32_t> ids) const override {
     return inner_->detokenize(ids);
   }
   int64_t vocab_size() const override { return inner_->vocab_size(); }
-  int32_t eod() const override { return inner_->eod(); }
-  std::optional<int32_t> eos() const override {
-    return inner_->eod() >= 0 ? std::optional<int32_t>(inner_->eod()) : std::nullopt;
-  }
-  std::optional<int32_t> pad() const override { return eos(); }
+  int32_t eod() const override { return eos_.value_or(-1); }
+  std::optional<int32_t> eos() const override { return eos_; }
+  std::optional<int32_t> pad() const override { return pad_ ? pad_ : eos_; }
   std::string_view name() const override { return "PretrainedFromHF"; }
 
  private:
   std::unique_ptr<Tokenizer> inner_;
-  bool add_eos_;
+  std::optional<int32_t> prefix_, suffix_, eos_, pad_;
 };
 
 StatusOr<std::unique_ptr<Tokenizer>> load_sentencepiece_directory(const std::filesystem::path& dir,
@@ -1113,25 +1131,50 @@ StatusOr<std::unique_ptr<Tokenizer>> load_sentencepiece_directory(const std::fil
                          "only, not for the SentencePiece tokenizer.model in '", dir.string(), "'");
   }
   MS_ASSIGN_OR_RETURN(HfConfig config, read_hf_config(dir));
+  const std::string config_file = (dir / "tokenizer_config.json").string();
   if (!config.tokenizer_class.empty() && !config.llama) {
-    return unimplemented("'", (dir / "tokenizer_config.json").string(), "': tokenizer_class ",
+    return unimplemented("'", config_file, "': tokenizer_class ",
                          quote_for_message(config.tokenizer_class), " with a SentencePiece tokenizer.model and "
                          "no tokenizer.json is not supported (only LlamaTokenizer); save the "
                          "tokenizer with a tokenizer.json (transformers: "
                          "AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR))");
   }
   const std::string model = (dir / "tokenizer.model").string();
-  std::unique_ptr<Tokenizer> inner;
-  if (config.add_bos_token) {
-    MS_ASSIGN_OR_RETURN(inner, load_llama2_tokenizer(model));
-  } else {
-    MS_ASSIGN_OR_RETURN(inner, load_gpt_sentencepiece_tokenizer(model));
+  SentencePieceVocabulary vocabulary;
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> inner, load_gpt_sentencepiece_tokenizer(model, &vocabulary));
+  StringIdMap piece_ids;
+  for (size_t i = 0; i < vocabulary.pieces.size(); ++i) {
+    piece_ids.emplace(vocabulary.pieces[i], static_cast<int32_t>(i));
   }
-  if (config.add_eos_token && inner->eod() < 0) {
-    return invalid_argument("'", model, "': add_eos_token is true but the model has no EOS piece");
+  const auto own_piece = [](int32_t id) { return id >= 0 ? std::optional<int32_t>(id) : std::nullopt; };
+  // A key a file sets is resolved against the pieces (null: none); otherwise `fallback`.
+  const auto resolve = [&](const std::optional<std::string>& token, const std::string& file, const char* key,
+                           std::optional<int32_t> fallback) -> StatusOr<std::optional<int32_t>> {
+    if (file.empty()) return fallback;
+    if (!token) return std::optional<int32_t>();
+    auto it = piece_ids.find(*token);
+    if (it == piece_ids.end()) {
+      return invalid_argument("'", file, "': ", key, " ", quote_for_message(*token), " is not a piece of the "
+                              "SentencePiece model '", model, "' (", vocabulary.pieces.size(), " pieces); set ",
+                              key, " to one of its pieces (or null)");
+    }
+    return std::optional<int32_t>(it->second);
+  };
+  MS_ASSIGN_OR_RETURN(std::optional<int32_t> bos, resolve(config.bos, config.bos_file, "bos_token", own_piece(vocabulary.bos_id)));
+  MS_ASSIGN_OR_RETURN(std::optional<int32_t> eos, resolve(config.eos, config.eos_file, "eos_token", own_piece(vocabulary.eos_id)));
+  MS_ASSIGN_OR_RETURN(std::optional<int32_t> pad, resolve(config.pad, config.pad_file, "pad_token", std::nullopt));
+  if (config.add_bos_token && !bos) {
+    return invalid_argument("'", model, "': add_bos_token is true (LlamaTokenizer's default; '", config_file,
+                            "' may set it to false) but there is no bos_token (the model has no BOS "
+                            "piece, or bos_token is null)");
   }
-  return std::unique_ptr<Tokenizer>(
-      new HfSentencePieceTokenizer(std::move(identifiers), std::move(inner), config.add_eos_token));
+  if (config.add_eos_token && !eos) {
+    return invalid_argument("'", model, "': add_eos_token is true but there is no eos_token (the model "
+                            "has no EOS piece, or eos_token is null)");
+  }
+  return std::unique_ptr<Tokenizer>(new HfSentencePieceTokenizer(
+      std::move(identifiers), std::move(inner), config.add_bos_token ? bos : std::nullopt,
+      config.add_eos_token ? eos : std::nullopt, eos, pad));
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 //                  the tokenizers library applies them
 //   post_processor null, ByteLevel, TemplateProcessing (its "single" template: e.g. LLaMA-3's
 //                  <|begin_of_text|> $A), RobertaProcessing, or a Sequence of those
-//   decoder        ByteLevel (null accepted: the same for byte-level vocabularies)
+//   decoder        ByteLevel (null refused: the Rust library would join the tokens with spaces)
 // Anything else is refused at load with the file, the JSON field, the value found and what is
 // supported.
 //
@@ -53,13 +53,18 @@
 // (transformers would append it to the vocabulary) are errors, not guesses. The npm reference
 // (@huggingface/tokenizers) differs from the Rust library in ways we follow Rust on: single_word
 // (npm ignores it) and the ByteLevel pattern's \s (npm uses JavaScript's \s: U+FEFF yes, U+0085
-// no; Rust and we: Unicode White_Space). Unicode data: classes from the `regex` module's tables
-// (unicode.h), NFC from unicodedata 15.1 (unicode_normalization.h).
+// no; Rust and we: Unicode White_Space). Unicode data: classes and single_word's word characters
+// (the Rust regex crate's \w) from the `regex` module's tables (unicode.h), NFC from
+// unicodedata 15.1 (unicode_normalization.h).
 //
 // SentencePiece fallback (no tokenizer.json, a tokenizer.model): LlamaTokenizerFast's
-// behaviour approximated by libsentencepiece: BOS first when add_bos_token (default true), as
-// Llama2Tokenizer does, EOS last when add_eos_token; eod = eos = the model's EOS; pad = eos.
-// Only tokenizer_class LlamaTokenizer(Fast) or none is accepted there.
+// behaviour approximated by libsentencepiece: the model's encoding, bos_token first when
+// add_bos_token (default true), eos_token last when add_eos_token. eos_token, pad_token and
+// bos_token come from tokenizer_config.json / special_tokens_map.json as above, resolved
+// against the model's pieces (a token that is not a piece is an error naming the file, the
+// field and the token); a key neither file sets is the model's own EOS / BOS piece (pad: none).
+// eod = eos; pad = pad_token, else eos. Only tokenizer_class LlamaTokenizer(Fast) or none is
+// accepted there.
 #pragma once
 
 #include <cstdint>

@@ -154,6 +154,14 @@ class SentencePieceTokenizerImpl final : public Tokenizer {
   }
   std::optional<int32_t> bos() const override { return bos_id_; }
   std::optional<int32_t> eos() const override { return eos_id_; }
+  SentencePieceVocabulary vocabulary() const {
+    SentencePieceVocabulary v;
+    v.pieces = inv_vocab_;
+    v.bos_id = processor_.bos_id();
+    v.eos_id = processor_.eos_id();
+    v.pad_id = processor_.pad_id();
+    return v;
+  }
   std::string_view name() const override {
     switch (kind_) {
       case SpKind::kSentencePiece: return "SentencePieceTokenizer";
@@ -227,13 +235,15 @@ class SentencePieceTokenizerImpl final : public Tokenizer {
 };
 
 StatusOr<std::unique_ptr<Tokenizer>> load(const std::string& model_file, SpKind kind,
-                                          const char* class_name, int64_t vocab_extra_ids) {
+                                          const char* class_name, int64_t vocab_extra_ids,
+                                          SentencePieceVocabulary* vocabulary = nullptr) {
   TokenizerIdentifiers identifiers;
   identifiers.class_name = class_name;
   identifiers.tokenizer_path = {model_file};
   identifiers.options = {{"vocab_extra_ids", std::to_string(vocab_extra_ids)}};
   auto tok = std::make_unique<SentencePieceTokenizerImpl>(std::move(identifiers), kind);
   MS_RETURN_IF_ERROR(tok->init(model_file, vocab_extra_ids));
+  if (vocabulary != nullptr) *vocabulary = tok->vocabulary();
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
@@ -245,8 +255,8 @@ StatusOr<std::unique_ptr<Tokenizer>> load_sentencepiece_tokenizer(const std::str
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> load_gpt_sentencepiece_tokenizer(
-    const std::string& model_file) {
-  return load(model_file, SpKind::kGptSentencePiece, "_GPTSentencePieceTokenizer", 0);
+    const std::string& model_file, SentencePieceVocabulary* vocabulary) {
+  return load(model_file, SpKind::kGptSentencePiece, "_GPTSentencePieceTokenizer", 0, vocabulary);
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> load_llama2_tokenizer(const std::string& model_file) {

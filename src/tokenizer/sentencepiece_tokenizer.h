@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
@@ -28,8 +29,19 @@ namespace mindspeed {
 
 StatusOr<std::unique_ptr<Tokenizer>> load_sentencepiece_tokenizer(const std::string& model_file,
                                                                   int64_t vocab_extra_ids);
+/// A model's pieces (piece i has id i) and the ids its trainer gave BOS, EOS and pad (-1 when
+/// it has none): for callers that resolve token strings against the model (PretrainedFromHF's
+/// tokenizer_config.json over a tokenizer.model).
+struct SentencePieceVocabulary {
+  std::vector<std::string> pieces;
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t pad_id = -1;
+};
+
+/// `vocabulary`, when not null, receives the model's pieces and special ids.
 StatusOr<std::unique_ptr<Tokenizer>> load_gpt_sentencepiece_tokenizer(
-    const std::string& model_file);
+    const std::string& model_file, SentencePieceVocabulary* vocabulary = nullptr);
 StatusOr<std::unique_ptr<Tokenizer>> load_llama2_tokenizer(const std::string& model_file);
 
 }  // namespace mindspeed

@@ -91,6 +91,10 @@ std::string error_of(const std::string& dir, int64_t vocab_extra_ids = 0) {
   return tok.ok() ? std::string("(loaded)") : tok.status().to_string();
 }
 
+void expect_error(const std::string& error, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts) EXPECT_NE(error.find(part), std::string::npos) << "missing \"" << part << "\" in: " << error;
+}
+
 TEST(HfTokenizer, IdsMatchNpmTokenizersVectors) {
   const std::vector<json> all = vectors();
   ASSERT_GT(all.size(), 500u);
@@ -405,11 +409,121 @@ TEST(HfTokenizer, SentencePieceModelFallback) {
   EXPECT_NE(error.find("tokenizer_config.json"), std::string::npos) << error;
 }
 
-// ---------------------------------------------------------------- bad input
-
-void expect_error(const std::string& error, const std::vector<std::string>& parts) {
-  for (const std::string& part : parts) EXPECT_NE(error.find(part), std::string::npos) << "missing \"" << part << "\" in: " << error;
+// tokenizer_config.json's add_bos_token / add_eos_token over a tokenizer.model: the ids of
+// spm_encode (reference/spm_vectors.jsonl: "Hello world" in spm_bpe.model, whose <s> is 1 and
+// </s> 2) with BOS before and EOS after as the flags say.
+TEST(HfTokenizer, SentencePieceModelFallbackAddBosAddEos) {
+  ScratchDir dir("hf_spm_flags");
+  const std::vector<int32_t> hello{456, 930, 277, 934, 757, 329};
+  const auto with = [&](std::vector<int32_t> before, std::vector<int32_t> after) {
+    before.insert(before.end(), hello.begin(), hello.end());
+    before.insert(before.end(), after.begin(), after.end());
+    return before;
+  };
+  struct Case {
+    std::string config;  // tokenizer_config.json, or "" for none
+    std::vector<int32_t> ids;
+    std::vector<int32_t> empty_ids;  // of ""
+  };
+  const std::vector<Case> cases = {
+      {"", with({1}, {}), {1}},
+      {R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": false})", hello, {}},
+      {R"({"tokenizer_class": "LlamaTokenizerFast", "add_eos_token": true})", with({1}, {2}), {1, 2}},
+      {R"({"add_bos_token": false, "add_eos_token": true})", with({}, {2}), {2}},
+      {R"({"add_bos_token": true, "add_eos_token": false})", with({1}, {}), {1}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string d = dir.file(str_cat("c", i));
+    std::filesystem::create_directories(d);
+    std::filesystem::copy_file(source_path("tests/tokenizer/reference/spm_bpe.model"), d + "/tokenizer.model");
+    if (!cases[i].config.empty()) write_file(d + "/tokenizer_config.json", cases[i].config);
+    auto tok = load_pretrained_from_hf_tokenizer(d);
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    EXPECT_EQ((*tok)->tokenize("Hello world").value(), cases[i].ids) << cases[i].config;
+    EXPECT_EQ((*tok)->tokenize("").value(), cases[i].empty_ids) << cases[i].config;
+    EXPECT_EQ((*tok)->eod(), 2);
+    EXPECT_EQ((*tok)->pad(), std::optional<int32_t>(2));
+    EXPECT_EQ((*tok)->vocab_size(), 1000);
+    EXPECT_EQ((*tok)->detokenize(cases[i].ids).value(), "Hello world");
+  }
+  // spm_unigram.model has no BOS piece: LlamaTokenizer's add_bos_token (default true) cannot
+  // hold; with it false the ids are spm_encode's.
+  const std::string d = dir.file("unigram");
+  std::filesystem::create_directories(d);
+  std::filesystem::copy_file(source_path("tests/tokenizer/reference/spm_unigram.model"), d + "/tokenizer.model");
+  expect_error(error_of(d), {"add_bos_token", "no bos_token", "unigram/tokenizer.model"});
+  write_file(d + "/tokenizer_config.json", R"({"add_bos_token": false})");
+  auto unigram = load_pretrained_from_hf_tokenizer(d);
+  ASSERT_TRUE(unigram.ok()) << unigram.status().to_string();
+  EXPECT_EQ((*unigram)->tokenize("Hello world").value(), (std::vector<int32_t>{134, 97, 10, 16, 74, 75, 10, 17}));
 }
+
+// eos_token / pad_token / bos_token of tokenizer_config.json and special_tokens_map.json over a
+// tokenizer.model: resolved against the model's pieces (spm_bpe.model: <unk> 0, <s> 1, </s> 2,
+// then the byte pieces <0x00> 3 .. <0xFF> 258); pad falls back to eos.
+TEST(HfTokenizer, SentencePieceModelFallbackSpecialTokens) {
+  ScratchDir dir("hf_spm_specials");
+  const std::vector<int32_t> hello{456, 930, 277, 934, 757, 329};
+  int n = 0;
+  const auto make = [&](const std::string& config, const std::string& special_map = "") {
+    const std::string d = dir.file(str_cat("d", n++));
+    std::filesystem::create_directories(d);
+    std::filesystem::copy_file(source_path("tests/tokenizer/reference/spm_bpe.model"), d + "/tokenizer.model");
+    write_file(d + "/tokenizer_config.json", config);
+    if (!special_map.empty()) write_file(d + "/special_tokens_map.json", special_map);
+    return d;
+  };
+  {
+    auto tok = load_pretrained_from_hf_tokenizer(make(R"({"tokenizer_class": "LlamaTokenizer", "pad_token": "<unk>"})"));
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    EXPECT_EQ((*tok)->pad(), std::optional<int32_t>(0));  // not eos: the file sets pad_token
+    EXPECT_EQ((*tok)->eod(), 2);
+    EXPECT_EQ((*tok)->eos(), std::optional<int32_t>(2));
+    EXPECT_EQ((*tok)->bos(), std::nullopt);  // _AutoTokenizer.bos raises
+  }
+  {
+    // eos_token and bos_token as AddedToken objects; add_eos_token appends the configured eos.
+    auto tok = load_pretrained_from_hf_tokenizer(make(
+        R"({"eos_token": {"content": "<0x0A>"}, "bos_token": {"content": "<0x00>"}, "add_eos_token": true})"));
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    EXPECT_EQ((*tok)->eod(), 13);
+    EXPECT_EQ((*tok)->pad(), std::optional<int32_t>(13));
+    std::vector<int32_t> want{3};
+    want.insert(want.end(), hello.begin(), hello.end());
+    want.push_back(13);
+    EXPECT_EQ((*tok)->tokenize("Hello world").value(), want);
+  }
+  {
+    // special_tokens_map.json over tokenizer_config.json.
+    auto tok = load_pretrained_from_hf_tokenizer(
+        make(R"({"eos_token": "</s>", "pad_token": "</s>"})", R"({"eos_token": "<s>", "pad_token": {"content": "<unk>"}})"));
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    EXPECT_EQ((*tok)->eod(), 1);
+    EXPECT_EQ((*tok)->pad(), std::optional<int32_t>(0));
+  }
+  {
+    // eos_token null: no eod (preprocess_data refuses --append-eod), no pad.
+    auto tok = load_pretrained_from_hf_tokenizer(make(R"({"eos_token": null})"));
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    EXPECT_EQ((*tok)->eod(), -1);
+    EXPECT_EQ((*tok)->eos(), std::nullopt);
+    EXPECT_EQ((*tok)->pad(), std::nullopt);
+  }
+  // A token the model does not have names the file, the field and the token.
+  std::string d = make(R"({"pad_token": "<pad>"})");
+  expect_error(error_of(d), {d + "/tokenizer_config.json", "pad_token", "\"<pad>\"", "not a piece",
+                             d + "/tokenizer.model"});
+  d = make(R"({"eos_token": "</s>"})", R"({"eos_token": {"content": "<|eot|>"}})");
+  expect_error(error_of(d), {d + "/special_tokens_map.json", "eos_token", "\"<|eot|>\"", "not a piece"});
+  d = make(R"({"bos_token": "<bos>", "add_bos_token": false})");
+  expect_error(error_of(d), {d + "/tokenizer_config.json", "bos_token", "\"<bos>\""});
+  d = make(R"({"bos_token": null})");
+  expect_error(error_of(d), {"add_bos_token", "no bos_token"});
+  d = make(R"({"eos_token": null, "add_eos_token": true})");
+  expect_error(error_of(d), {"add_eos_token", "no eos_token"});
+}
+
+// ---------------------------------------------------------------- bad input
 
 TEST(HfTokenizerErrors, Directory) {
   ScratchDir dir("hf_errors_dir");
