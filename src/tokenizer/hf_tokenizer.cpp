@@ -798,6 +798,7 @@ std::optional<TokenizerClassDefaults> class_defaults(std::string name) {
 // tokenizer_config.json + special_tokens_map.json + config.json, as transformers combines them.
 struct HfConfig {
   std::string tokenizer_class;  ///< "" when neither file names one
+  std::string tokenizer_class_file;  ///< tokenizer_config.json, or config.json (its model_type)
   std::optional<std::string> bos, eos, pad;
   /// The file that set bos / eos / pad (special_tokens_map.json over tokenizer_config.json);
   /// empty when the value is the tokenizer class's default.
@@ -824,6 +825,7 @@ StatusOr<HfConfig> read_hf_config(const std::filesystem::path& dir) {
   if (auto it = tc.find("tokenizer_class"); it != tc.end() && !it->is_null()) {
     if (!it->is_string()) return cf.error("tokenizer_class", "must be a string");
     config.tokenizer_class = it->get<std::string>();
+    config.tokenizer_class_file = cf.file();
   } else {
     MS_ASSIGN_OR_RETURN(std::optional<json> model_config, read_optional_json(model_config_path));
     if (model_config && model_config->contains("model_type") && (*model_config)["model_type"].is_string()) {
@@ -831,6 +833,7 @@ StatusOr<HfConfig> read_hf_config(const std::filesystem::path& dir) {
       if (model_type == "gpt2") config.tokenizer_class = "GPT2TokenizerFast";
       if (model_type.starts_with("qwen2") || model_type.starts_with("qwen3")) config.tokenizer_class = "Qwen2TokenizerFast";
       if (model_type == "llama") config.tokenizer_class = "LlamaTokenizerFast";
+      config.tokenizer_class_file = model_config_path.string();
     }
   }
   std::optional<TokenizerClassDefaults> defaults = class_defaults(config.tokenizer_class);
@@ -880,10 +883,14 @@ Status HfByteLevelBpeTokenizer::load_config(const std::filesystem::path& dir) {
     if (!token) return std::optional<int32_t>();
     std::optional<int32_t> id = token_to_id(*token);
     if (!id) {
-      const std::string where = file.empty() ? str_cat("'", config_file, "' (the default of tokenizer_class ",
-                                                       quote_for_message(config.tokenizer_class), ")")
-                                             : str_cat("'", file, "'");
-      return invalid_argument(where, ": ", key, " ", quote_for_message(*token), " is not a token of '",
+      if (file.empty()) {
+        return invalid_argument("'", config.tokenizer_class_file, "' (tokenizer_class ",
+                                quote_for_message(config.tokenizer_class), ", whose default ", key, " is ",
+                                quote_for_message(*token), "): ", key, " ", quote_for_message(*token),
+                                " is not a token of '", tokenizer_file_, "'; set ", key, " in '", config_file,
+                                "' to one of its tokens (or null)");
+      }
+      return invalid_argument("'", file, "': ", key, " ", quote_for_message(*token), " is not a token of '",
                               tokenizer_file_, "'; set ", key, " to one of its tokens (or null)");
     }
     return id;

@@ -3,7 +3,9 @@
 // reference/hf_vectors.mjs) for a GPT-2 tokenizer.json (built here from data/gpt2, as the
 // generator builds it), a LLaMA-3-style and a Qwen2-style one; round trips; the Split
 // patterns and NFC by hand; added-token rules; MindSpeed's ids (eod, pad, vocab size); the
-// SentencePiece fallback; and the error of every kind of bad input.
+// SentencePiece fallback; the components the fixtures do not use (RobertaProcessing, a lone
+// ByteLevel, a normalizer Sequence, special_tokens_map.json, config.json model_type); and the
+// error of every kind of bad input.
 #include "tokenizer/hf_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -382,6 +384,168 @@ TEST(HfTokenizer, LlamaClassPostProcessorAndAddPrefixSpace) {
   want.push_back(base.eod() + 2);
   EXPECT_EQ(*ids, want);
   EXPECT_EQ((*tok)->eod(), base.eod() + 2);
+}
+
+// ---------------------------------------------------------------- components by case
+
+// Components the three fixtures do not use, each on a copy of the Qwen2-style fixture; the ids
+// are npm @huggingface/tokenizers 0.2.0's (reference/hf_component_cases.mjs).
+const std::string kMixedText = "Hello world.\n\nAnd  then 123, it's here";
+const std::string kNfcText = "e\u0301x cafe\u0301 \u212b";
+
+std::vector<int32_t> ids_of(const std::string& dir, const std::string& text) {
+  auto tok = load_pretrained_from_hf_tokenizer(dir);
+  EXPECT_TRUE(tok.ok()) << tok.status().to_string();
+  if (!tok.ok()) return {};
+  auto ids = (*tok)->tokenize(text);
+  EXPECT_TRUE(ids.ok()) << ids.status().to_string();
+  return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+TEST(HfTokenizerComponents, RobertaProcessing) {
+  // cls first, sep last (<|im_start|> 2257, <|im_end|> 2258), alone or in a Sequence.
+  ScratchDir dir("hf_roberta");
+  const json roberta = {{"type", "RobertaProcessing"}, {"sep", {"<|im_end|>", 2258}}, {"cls", {"<|im_start|>", 2257}},
+                        {"trim_offsets", true}, {"add_prefix_space", false}};
+  write_edited_qwen2(dir.file("a"), [&](json& t) { t["post_processor"] = roberta; });
+  EXPECT_EQ(ids_of(dir.file("a"), "Hello world"), (std::vector<int32_t>{2257, 39, 695, 78, 995, 2258}));
+  EXPECT_EQ(ids_of(dir.file("a"), ""), (std::vector<int32_t>{2257, 2258}));
+  write_edited_qwen2(dir.file("b"), [&](json& t) {
+    t["post_processor"] = {{"type", "Sequence"}, {"processors", {t["post_processor"], roberta}}};
+  });
+  EXPECT_EQ(ids_of(dir.file("b"), kMixedText),
+            (std::vector<int32_t>{2257, 39, 695, 78, 995, 23, 628, 1870, 220, 788, 220, 1, 2, 3, 21, 340, 338, 994, 2258}));
+  write_edited_qwen2(dir.file("c"), [&](json& t) {
+    t["post_processor"] = roberta;
+    t["post_processor"]["sep"][1] = 99999;
+  });
+  expect_error(error_of(dir.file("c")), {"post_processor.sep", "token id of this tokenizer"});
+}
+
+TEST(HfTokenizerComponents, LoneByteLevelWithoutRegex) {
+  // A ByteLevel pre-tokenizer alone with use_regex false: the whole text is one BPE piece, so
+  // "\n\n" merges into "ĊĊ" (628) and " 12" into "Ġ12" (1105); with use_regex true GPT-2's
+  // pattern splits "\n" "\n" (198 198).
+  ScratchDir dir("hf_lone_bytelevel");
+  for (const bool use_regex : {false, true}) {
+    const std::string d = dir.file(use_regex ? "regex" : "no_regex");
+    write_edited_qwen2(d, [&](json& t) {
+      t["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+                            {"use_regex", use_regex}};
+    });
+    const std::vector<int32_t> want =
+        use_regex ? std::vector<int32_t>{39, 695, 78, 995, 23, 198, 198, 1870, 220, 788, 1105, 3, 21, 340, 338, 994}
+                  : std::vector<int32_t>{39, 695, 78, 995, 23, 628, 1870, 220, 788, 1105, 3, 21, 340, 338, 994};
+    EXPECT_EQ(ids_of(d, kMixedText), want) << use_regex;
+    EXPECT_EQ(ids_of(d, "Hello world"), (std::vector<int32_t>{39, 695, 78, 995})) << use_regex;
+  }
+}
+
+TEST(HfTokenizerComponents, NormalizerSequenceOfNfc) {
+  // A Sequence of NFC normalizers is NFC: "cafe\u0301" -> "caf\u00e9" (bytes C3 A9: 127 102),
+  // U+212B -> U+00C5 (C3 85: 127 227); without a normalizer the decomposed bytes stay.
+  ScratchDir dir("hf_nfc_sequence");
+  write_edited_qwen2(dir.file("seq"), [](json& t) {
+    t["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "NFC"}}}}};
+  });
+  EXPECT_EQ(ids_of(dir.file("seq"), kNfcText), (std::vector<int32_t>{2260, 1275, 69, 127, 102, 220, 127, 227}));
+  write_edited_qwen2(dir.file("one"), [](json& t) { t["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}}}}; });
+  EXPECT_EQ(ids_of(dir.file("one"), kNfcText), (std::vector<int32_t>{2260, 1275, 69, 127, 102, 220, 127, 227}));
+  write_edited_qwen2(dir.file("none"), [](json& t) { t["normalizer"] = nullptr; });
+  EXPECT_EQ(ids_of(dir.file("none"), kNfcText), (std::vector<int32_t>{2260, 1275, 69, 68, 136, 223, 220, 158, 226, 104}));
+}
+
+TEST(HfTokenizerComponents, SpecialTokensMapOverTokenizerConfig) {
+  // The Qwen2-style tokenizer_config.json sets eos and pad "<|endoftext|>" (2256);
+  // special_tokens_map.json, read after it, wins key by key.
+  ScratchDir dir("hf_special_map");
+  write_edited_qwen2(dir.file("a"), [](json&) {});
+  write_file(dir.file("a/special_tokens_map.json"),
+             R"({"eos_token": "<|im_end|>", "pad_token": {"content": "<|im_start|>", "lstrip": false}})");
+  auto tok = load_pretrained_from_hf_tokenizer(dir.file("a"));
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_EQ((*tok)->eod(), 2258);
+  EXPECT_EQ((*tok)->pad(), std::optional<int32_t>(2257));
+  // A key the map leaves out keeps tokenizer_config.json's value.
+  write_edited_qwen2(dir.file("b"), [](json&) {});
+  write_file(dir.file("b/special_tokens_map.json"), R"({"pad_token": "<|im_end|>"})");
+  auto b = load_pretrained_from_hf_tokenizer(dir.file("b"));
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ((*b)->eod(), 2256);
+  EXPECT_EQ((*b)->pad(), std::optional<int32_t>(2258));
+  // null in the map clears the key; a bad token is reported against the map.
+  write_edited_qwen2(dir.file("c"), [](json&) {});
+  write_file(dir.file("c/special_tokens_map.json"), R"({"eos_token": null, "pad_token": null})");
+  auto c = load_pretrained_from_hf_tokenizer(dir.file("c"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ((*c)->eod(), -1);
+  EXPECT_EQ((*c)->pad(), std::nullopt);
+  write_edited_qwen2(dir.file("d"), [](json&) {});
+  write_file(dir.file("d/special_tokens_map.json"), R"({"eos_token": "<|nope|>"})");
+  expect_error(error_of(dir.file("d")), {dir.file("d") + "/special_tokens_map.json", "eos_token", "<|nope|>", "not a token"});
+}
+
+TEST(HfTokenizerComponents, ConfigJsonModelTypePicksTheClass) {
+  // Without tokenizer_class, config.json's model_type names the class whose defaults apply.
+  ScratchDir dir("hf_model_type");
+  int n = 0;
+  const auto make = [&](const std::string& model_type, const std::function<void(json&)>& edit_config) {
+    const std::string d = dir.file(str_cat("d", n++));
+    write_edited_qwen2(d, [](json&) {}, [&](json& c) {
+      for (const char* key : {"tokenizer_class", "bos_token", "eos_token", "pad_token"}) c.erase(key);
+      edit_config(c);
+    });
+    if (!model_type.empty()) write_file(d + "/config.json", json{{"model_type", model_type}}.dump());
+    auto tok = load_pretrained_from_hf_tokenizer(d);
+    EXPECT_TRUE(tok.ok()) << model_type << ": " << tok.status().to_string();
+    return tok.ok() ? std::move(*tok) : nullptr;
+  };
+  const auto none = [](json&) {};
+  // No class at all: no defaults, so no eos.
+  auto plain = make("", none);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->eod(), -1);
+  // qwen2 / qwen3 -> Qwen2TokenizerFast: eos and pad "<|endoftext|>" (2256).
+  for (const std::string type : {"qwen2", "qwen2_moe", "qwen3"}) {
+    auto qwen = make(type, none);
+    ASSERT_NE(qwen, nullptr);
+    EXPECT_EQ(qwen->eod(), 2256) << type;
+    EXPECT_EQ(qwen->pad(), std::optional<int32_t>(2256)) << type;
+  }
+  // With eos "<|im_end|>" set: Qwen2's own pad default stays 2256, GPT-2 has none (pad = eos).
+  const auto im_end = [](json& c) { c["eos_token"] = "<|im_end|>"; };
+  auto qwen = make("qwen2", im_end);
+  auto gpt2 = make("gpt2", im_end);
+  ASSERT_NE(qwen, nullptr);
+  ASSERT_NE(gpt2, nullptr);
+  EXPECT_EQ(qwen->pad(), std::optional<int32_t>(2256));
+  EXPECT_EQ(gpt2->eod(), 2258);
+  EXPECT_EQ(gpt2->pad(), std::optional<int32_t>(2258));
+  // llama -> LlamaTokenizerFast: bos_token first (add_bos_token defaults to true).
+  auto llama = make("llama", [](json& c) {
+    c["bos_token"] = "<|im_start|>";
+    c["eos_token"] = "<|im_end|>";
+  });
+  ASSERT_NE(llama, nullptr);
+  EXPECT_EQ(llama->tokenize("Hello world").value(), (std::vector<int32_t>{2257, 39, 695, 78, 995}));
+  EXPECT_EQ(llama->eod(), 2258);
+  // tokenizer_class, when set, wins over model_type.
+  auto named = make("llama", [](json& c) {
+    c["tokenizer_class"] = "Qwen2TokenizerFast";
+    c["bos_token"] = "<|im_start|>";
+  });
+  ASSERT_NE(named, nullptr);
+  EXPECT_EQ(named->tokenize("Hello world").value(), (std::vector<int32_t>{39, 695, 78, 995}));
+  EXPECT_EQ(named->eod(), 2256);
+  // LlamaTokenizerFast's default eos "</s>" is not a token here: refused, naming config.json
+  // (where the class came from), the class and the token.
+  const std::string d = dir.file("llama_defaults");
+  write_edited_qwen2(d, [](json&) {}, [](json& c) {
+    for (const char* key : {"tokenizer_class", "bos_token", "eos_token", "pad_token"}) c.erase(key);
+  });
+  write_file(d + "/config.json", R"({"model_type": "llama"})");
+  expect_error(error_of(d), {d + "/config.json", "LlamaTokenizerFast", "eos_token \"</s>\"", "not a token",
+                             d + "/tokenizer_config.json"});
 }
 
 // ---------------------------------------------------------------- SentencePiece fallback
