@@ -1065,7 +1065,11 @@ std::string FlagDomain::check(double value) const {
   return "";
 }
 
-std::vector<FlagDomain> numeric_flag_domains() {
+namespace {
+// Registers every flag on a throw-away parser and returns what `read` takes from the registry
+// (nothing when registration fails: parse_arguments reports that as an internal error).
+template <typename T>
+T from_registered_flags(T (*read)(const FlagRegistry&)) {
   CLI::App app;
   FlagRegistry registry(app);
   Configs configs;
@@ -1073,22 +1077,18 @@ std::vector<FlagDomain> numeric_flag_domains() {
   try {
     register_flags(registry, configs, choices);
   } catch (const CLI::Error&) {
-    return {};  // parse_arguments reports the same failure as an internal error
+    return {};
   }
-  return registry.domains();
+  return read(registry);
+}
+}  // namespace
+
+std::vector<FlagDomain> numeric_flag_domains() {
+  return from_registered_flags<std::vector<FlagDomain>>([](const FlagRegistry& r) { return r.domains(); });
 }
 
 std::vector<std::string> registered_flag_names() {
-  CLI::App app;
-  FlagRegistry registry(app);
-  Configs configs;
-  Choices choices;
-  try {
-    register_flags(registry, configs, choices);
-  } catch (const CLI::Error&) {
-    return {};  // parse_arguments reports the same failure as an internal error
-  }
-  return registry.names();
+  return from_registered_flags<std::vector<std::string>>([](const FlagRegistry& r) { return r.names(); });
 }
 
 StatusOr<ParsedArguments> parse_arguments(const std::vector<std::string>& args) {
