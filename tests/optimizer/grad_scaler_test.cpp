@@ -9,11 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "reference_vectors.h"
 
 namespace mindspeed {
 namespace {
@@ -31,27 +31,12 @@ struct ScalerCase {
 
 std::map<std::string, ScalerCase> reference_cases() {
   std::map<std::string, ScalerCase> out;
-  std::ifstream in(std::string(MS_SOURCE_DIR) + "/tests/optimizer/reference/grad_scaler_vectors.txt");
-  std::string line, current;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream words(line);
-    std::string first;
-    words >> first;
-    if (first == "case") {
-      words >> current;
-      for (std::string kv; words >> kv;) {
-        const size_t eq = kv.find('=');
-        out[current].args[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
-      }
-    } else if (first != "end") {
-      Step s;
-      std::string scale, inv;
-      s.found_inf = first == "1";
-      words >> scale >> s.growth_tracker >> s.hysteresis_tracker >> inv;
-      s.scale = std::strtod(scale.c_str(), nullptr);
-      s.inv_scale = std::strtod(inv.c_str(), nullptr);
-      out[current].steps.push_back(s);
+  for (const auto& [name, c] : testing::read_reference_cases("tests/optimizer/reference/grad_scaler_vectors.txt")) {
+    out[name].args = c.args;
+    for (const std::vector<std::string>& row : c.rows) {  // found_inf scale growth hysteresis inv_scale
+      if (row.size() != 5) continue;
+      out[name].steps.push_back({row[0] == "1", std::strtod(row[1].c_str(), nullptr), std::strtod(row[4].c_str(), nullptr),
+                                 std::stoll(row[2]), std::stoll(row[3])});
     }
   }
   return out;

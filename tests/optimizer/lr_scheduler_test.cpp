@@ -10,12 +10,12 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "reference_vectors.h"
 
 namespace mindspeed {
 namespace {
@@ -28,25 +28,10 @@ struct LrCase {
 const std::map<std::string, LrCase>& reference_cases() {
   static const std::map<std::string, LrCase> cases = [] {
     std::map<std::string, LrCase> out;
-    std::ifstream in(std::string(MS_SOURCE_DIR) + "/tests/optimizer/reference/lr_vectors.txt");
-    std::string line, current;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream words(line);
-      std::string first;
-      words >> first;
-      if (first == "case") {
-        words >> current;
-        for (std::string kv; words >> kv;) {
-          const size_t eq = kv.find('=');
-          out[current].flags[kv.substr(0, eq)] = kv.substr(eq + 1);
-        }
-      } else if (first == "end") {
-        current.clear();
-      } else {
-        std::string lr;
-        words >> lr;
-        out[current].expected.emplace_back(std::stoll(first), std::strtod(lr.c_str(), nullptr));
+    for (const auto& [name, c] : testing::read_reference_cases("tests/optimizer/reference/lr_vectors.txt")) {
+      out[name].flags = c.args;
+      for (const std::vector<std::string>& row : c.rows) {  // steps lr
+        if (row.size() == 2) out[name].expected.emplace_back(std::stoll(row[0]), std::strtod(row[1].c_str(), nullptr));
       }
     }
     return out;
@@ -88,7 +73,7 @@ OptimizerConfig rates_and_styles(const LrCase& c) {
   return oc;
 }
 
-class LrSchedulerVsMegatron : public testing::TestWithParam<const char*> {};
+class LrSchedulerVsMegatron : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LrSchedulerVsMegatron, RateAfterEachIteration) {
   const auto& cases = reference_cases();
@@ -119,18 +104,18 @@ TEST_P(LrSchedulerVsMegatron, RateAfterEachIteration) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Megatron, LrSchedulerVsMegatron,
-                         testing::Values("linear_warmup_iters", "linear_no_warmup", "linear_decay_iters_short",
+                         ::testing::Values("linear_warmup_iters", "linear_no_warmup", "linear_decay_iters_short",
                                          "linear_decay_iters_long", "linear_fraction_batch8", "cosine_warmup_fraction",
                                          "cosine_warmup_init_batch4", "inverse_sqrt_warmup",
                                          "inverse_sqrt_no_warmup_batch8", "inverse_sqrt_fraction_init",
                                          "constant_warmup_init", "constant_no_warmup", "wsd_exponential",
                                          "wsd_linear_fraction", "wsd_cosine_batch2_init", "wsd_minus_sqrt",
                                          "wsd_exponential_default_decay", "wsd_zero_anneal"),
-                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 // Sample-based training (--train-samples): the rate after each consumed-sample count, the
 // scheduler stepped by a ramp-up's uneven batches (2, 2, 2, 4, 4, 6, 6, 8, 8, ...).
-class LrSchedulerInSamplesVsMegatron : public testing::TestWithParam<const char*> {};
+class LrSchedulerInSamplesVsMegatron : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LrSchedulerInSamplesVsMegatron, RateAfterEachConsumedSampleCount) {
   const auto& cases = reference_cases();
@@ -151,9 +136,9 @@ TEST_P(LrSchedulerInSamplesVsMegatron, RateAfterEachConsumedSampleCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Megatron, LrSchedulerInSamplesVsMegatron,
-                         testing::Values("samples_linear_warmup", "samples_cosine_fraction_decay",
+                         ::testing::Values("samples_linear_warmup", "samples_cosine_fraction_decay",
                                          "samples_inverse_sqrt", "samples_wsd_cosine"),
-                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 TEST(LrSchedulerVsMegatron, VectorFileHoldsExactlyTheTestedCases) {
   EXPECT_EQ(reference_cases().size(), 22u);

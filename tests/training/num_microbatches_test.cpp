@@ -10,11 +10,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "reference_vectors.h"
 
 namespace mindspeed {
 namespace {
@@ -27,22 +28,14 @@ struct RampupCase {
 
 std::map<std::string, RampupCase> reference_cases() {
   std::map<std::string, RampupCase> out;
-  std::ifstream in(std::string(MS_SOURCE_DIR) + "/tests/training/reference/rampup_vectors.txt");
-  std::string line, current;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream words(line);
-    std::string first;
-    words >> first;
-    if (first == "case") {
-      words >> current;
-      for (std::string kv; words >> kv;) out[current].args[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
-    } else if (first == "train_iters") {
-      words >> out[current].train_iters;
-    } else if (first != "end") {
-      std::array<int64_t, 4> row{std::stoll(first), 0, 0, 0};
-      words >> row[1] >> row[2] >> row[3];
-      out[current].iterations.push_back(row);
+  for (const auto& [name, c] : testing::read_reference_cases("tests/training/reference/rampup_vectors.txt")) {
+    out[name].args = c.args;
+    for (const std::vector<std::string>& row : c.rows) {
+      if (row.size() == 2 && row[0] == "train_iters") {
+        out[name].train_iters = std::stoll(row[1]);
+      } else if (row.size() == 4) {  // consumed current running micro-batches
+        out[name].iterations.push_back({std::stoll(row[0]), std::stoll(row[1]), std::stoll(row[2]), std::stoll(row[3])});
+      }
     }
   }
   return out;
