@@ -51,23 +51,7 @@ TEST_P(O2Gradient, StaysCloseToFp32GradientsInHalfTheBytes) {
   bf16_grads.o2_gradient = true;
   const RunResult want = train(run, fp32_grads, world, single);
   const RunResult got = train(run, bf16_grads, world, single);
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t s = 0; s < want.losses.size(); ++s) {
-    EXPECT_NEAR(got.losses[s], want.losses[s], kLoss * std::fabs(want.losses[s])) << "loss step " << s + 1;
-    EXPECT_NEAR(got.grad_norms[s], want.grad_norms[s], kNorm * std::fabs(want.grad_norms[s])) << "norm step " << s + 1;
-  }
-  ASSERT_EQ(got.eval_losses.size(), want.eval_losses.size());
-  for (size_t e = 0; e < want.eval_losses.size(); ++e) {
-    EXPECT_NEAR(got.eval_losses[e], want.eval_losses[e], kLoss * want.eval_losses[e]) << "evaluation " << e;
-  }
-  ASSERT_EQ(got.weights.size(), want.weights.size());
-  for (const auto& [name, w] : want.weights) {
-    const std::vector<float>& g = got.weights.at(name);
-    ASSERT_EQ(g.size(), w.size()) << name;
-    for (size_t i = 0; i < w.size(); ++i) {
-      ASSERT_NEAR(g[i], w[i], std::max(kWeightAbs, kWeightRel * std::fabs(w[i]))) << name << "[" << i << "]";
-    }
-  }
+  expect_close_runs(got, want, {kLoss, kNorm, kWeightAbs, kWeightRel});
   EXPECT_NE(got.grad_norms, want.grad_norms) << "the bf16 gradients round: the norms cannot all be equal";
   // Between steps only the bf16 buffer exists (the units' fp32 transients are freed).
   const int64_t n = got.num_params_local;

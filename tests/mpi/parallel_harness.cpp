@@ -1,6 +1,8 @@
 // The parallel training harness (parallel_harness.h).
 #include "parallel_harness.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -423,6 +425,42 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   result.swap_file_bytes = swap_tier ? swap_tier->file_bytes() : 0;
   result.num_params_local = model.registry().num_local_elements();
   return result;
+}
+
+double expect_close_runs(const RunResult& got, const RunResult& want, const Closeness& limits) {
+  EXPECT_EQ(got.losses.size(), want.losses.size());
+  for (size_t s = 0; s < std::min(got.losses.size(), want.losses.size()); ++s) {
+    EXPECT_NEAR(got.losses[s], want.losses[s], limits.loss * std::fabs(want.losses[s])) << "loss step " << s + 1;
+    EXPECT_NEAR(got.grad_norms[s], want.grad_norms[s], limits.grad_norm * std::fabs(want.grad_norms[s]))
+        << "norm step " << s + 1;
+  }
+  EXPECT_EQ(got.eval_losses.size(), want.eval_losses.size());
+  for (size_t e = 0; e < std::min(got.eval_losses.size(), want.eval_losses.size()); ++e) {
+    EXPECT_NEAR(got.eval_losses[e], want.eval_losses[e], limits.loss * want.eval_losses[e]) << "evaluation " << e;
+  }
+  EXPECT_EQ(got.weights.size(), want.weights.size());
+  double max_gap = 0.0;
+  for (const auto& [name, w] : want.weights) {
+    const auto it = got.weights.find(name);
+    if (it == got.weights.end()) {
+      ADD_FAILURE() << name << " missing";
+      continue;
+    }
+    const std::vector<float>& g = it->second;
+    if (g.size() != w.size()) {
+      ADD_FAILURE() << name << ": " << g.size() << " elements, want " << w.size();
+      continue;
+    }
+    for (size_t i = 0; i < w.size(); ++i) {
+      const double gap = std::fabs(static_cast<double>(g[i]) - w[i]);
+      if (gap > std::max(limits.weight_abs, limits.weight_rel * std::fabs(w[i]))) {
+        ADD_FAILURE() << name << "[" << i << "]: " << g[i] << " against " << w[i];
+        break;
+      }
+      max_gap = std::max(max_gap, gap);
+    }
+  }
+  return max_gap;
 }
 
 }  // namespace mindspeed::testing

@@ -121,5 +121,17 @@ ModelConfig tiny_llama_config();
 /// process alone when `single` is true.
 RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWorld& world, bool single);
 
+/// Relative limits of a lossy run (16-bit state) against its exact twin.
+struct Closeness {
+  double loss = 0.0;        ///< losses and evaluation losses, relative
+  double grad_norm = 0.0;   ///< gradient norms, relative
+  double weight_abs = 0.0;  ///< weights: max(weight_abs, weight_rel * |w|)
+  double weight_rel = 0.0;
+};
+
+/// Expects `got` within `limits` of `want` (step by step, every evaluation, every weight of this
+/// rank); returns the largest absolute weight gap.
+double expect_close_runs(const RunResult& got, const RunResult& want, const Closeness& limits);
+
 
 }  // namespace mindspeed::testing
