@@ -12,38 +12,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
-for tool in apps/pretrain_gpt tools/preprocess_data; do
-  if [ ! -x "$BUILD/$tool" ]; then
-    echo "no $BUILD/$tool (cmake --preset release && cmake --build --preset release --target pretrain_gpt preprocess_data)" >&2
-    exit 1
-  fi
-done
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/fp16-bench.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-GPT2=(--tokenizer-type GPT2BPETokenizer --vocab-file data/gpt2/gpt2-vocab.json --merge-file data/gpt2/gpt2-merges.txt)
-DATA=$BUILD/data/kjv
-if [ ! -f "${DATA}_text_document.idx" ]; then
-  mkdir -p "$BUILD/data"
-  "$BUILD/tools/preprocess_data" --input data/corpus/kjv.jsonl.gz --output-prefix "$DATA" "${GPT2[@]}" \
-    --append-eod --log-interval 400 >/dev/null
-fi
-STEPS=200
-train() {
-  mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE \
-    "$BUILD/apps/pretrain_gpt" --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 \
-    --max-position-embeddings 128 --openai-gelu --micro-batch-size 4 --global-batch-size 16 --train-iters $STEPS \
-    --lr 2e-3 --min-lr 2e-4 --lr-decay-style cosine --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 \
-    --use-flash-attn --use-distributed-optimizer --data-path "${DATA}_text_document" --split 98,2,0 \
-    "${GPT2[@]}" --log-interval 10 --eval-iters 0 --seed 1234 "$@"
-}
-losses() { grep -o 'iteration *[0-9]*/\|lm loss: [0-9.E+-]*' "$1" | paste - - | awk '{ gsub("/", "", $2); print $2, $NF }'; }
+source bench/accuracy_bench_common.sh
 skipped() { grep -o 'number of skipped iterations: *[0-9]*' "$1" | awk '{ s += $NF } END { print s + 0 }'; }
 last_scale() { grep -o 'loss scale: [0-9.]*' "$1" | tail -1 | awk '{ print $NF }'; }
-train >"$WORK/fp32.log" 2>&1 || { tail -20 "$WORK/fp32.log" >&2; exit 1; }
-train --bf16 >"$WORK/bf16.log" 2>&1 || { tail -20 "$WORK/bf16.log" >&2; exit 1; }
-train --fp16 --initial-loss-scale 4096 >"$WORK/fp16.log" 2>&1 || { tail -20 "$WORK/fp16.log" >&2; exit 1; }
-train --fp16 >"$WORK/fp16_default.log" 2>&1 || { tail -20 "$WORK/fp16_default.log" >&2; exit 1; }
+run fp32
+run bf16 --bf16
+run fp16 --fp16 --initial-loss-scale 4096
+run fp16_default --fp16
 echo "## fp16 and bf16 against fp32, $STEPS steps on the demo corpus"
 echo
 echo "| iteration | lm loss, fp32 | --bf16 | gap | --fp16 (scale 4096) | gap | --fp16 (Megatron's 2^32) | gap |"
