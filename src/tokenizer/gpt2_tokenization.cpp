@@ -238,35 +238,8 @@ StatusOr<std::unique_ptr<GPT2BPETokenizer>> GPT2BPETokenizer::load(const std::st
 }
 
 Status GPT2BPETokenizer::pretokenize(std::string_view text, std::vector<std::string_view>* pieces) {
-  struct CodePoint {
-    char32_t cp;
-    CharClass cls;
-    uint32_t offset;
-  };
-  if (text.size() > UINT32_MAX) {
-    return invalid_argument("text of ", text.size(), " bytes is too long to tokenise (max 4 GiB)");
-  }
   thread_local std::vector<CodePoint> cps;
-  cps.clear();
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const uint8_t byte = static_cast<uint8_t>(text[pos]);
-    if (byte < 0x80) {  // ASCII fast path
-      cps.push_back(CodePoint{byte, kAsciiCharClasses[byte], static_cast<uint32_t>(pos)});
-      ++pos;
-      continue;
-    }
-    char32_t cp;
-    int bad_len;
-    const int len = decode_utf8(text, pos, &cp, &bad_len);
-    if (len == 0) {
-      return invalid_argument("text is not valid UTF-8 (ill-formed byte 0x", std::hex,
-                              static_cast<int>(static_cast<uint8_t>(text[pos])), std::dec,
-                              " at byte offset ", pos, ")");
-    }
-    cps.push_back(CodePoint{cp, char_class(cp), static_cast<uint32_t>(pos)});
-    pos += len;
-  }
+  MS_RETURN_IF_ERROR(decode_code_points(text, &cps));
   const size_t n = cps.size();
   const auto offset = [&](size_t i) { return i < n ? cps[i].offset : text.size(); };
   const auto run_end = [&](size_t i, CharClass cls) {

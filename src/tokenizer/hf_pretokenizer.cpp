@@ -16,38 +16,6 @@ constexpr std::string_view kLlama3Regex =
 constexpr std::string_view kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-struct CodePoint {
-  char32_t cp;
-  CharClass cls;
-  uint32_t offset;  // byte offset in the text
-};
-
-Status decode_code_points(std::string_view text, std::vector<CodePoint>* cps) {
-  if (text.size() > UINT32_MAX) {
-    return invalid_argument("text of ", text.size(), " bytes is too long to tokenise (max 4 GiB)");
-  }
-  cps->clear();
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const uint8_t byte = static_cast<uint8_t>(text[pos]);
-    if (byte < 0x80) {
-      cps->push_back(CodePoint{byte, kAsciiCharClasses[byte], static_cast<uint32_t>(pos)});
-      ++pos;
-      continue;
-    }
-    char32_t cp;
-    int bad_len;
-    const int len = decode_utf8(text, pos, &cp, &bad_len);
-    if (len == 0) {
-      return invalid_argument("text is not valid UTF-8 (ill-formed byte 0x", std::hex,
-                              static_cast<int>(byte), std::dec, " at byte offset ", pos, ")");
-    }
-    cps->push_back(CodePoint{cp, char_class(cp), static_cast<uint32_t>(pos)});
-    pos += len;
-  }
-  return ok_status();
-}
-
 bool is_cr_or_lf(char32_t cp) { return cp == '\r' || cp == '\n'; }
 
 char32_t ascii_lower(char32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp; }

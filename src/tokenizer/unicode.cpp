@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <ios>
 #include <iterator>
 
 namespace mindspeed {
@@ -190,6 +192,32 @@ std::string utf8_decode_replace(std::string_view bytes) {
     }
   }
   return out;
+}
+
+Status decode_code_points(std::string_view text, std::vector<CodePoint>* cps) {
+  if (text.size() > UINT32_MAX) {
+    return invalid_argument("text of ", text.size(), " bytes is too long to tokenise (max 4 GiB)");
+  }
+  cps->clear();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const uint8_t byte = static_cast<uint8_t>(text[pos]);
+    if (byte < 0x80) {  // ASCII fast path
+      cps->push_back(CodePoint{byte, kAsciiCharClasses[byte], static_cast<uint32_t>(pos)});
+      ++pos;
+      continue;
+    }
+    char32_t cp;
+    int bad_len;
+    const int len = decode_utf8(text, pos, &cp, &bad_len);
+    if (len == 0) {
+      return invalid_argument("text is not valid UTF-8 (ill-formed byte 0x", std::hex, static_cast<int>(byte), std::dec,
+                              " at byte offset ", pos, ")");
+    }
+    cps->push_back(CodePoint{cp, char_class(cp), static_cast<uint32_t>(pos)});
+    pos += len;
+  }
+  return ok_status();
 }
 
 }  // namespace mindspeed

@@ -20,6 +20,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/status.h"
 
 namespace mindspeed {
 
@@ -47,6 +50,17 @@ extern const std::array<CharClass, 128> kAsciiCharClasses;
 /// stray continuation byte, truncated sequence) returns 0 and stores in *bad_len the length
 /// of the maximal ill-formed subpart (>= 1; what one U+FFFD replaces in Python's decoder).
 int decode_utf8(std::string_view s, size_t pos, char32_t* cp, int* bad_len);
+
+/// A code point of a text: its value, its class and the byte offset where it starts.
+struct CodePoint {
+  char32_t cp;
+  CharClass cls;
+  uint32_t offset;
+};
+
+/// Decodes `text` into *cps (cleared first), with an ASCII fast path. Ill-formed UTF-8 (named
+/// with its byte and offset) and text over 4 GiB (offsets are 32-bit) are InvalidArgument.
+Status decode_code_points(std::string_view text, std::vector<CodePoint>* cps);
 
 /// Byte offset of the first ill-formed UTF-8 sequence, or npos when `s` is valid UTF-8.
 size_t find_invalid_utf8(std::string_view s);
