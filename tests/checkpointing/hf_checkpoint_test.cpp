@@ -199,6 +199,22 @@ struct BadField {
   std::vector<std::string> fragments;
 };
 
+// MindSpeed-LLM's --model-type-hf against config.json's model_type.
+TEST(HfConfig, ModelTypeHfMustMatchConfigJson) {
+  EXPECT_TRUE(check_hf_model_type(fixture("llama_tiny"), "llama2").ok());
+  EXPECT_TRUE(check_hf_model_type(fixture("llama_tiny"), "llama").ok());
+  EXPECT_TRUE(check_hf_model_type(fixture("qwen2_scaled"), "qwen25").ok());
+  EXPECT_TRUE(check_hf_model_type(fixture("mixtral_tiny"), "mixtral").ok());
+  EXPECT_TRUE(check_hf_model_type(fixture("gpt2_tiny"), "gpt2").ok());
+  const Status s = check_hf_model_type(fixture("llama_tiny"), "mixtral");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--model-type-hf mixtral does not match " + fixture("llama_tiny") +
+                             "/config.json, whose model_type is llama"),
+            std::string::npos)
+      << s.message();
+  EXPECT_FALSE(check_hf_model_type(fixture("gpt2_tiny"), "llama2").ok());
+}
+
 TEST(HfConfig, FieldsOfTheWrongTypeOrRangeAreNamed) {
   const BadField cases[] = {
       // Each was ignored (n_inner: 4 * n_embd), divided by zero, accepted or thrown by

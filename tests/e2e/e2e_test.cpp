@@ -471,22 +471,27 @@ TEST(EndToEnd, NonFiniteLossStopsEveryRankWithOneDiagnosis) {
 // --load from a Hugging Face directory (the GPT-2 golden fixture) and --data-path on a dataset
 // made by preprocess_data with the NullTokenizer: trains, and a flag that contradicts
 // config.json is refused with both values named.
-TEST(EndToEnd, LoadsAHuggingFaceCheckpointAndTrainsOnAPreprocessedDataset) {
-  const std::string dir = "/tmp/ms_e2e_load_" + std::to_string(::getpid());
+// DIR/ids_text_document: 60 documents of ids below 99 (NullTokenizer --vocab-size 99, with EOD),
+// made by preprocess_data; the golden fixtures' vocabulary is 100.
+void make_id_dataset(const std::string& dir) {
   ASSERT_EQ(run("mkdir -p " + dir).exit_code, 0);
-  {
-    FILE* f = std::fopen((dir + "/ids.jsonl").c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    for (int d = 0; d < 60; ++d) {
-      std::string text;
-      for (int t = 0; t < 20 + d % 17; ++t) text += (t ? " " : "") + std::to_string((d * 7 + t * 3) % 99);
-      std::fprintf(f, "{\"text\": \"%s\"}\n", text.c_str());
-    }
-    std::fclose(f);
+  FILE* f = std::fopen((dir + "/ids.jsonl").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  for (int d = 0; d < 60; ++d) {
+    std::string text;
+    for (int t = 0; t < 20 + d % 17; ++t)
+      text += (t ? " " : "") + std::to_string((d * 7 + t * 3) % 99);
+    std::fprintf(f, "{\"text\": \"%s\"}\n", text.c_str());
   }
+  std::fclose(f);
   const Result pre = run(std::string(MS_PREPROCESS_DATA) + " --input " + dir + "/ids.jsonl --output-prefix " + dir +
                          "/ids --tokenizer-type NullTokenizer --vocab-size 99 --append-eod");
   ASSERT_EQ(pre.exit_code, 0) << pre.output;
+}
+
+TEST(EndToEnd, LoadsAHuggingFaceCheckpointAndTrainsOnAPreprocessedDataset) {
+  const std::string dir = "/tmp/ms_e2e_load_" + std::to_string(::getpid());
+  ASSERT_NO_FATAL_FAILURE(make_id_dataset(dir));
   const std::string model = " --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16"
                             " --max-position-embeddings 32 --openai-gelu --micro-batch-size 2 --global-batch-size 4"
                             " --lr 1e-3 --train-iters 8 --log-interval 2 --eval-iters 1 --eval-interval 4"
@@ -505,6 +510,60 @@ TEST(EndToEnd, LoadsAHuggingFaceCheckpointAndTrainsOnAPreprocessedDataset) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--num-layers is 3 but config.json says 2"), std::string::npos) << bad.output;
   run("rm -rf " + dir);
+}
+
+// A Hugging Face Mixtral-style checkpoint (the golden fixture: 4 experts, top-2) under every
+// expert layout: each rank reads only the experts it holds (named by their global index), and
+// EP2 alltoall with grouped GEMM, EP4, EP2 x TP2 with expert-TP 1 and 2, MindSpeed's
+// TP-extend-EP and EP2 x PP2 log the losses of the one-process run on the same checkpoint.
+TEST(EndToEnd, HuggingFaceMoeCheckpointLoadsUnderEveryExpertLayout) {
+  const mindspeed::testing::ScratchDir scratch("e2e_hf_moe");
+  ASSERT_NO_FATAL_FAILURE(make_id_dataset(scratch.file("data")));
+  const std::string model =
+      " --num-layers 2 --hidden-size 32 --ffn-hidden-size 48 --num-attention-heads 4"
+      " --group-query-attention --num-query-groups 2 --seq-length 16 --max-position-embeddings 32"
+      " --normalization RMSNorm --norm-epsilon 1e-6 --swiglu --position-embedding-type rope"
+      " --untie-embeddings-and-output-weights --disable-bias-linear --num-experts 4"
+      " --moe-router-topk 2 --moe-aux-loss-coeff 1e-2 --micro-batch-size 2 --global-batch-size 8"
+      " --lr 1e-3 --train-iters 6 --log-interval 2 --eval-iters 0 --split 100,0,0"
+      " --data-path " +
+      scratch.file("data/ids_text_document") +
+      " --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 64"
+      " --attention-dropout 0 --hidden-dropout 0 --seed 7"
+      " --load " MS_SOURCE_DIR "/tests/golden/mixtral_tiny";
+  const Result single = run(kBin + model);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_NE(single.output.find("loaded Hugging Face checkpoint"), std::string::npos)
+      << single.output;
+  const auto want = logged_losses(single.output);
+  ASSERT_EQ(want.size(), 3u) << single.output;
+  const std::vector<std::pair<int, std::string>> layouts = {
+      {2,
+       " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall --moe-grouped-gemm"},
+      {4, " --expert-model-parallel-size 4 --moe-token-dispatcher-type alltoall"},
+      {4,
+       " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2"
+       " --expert-tensor-parallel-size 1 --moe-token-dispatcher-type allgather"},
+      {4,
+       " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2"
+       " --moe-token-dispatcher-type alltoall --moe-grouped-gemm"},
+      {4,
+       " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
+       "--moe-tp-extend-ep"
+       " --moe-token-dispatcher-type alltoall_seq --moe-grouped-gemm --moe-permutation-async-comm"},
+      {4,
+       " --pipeline-model-parallel-size 2 --expert-model-parallel-size 2 "
+       "--moe-token-dispatcher-type alltoall"},
+  };
+  for (const auto& [np, layout] : layouts) {
+    const Result r = run(kMpirun + " -np " + std::to_string(np) + " " + kBin + model + layout);
+    ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
+    EXPECT_EQ(r.output.find("Internal"), std::string::npos) << r.output;
+    const auto got = logged_losses(r.output);
+    ASSERT_EQ(got.size(), want.size()) << layout << "\n" << r.output;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 2e-5 * want[i]) << layout << " log line " << i;
+  }
 }
 
 TEST(EndToEnd, DryRunPrintsA1024RankLayout) {

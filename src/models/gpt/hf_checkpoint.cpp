@@ -480,6 +480,21 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
   return info;
 }
 
+Status check_hf_model_type(const std::string& dir, const std::string& model_type_hf) {
+  MS_ASSIGN_OR_RETURN(const HfModelInfo info, read_hf_config(dir));
+  const HfArchitecture want = model_type_hf == "gpt2" ? HfArchitecture::kGpt2
+                              : model_type_hf == "qwen25" || model_type_hf == "qwen2"
+                                  ? HfArchitecture::kQwen2
+                              : model_type_hf == "mistral" ? HfArchitecture::kMistral
+                              : model_type_hf == "mixtral" ? HfArchitecture::kMixtral
+                                                           : HfArchitecture::kLlama;
+  if (want == info.architecture) return ok_status();
+  static const char* const kModelType[] = {"gpt2", "llama", "qwen2", "mistral", "mixtral"};
+  return invalid_argument("--model-type-hf ", model_type_hf, " does not match ", dir,
+                          "/config.json, whose model_type is ",
+                          kModelType[static_cast<int>(info.architecture)]);
+}
+
 Status check_hf_config_matches(const ModelConfig& flags, const HfModelInfo& hf) {
   const std::string problems = architecture_differences(flags, hf.config, "config.json says");
   if (!problems.empty()) {
@@ -563,6 +578,17 @@ class HfTensorSource {
   std::map<std::string, SafetensorsFile> files_;
 };
 
+// A routed expert's mapping whose expert lives on another expert-parallel rank: rank r of
+// the ep group holds experts [r * E/ep, (r + 1) * E/ep) (MoELayer's placement).
+bool held_by_another_expert_rank(const Mapping& m, const ModelConfig& c, const ParallelState& ps) {
+  static constexpr std::string_view kExperts = ".mlp.experts.local_experts.";
+  const size_t at = m.ours.find(kExperts);
+  if (at == std::string::npos || ps.sizes.expert <= 1) return false;
+  const int64_t expert = std::stoll(m.ours.substr(at + kExperts.size()));
+  const int64_t per_rank = c.moe.num_experts / ps.sizes.expert;
+  return expert / per_rank != ps.ep_rank;
+}
+
 }  // namespace
 
 Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const ParallelState& ps) {
@@ -583,7 +609,11 @@ Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const Paralle
     for (const auto& q : model.registry().params())
       if (q->spec.tied_to == m.ours) targets.push_back(q.get());
     if (targets.empty()) {
-      if (ps.sizes.pipeline == 1) return internal_error("no model parameter ", m.ours);
+      // Not on this rank: a layer of another pipeline stage, or a routed expert that another
+      // expert-parallel rank holds (experts are named by their global index).
+      if (ps.sizes.pipeline == 1 && !held_by_another_expert_rank(m, c, ps)) {
+        return internal_error("no model parameter ", m.ours);
+      }
       continue;
     }
     const auto shapes = hf_shapes(m, c, info.architecture);

@@ -36,6 +36,9 @@ StatusOr<HfModelInfo> parse_hf_config(std::string_view json_text, const std::str
 /// Every field the model flags set that config.json contradicts, as one error naming the
 /// flags and both values.
 Status check_hf_config_matches(const ModelConfig& flags, const HfModelInfo& hf);
+/// MindSpeed-LLM's --model-type-hf against DIR/config.json's model_type: llama2 / llama are
+/// "llama", qwen25 / qwen2 "qwen2", mistral, mixtral and gpt2 themselves; an error names both.
+Status check_hf_model_type(const std::string& dir, const std::string& model_type_hf);
 /// Loads DIR/model.safetensors into `model` (this rank's shards).
 Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const ParallelState& ps);
 
