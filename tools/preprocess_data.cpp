@@ -3,14 +3,21 @@
 // output: for each --json-keys key K, {output_prefix}_{K}_document.bin/.idx.
 //
 // Per line (tokenizer/json_document.h): one JSON object; each key's value is a string (one
-// sequence) or a list of strings (one sequence each, as Megatron's --split-sentences output). Each non-empty
-// tokenised sequence is recorded; --append-eod appends tokenizer.eod to a non-empty
-// document (the last sequence grows by one). dtype = optimal_dtype(tokenizer.vocab_size),
-// except for MindSpeed-LLM's --tokenizer-type PretrainedFromHF (--tokenizer-name-or-path DIR, a
-// Hugging Face tokenizer directory): int32 always, as MindSpeed-LLM's preprocess_data.py
-// writes it (its dataset handler builds IndexedDatasetBuilder with the default int32), and
-// each text is tokenised as tokenizer(text) there: with the post-processor's special tokens
-// (LLaMA-3: <|begin_of_text|> first).
+// sequence) or a list of strings (one sequence each, as Megatron's --split-sentences output). Each
+// non-empty tokenised sequence is recorded; --append-eod appends tokenizer.eod to a non-empty
+// document (the last sequence grows by one). dtype = optimal_dtype(tokenizer.vocab_size) for
+// every tokenizer type, as Megatron's builder chooses it (uint16 below 65500 ids, else int32).
+// MindSpeed-LLM's --tokenizer-type PretrainedFromHF (--tokenizer-name-or-path DIR, a Hugging Face
+// tokenizer directory) tokenises each text as tokenizer(text) there: with the post-processor's
+// special tokens (LLaMA-3: <|begin_of_text|> first).
+//
+// MindSpeed-LLM's --handler-name (pretraining handlers: tokenizer/pretrain_handler.h; fine-tuning
+// ones refused by name) and its --seq-length: each key's text comes from the handler, an empty
+// text writes no document, a sequence of --seq-length tokens or more is dropped
+// (tokenizer/json_document.h). The handlers need --tokenizer-type PretrainedFromHF, as their
+// tokenizer call does in MindSpeed-LLM. One departure: MindSpeed-LLM's handlers write int32
+// (their builder's default, kept for the -100 labels of fine-tuning data); here the dtype is
+// Megatron's optimal one for handlers too, so the files equal Megatron's (training reads either).
 //
 // Pipeline: a reader thread streams the input (.jsonl or gzip, via zlib) in batches of
 // lines through a bounded queue; --workers threads parse and tokenise; the main thread
@@ -37,6 +44,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -56,12 +64,11 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "core/logging.h"
 #include "core/status.h"
 #include "datasets/indexed_dataset.h"
 #include "tokenizer/json_document.h"
+#include "tokenizer/pretrain_handler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mindspeed {
@@ -78,6 +85,9 @@ struct Args {
   TokenizerOptions tokenizer;
   int64_t vocab_extra_ids = 0;
   std::optional<int64_t> workers;  // --workers; default: the number of cores
+  std::string handler_name;        // MindSpeed-LLM's --handler-name (empty: Megatron's encode)
+  PretrainHandler handler = PretrainHandler::kNone;
+  int64_t seq_length = 0;  // MindSpeed-LLM's --seq-length (with --handler-name)
   int partitions = 1;
   int64_t log_interval = 1000;
   bool keep_sequential_samples = false;
@@ -183,6 +193,7 @@ struct KeyOutput {
   std::vector<int32_t> tokens;
   std::vector<int32_t> lengths;        // per sequence
   std::vector<int32_t> num_sequences;  // per good line
+  std::vector<uint8_t> written;  // per good line: 0 when the line writes no document (handlers)
 };
 
 struct Batch {
@@ -206,6 +217,8 @@ class Encoder {
     options_.json_keys = args.json_keys;
     options_.append_eod = args.append_eod;
     if (dtype == IndexedDType::kUInt16) options_.max_token_id = 65535;
+    options_.handler = args.handler;
+    options_.seq_length = args.seq_length;
   }
 
   void encode_batch(Batch* batch) const {
@@ -228,6 +241,7 @@ class Encoder {
         out.tokens.insert(out.tokens.end(), doc[k].tokens.begin(), doc[k].tokens.end());
         out.lengths.insert(out.lengths.end(), doc[k].lengths.begin(), doc[k].lengths.end());
         out.num_sequences.push_back(static_cast<int32_t>(doc[k].lengths.size()));
+        out.written.push_back(doc[k].write ? 1 : 0);
       }
     }
   }
@@ -525,6 +539,25 @@ Status validate(Args* args) {
   if (args->log_interval <= 0) {
     return invalid_argument("--log-interval (", args->log_interval, ") must be > 0");
   }
+  if (!args->handler_name.empty()) {
+    MS_ASSIGN_OR_RETURN(args->handler, parse_pretrain_handler(args->handler_name));
+    MS_ASSIGN_OR_RETURN(args->json_keys, handler_output_keys(args->handler, args->json_keys));
+    if (args->tokenizer.tokenizer_type != "PretrainedFromHF") {
+      return invalid_argument(
+          "--handler-name ", args->handler_name,
+          " needs --tokenizer-type PretrainedFromHF (the "
+          "handler tokenises with the Hugging Face tokenizer, as in MindSpeed-LLM); without "
+          "--handler-name, preprocess_data encodes as Megatron's preprocess_data.py");
+    }
+  }
+  if (args->seq_length < 0) {
+    return invalid_argument("--seq-length (", args->seq_length, ") must be >= 0");
+  }
+  if (args->seq_length > 0 && args->handler == PretrainHandler::kNone) {
+    return invalid_argument(
+        "--seq-length drops long sequences in MindSpeed-LLM's handlers; pass --handler-name "
+        "GeneralPretrainHandler with it (Megatron's preprocess_data.py has no --seq-length)");
+  }
   if (args->vocab_extra_ids != 0) {
     log_warning(str_cat("--vocab-extra-ids ", args->vocab_extra_ids, " is ignored: Megatron's "
                         "preprocess_data.py always builds the tokenizer with 0 extra ids"));
@@ -537,9 +570,7 @@ Status run(const Args& args) {
   log_info("Opening ", args.input);
   MS_ASSIGN_OR_RETURN(auto reader, LineReader::open(args.input));
   MS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, build_tokenizer(args.tokenizer));
-  const IndexedDType dtype = args.tokenizer.tokenizer_type == "PretrainedFromHF"
-                                 ? IndexedDType::kInt32
-                                 : optimal_dtype(tokenizer->vocab_size());
+  const IndexedDType dtype = optimal_dtype(tokenizer->vocab_size());
   if (args.append_eod && tokenizer->eod() < 0) {
     return invalid_argument("--append-eod: --tokenizer-type ", tokenizer->name(),
                             " has no end-of-document id for this model");
@@ -595,11 +626,13 @@ Status run(const Args& args) {
       const int partition = static_cast<int>((line_no - 1) % partitions);
       for (size_t k = 0; k < num_keys; ++k) {
         const KeyOutput& out = batch->outputs[k];
+        const bool written = out.written[doc_pos[k]] != 0;
         const int32_t num_seqs = out.num_sequences[doc_pos[k]++];
         int64_t num_tokens = 0;
         for (int32_t s = 0; s < num_seqs; ++s) num_tokens += out.lengths[length_pos[k] + s];
         const std::span<const int32_t> tokens(out.tokens.data() + token_pos[k], num_tokens);
         const std::span<const int32_t> lengths(out.lengths.data() + length_pos[k], num_seqs);
+        if (!written) continue;  // nothing was encoded for this key
         MS_RETURN_IF_ERROR(builders[partition][k]->add_document(tokens, lengths));
         token_pos[k] += num_tokens;
         length_pos[k] += num_seqs;
@@ -698,6 +731,14 @@ int main(int argc, char** argv) {
       ->required();
   input->add_option("--json-keys", args.json_keys,
                     "Space-separated keys to extract from each JSON line (default: text)");
+  input->add_option(
+      "--handler-name", args.handler_name,
+      "MindSpeed-LLM's dataset handler: GeneralPretrainHandler, AlpacaPretrainHandler, "
+      "SharegptPretrainHandler or StackOverflowPythonPretrainHandler (needs PretrainedFromHF); "
+      "default: Megatron's encoding");
+  input->add_option(
+      "--seq-length", args.seq_length,
+      "With --handler-name: drop sequences of this many tokens or more (MindSpeed-LLM)");
   input->add_flag("--split-sentences", args.split_sentences,
                   "Split documents into sentences (not supported: needs NLTK)");
   input->add_flag("--keep-newlines", args.keep_newlines,

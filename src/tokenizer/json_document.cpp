@@ -35,6 +35,34 @@ Status add_sentence(const std::string& key, const std::string& text, const Token
   return ok_status();
 }
 
+// MindSpeed-LLM's handler path: one sequence per key from the handler's text.
+Status encode_with_handler(const nlohmann::json& doc, const Tokenizer& tokenizer,
+                           const JsonDocumentOptions& options, std::vector<EncodedKey>* out) {
+  bool too_long = false;
+  for (size_t k = 0; k < options.json_keys.size(); ++k) {
+    const std::string& key = options.json_keys[k];
+    EncodedKey& encoded = (*out)[k];
+    encoded.tokens.clear();
+    encoded.lengths.clear();
+    MS_ASSIGN_OR_RETURN(const std::string text, handler_text(options.handler, doc, key));
+    encoded.write = !text.empty();
+    if (!encoded.write) continue;
+    MS_RETURN_IF_ERROR(add_sentence(key, text, tokenizer, options.max_token_id, &encoded));
+    if (options.append_eod) encoded.tokens.push_back(tokenizer.eod());
+    // One sequence, even an empty one (the handler adds whatever its tokenizer call gave).
+    encoded.lengths.assign(1, static_cast<int32_t>(encoded.tokens.size()));
+    too_long = too_long || (options.seq_length > 0 &&
+                            static_cast<int64_t>(encoded.tokens.size()) >= options.seq_length);
+  }
+  if (too_long) {
+    for (EncodedKey& encoded : *out) {
+      encoded.tokens.clear();
+      encoded.lengths.clear();
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status encode_json_document(std::string_view line, const Tokenizer& tokenizer,
@@ -50,11 +78,14 @@ Status encode_json_document(std::string_view line, const Tokenizer& tokenizer,
   if (!doc.is_object()) {
     return invalid_argument("expected a JSON object, found ", json_type_name(doc));
   }
+  if (options.handler != PretrainHandler::kNone)
+    return encode_with_handler(doc, tokenizer, options, out);
   for (size_t k = 0; k < options.json_keys.size(); ++k) {
     const std::string& key = options.json_keys[k];
     EncodedKey& encoded = (*out)[k];
     encoded.tokens.clear();
     encoded.lengths.clear();
+    encoded.write = true;
     auto it = doc.find(key);
     if (it == doc.end()) {
       std::string keys;
