@@ -1,8 +1,11 @@
 // Fuzz target: JSONL lines as preprocess_data reads them (tokenizer/json_document.h). The
 // input is a chunk of a corpus file: split into lines at '\n' (a trailing '\r' dropped, as
 // preprocess_data's reader does), each line encoded for the keys "text" and "title" with the
-// GPT-2 tokenizer of data/gpt2 (uint16 output) and with the NullTokenizer (int32 output).
-// An encoded document must have ids inside the output dtype and lengths that add up.
+// GPT-2 tokenizer of data/gpt2 (uint16 output) and with the NullTokenizer (int32 output), and
+// through MindSpeed-LLM's pretraining handlers (tokenizer/pretrain_handler.h: General with
+// --seq-length, Alpaca, Sharegpt, StackOverflowPython). An encoded document must have ids inside
+// the output dtype and lengths that add up (a handler's one sequence may be empty, as its
+// tokenizer call returns it; Megatron's encoding keeps non-empty sequences only).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,10 +47,14 @@ void check(std::string_view line, const mindspeed::Tokenizer& tok, const mindspe
     return;
   }
   if (doc.size() != options.json_keys.size()) __builtin_trap();
+  const bool handler = options.handler != mindspeed::PretrainHandler::kNone;
   for (const mindspeed::EncodedKey& key : doc) {
     int64_t total = 0;
+    if (handler && key.lengths.size() > 1) __builtin_trap();  // one text, one sequence
+    if (!key.write && !key.tokens.empty()) __builtin_trap();
     for (int32_t length : key.lengths) {
-      if (length <= 0) __builtin_trap();
+      if (length < 0 || (length == 0 && !handler)) __builtin_trap();
+      if (handler && options.seq_length > 0 && length >= options.seq_length) __builtin_trap();
       total += length;
     }
     if (total != static_cast<int64_t>(key.tokens.size())) __builtin_trap();
@@ -75,6 +82,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     check(line, *s.gpt2, gpt2_options, true);
     check(line, *s.null, null_options, false);
+    for (const auto handler : {mindspeed::PretrainHandler::kGeneral, mindspeed::PretrainHandler::kAlpaca,
+                               mindspeed::PretrainHandler::kSharegpt,
+                               mindspeed::PretrainHandler::kStackOverflowPython}) {
+      mindspeed::JsonDocumentOptions options = gpt2_options;
+      options.handler = handler;
+      options.seq_length = handler == mindspeed::PretrainHandler::kGeneral ? 16 : 0;
+      check(line, *s.gpt2, options, true);
+    }
   }
   return 0;
 }
