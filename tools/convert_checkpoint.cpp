@@ -74,57 +74,16 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
       return invalid_argument("--target-tensor-parallel-size ", tp, " does not divide ", p->spec.name);
     }
   }
-  // Megatron's argparse.Namespace: the fields check_checkpoint_args compares and the model's shape.
-  const auto none = pickle_value(PickleValue::Kind::kNone);
-  auto args = pickle_value(PickleValue::Kind::kObject);
-  args->object_class = "argparse.Namespace";
-  const std::vector<std::pair<std::string, std::shared_ptr<PickleValue>>> fields = {
-      {"num_layers", pickle_int(m.num_layers)},
-      {"hidden_size", pickle_int(m.hidden_size)},
-      {"ffn_hidden_size", pickle_int(m.ffn_hidden_size)},
-      {"num_attention_heads", pickle_int(m.num_attention_heads)},
-      {"kv_channels", pickle_int(m.kv_channels)},
-      {"group_query_attention", pickle_bool(m.group_query_attention)},
-      {"num_query_groups", pickle_int(m.query_groups())},
-      {"max_position_embeddings", pickle_int(m.max_position_embeddings)},
-      {"padded_vocab_size", pickle_int(padded)},
-      {"vocab_size", pickle_int(m.vocab_size)},
-      {"make_vocab_size_divisible_by", pickle_int(m.make_vocab_size_divisible_by)},
-      {"normalization", pickle_string(m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm")},
-      {"norm_epsilon", pickle_float(m.norm_epsilon)},
-      {"swiglu", pickle_bool(m.swiglu)},
-      {"openai_gelu", pickle_bool(m.openai_gelu)},
-      {"position_embedding_type",
-       pickle_string(m.position_embedding_type == PositionEmbeddingType::kRope    ? "rope"
-                     : m.position_embedding_type == PositionEmbeddingType::kNone  ? "none"
-                     : m.position_embedding_type == PositionEmbeddingType::kAlibi ? "alibi"
-                                                                                  : "learned_absolute")},
-      {"add_position_embedding", pickle_bool(m.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute)},
-      {"rotary_base", pickle_int(static_cast<int64_t>(m.rotary_base))},
-      {"rotary_seq_len_interpolation_factor", pickle_float(m.rotary_seq_len_interpolation_factor)},
-      {"use_rope_scaling", pickle_bool(m.rope_scaling == RopeScaling::kLlama3)},
-      {"rope_scaling_factor", pickle_float(m.rope_scaling_factor)},
-      // Not Megatron arguments (its Llama 3.1 scaling fixes them); kept so nothing is lost.
-      {"low_freq_factor", pickle_float(m.rope_low_freq_factor)},
-      {"high_freq_factor", pickle_float(m.rope_high_freq_factor)},
-      {"original_max_position_embeddings", pickle_int(m.rope_original_max_position_embeddings)},
-      {"untie_embeddings_and_output_weights", pickle_bool(m.untie_embeddings_and_output_weights)},
-      {"add_bias_linear", pickle_bool(m.add_bias_linear)},
-      {"add_qkv_bias", pickle_bool(m.add_qkv_bias)},
-      {"tensor_model_parallel_size", pickle_int(tp)},
-      {"pipeline_model_parallel_size", pickle_int(pp)},
-      {"virtual_pipeline_model_parallel_size", chunks > 1 ? pickle_int(chunks) : none},
-      {"num_layers_per_virtual_pipeline_stage", chunks > 1 ? pickle_int(layers_per_virtual_stage) : none},
-      {"transformer_impl", pickle_string("local")},
-      {"ckpt_format", pickle_string("torch")},
-  };
-  for (const auto& [k, v] : fields) args->dict.emplace_back(pickle_string(k), v);
+  const auto args = megatron_args_namespace(
+      m, padded,
+      MegatronTorchSplit{.tp = tp,
+                         .pp = pp,
+                         .virtual_stages = chunks,
+                         .layers_per_virtual_stage = chunks > 1 ? layers_per_virtual_stage : 0});
   const std::string release = dir + "/release";
   for (int t = 0; t < tp; ++t) {
     for (int stage = 0; stage < pp; ++stage) {
-      std::vector<TorchSaveTensor> tensors;
-      std::vector<std::shared_ptr<PickleValue>> models;  // one state dict per model chunk
-      for (int c = 0; c < chunks; ++c) models.push_back(pickle_value(PickleValue::Kind::kDict));
+      MegatronRankFile file(args, /*iteration=*/0, chunks);
       auto add = [&](int chunk, const std::string& name, const Parameter& p) {
         const int slices = p.is_tensor_parallel() ? tp : 1;
         ParameterSpec spec = p.spec;
@@ -142,52 +101,22 @@ Status write_megatron_torch(const std::string& dir, const ModelConfig& m, const 
         if (slices > 1) shape[spec.split == TensorParallelSplit::kColumns ? 1 : 0] /= slices;
         TorchSaveTensor out{shape, std::vector<float>(static_cast<size_t>(spec.global_shape.numel() / slices))};
         slice_for_rank(out.values.data(), values, spec, slices > 1 ? t : 0, slices);
-        auto ref = pickle_value(PickleValue::Kind::kTensor);
-        ref->tensor = std::make_shared<TorchTensorRef>();
-        ref->tensor->key = std::to_string(tensors.size());
-        tensors.push_back(std::move(out));
-        models[static_cast<size_t>(chunk)]->dict.emplace_back(pickle_string(name), ref);
+        file.add(chunk, name, std::move(out));
       };
       for (int c = 0; c < chunks; ++c) {
-        const PipelineStage& st = layout.stages[static_cast<size_t>(layout.stage_of(stage, c))];
         for (const auto& owned : registry.params()) {
           const Parameter& p = *owned;
-          const std::string& name = p.spec.name;
-          long long layer = -1;
-          if (std::sscanf(name.c_str(), "decoder.layers.%lld.", &layer) == 1) {
-            if (layer < st.first_layer || layer >= st.first_layer + st.num_layers) continue;
-            add(c, "decoder.layers." + std::to_string(layer - st.first_layer) + name.substr(name.find('.', 15)), p);
-          } else if (name.starts_with("embedding.")) {
-            if (st.pre_process) add(c, name, p);
-            // Tied embeddings with a pipeline: the last stage keeps its copy as the output layer.
-            if (st.post_process && pp > 1 && !m.untie_embeddings_and_output_weights &&
-                name == "embedding.word_embeddings.weight") {
-              add(c, "output_layer.weight", p);
-            }
-          } else if (st.post_process) {
-            add(c, name, p);
+          const auto place = megatron_chunk_name(p.spec.name, layout, stage);
+          if (place && place->chunk == c) add(c, place->name, p);
+          // Tied embeddings with a pipeline: the last stage keeps its copy as the output layer.
+          if (p.spec.name == "embedding.word_embeddings.weight" && pp > 1 &&
+              !m.untie_embeddings_and_output_weights) {
+            const auto copy = megatron_chunk_name("output_layer.weight", layout, stage);
+            if (copy && copy->chunk == c) add(c, copy->name, p);
           }
         }
       }
-      auto root = pickle_value(PickleValue::Kind::kDict);
-      root->dict.emplace_back(pickle_string("args"), args);
-      root->dict.emplace_back(pickle_string("checkpoint_version"), pickle_float(3.0));
-      root->dict.emplace_back(pickle_string("iteration"), pickle_int(0));
-      for (int c = 0; c < chunks; ++c) {
-        root->dict.emplace_back(pickle_string(chunks > 1 ? "model" + std::to_string(c) : "model"),
-                                models[static_cast<size_t>(c)]);
-      }
-      char rank[32];
-      if (pp == 1) {
-        std::snprintf(rank, sizeof rank, "mp_rank_%02d", t);
-      } else {
-        std::snprintf(rank, sizeof rank, "mp_rank_%02d_%03d", t, stage);
-      }
-      std::error_code ec;
-      std::filesystem::create_directories(release + "/" + rank, ec);
-      if (ec) return failed_precondition("cannot create '", release, "/", rank, "': ", ec.message());
-      MS_RETURN_IF_ERROR(
-          write_torch_save(release + "/" + rank + "/model_optim_rng.pt", "model_optim_rng", *root, tensors));
+      MS_RETURN_IF_ERROR(file.write(release, t, stage, pp));
     }
   }
   return write_file_atomically(dir + "/latest_checkpointed_iteration.txt", std::string("release"));

@@ -693,9 +693,18 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--profile-save-path", prof.save_path, "Directory for the traces (rank_NNNNN.trace.json)");
   r.list("--profile-ranks", ch.profile_ranks, "Global ranks to profile; -1 = all");
   r.value("--ckpt-format", ch.ckpt_format,
-          "Checkpoint format: safetensors (mindspeed-cpp's resharding format; Megatron's torch and torch_dist are "
-          "not written yet)")
-      ->check(CLI::IsMember({"safetensors"}));
+          "Checkpoint format: safetensors (mindspeed-cpp's resharding format) or torch (also "
+          "Megatron-LM's legacy "
+          "mp_rank_*/model_optim_rng.pt files, which Megatron loads with --no-load-optim); "
+          "torch_dist, zarr and "
+          "torch_dcp are refused");
+  r.flag("--enable-hf2mg-convert", t.enable_hf2mg_convert,
+         "MindSpeed-LLM: --load is a Hugging Face directory; read directly at any layout (no "
+         "conversion step)");
+  r.value("--model-type-hf", t.model_type_hf,
+          "MindSpeed-LLM: the Hugging Face family of --load (llama2, qwen25, mixtral; also llama, "
+          "qwen2, mistral, "
+          "gpt2), checked against its config.json");
   r.number("--num-threads", t.num_threads, "mindspeed-cpp: OpenMP threads per rank (default cores / local ranks)",
            between(1, 4096, false, "threads"));
   r.flag("--use-cpu-initialization", ch.use_cpu_initialization,
@@ -757,6 +766,10 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--tokenizer-name-or-path", d.tokenizer_name_or_path,
           "MindSpeed-LLM (--tokenizer-type PretrainedFromHF): a directory holding a Hugging Face tokenizer.json "
           "(or a SentencePiece tokenizer.model)");
+  r.value("--handler-name", d.handler_name,
+          "MindSpeed-LLM: the dataset handler preprocess_data used (GeneralPretrainHandler, ...); "
+          "the datasets are "
+          "read as they are");
   r.number("--vocab-extra-ids", d.vocab_extra_ids,
            "Extra <extra_id_N> tokens (SentencePieceTokenizer, PretrainedFromHF)", between(0, 1 << 20, false, "tokens"));
   r.number("--padded-vocab-size", c.model.padded_vocab_size_override,
@@ -897,6 +910,17 @@ Status apply_launch_compatibility_choices(Configs& c, const Choices& ch) {
     return invalid_argument("--no-position-embedding is deprecated, use --position-embedding-type (Megatron's "
                             "rule: it is accepted only with --position-embedding-type rope)");
   }
+  if (ch.ckpt_format == "torch_dist" || ch.ckpt_format == "zarr" || ch.ckpt_format == "torch_dcp") {
+    return unimplemented("--ckpt-format ", ch.ckpt_format,
+                         " (Megatron's distributed checkpoint) is not written yet: "
+                         "use --ckpt-format torch (Megatron-LM's legacy files plus this engine's "
+                         "resumable state) or "
+                         "safetensors");
+  }
+  if (ch.ckpt_format != "torch" && ch.ckpt_format != "safetensors") {
+    return invalid_argument("--ckpt-format ", ch.ckpt_format, ": expected torch or safetensors");
+  }
+  t.ckpt_format_torch = ch.ckpt_format == "torch";
   if (ch.timing_log_level > 0) {
     return unimplemented("--timing-log-level ", ch.timing_log_level, " (Megatron's per-phase timers in the log) is not "
                          "implemented yet: use 0, and --profile for per-phase times");
@@ -927,6 +951,19 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
   if (t.attention_softmax_in_fp32 || t.apply_query_key_layer_scaling) {
     notes.push_back("--attention-softmax-in-fp32 / --apply-query-key-layer-scaling: attention scores and their "
                     "softmax are computed in fp32 and never stored in 16 bits");
+  }
+  if (!c.data.handler_name.empty()) {
+    notes.push_back("--handler-name " + c.data.handler_name +
+                    ": the datasets are read as the indexed datasets "
+                    "tools/preprocess_data --handler-name " +
+                    c.data.handler_name +
+                    " wrote (MindSpeed-LLM would "
+                    "preprocess a raw --data-path first)");
+  }
+  if (c.training.enable_hf2mg_convert) {
+    notes.push_back(
+        "--enable-hf2mg-convert: the Hugging Face weights of --load " + c.training.load +
+        " are read directly into this layout's shards (no Megatron copy is written first)");
   }
   if (c.training.num_workers != 2) {
     notes.push_back("--num-workers " + std::to_string(c.training.num_workers) +

@@ -293,7 +293,6 @@ constexpr Refusal kRefusals[] = {
     {"--enable-ft-package", kResilience},
     {"--enable-full-sharding-in-hsdp", kMemory, "FSDP"},
     {"--enable-hbmfault-repair", kResilience},
-    {"--enable-hf2mg-convert", kConvertTool},
     {"--enable-high-availability", kResilience},
     {"--enable-mg2hf-convert", kConvertTool},
     {"--enable-mhc", kModelVariant},
@@ -384,7 +383,6 @@ constexpr Refusal kRefusals[] = {
     {"--grpo-iterations", kPostTraining},
     {"--grpo-kl-beta", kPostTraining},
     {"--grpo-prompts-per-step", kPostTraining},
-    {"--handler-name", kPreprocessTool},
     {"--hc-eps", kModelVariant},
     {"--hc-mult", kModelVariant},
     {"--hc-sinkhorn-iters", kModelVariant},
@@ -582,7 +580,6 @@ constexpr Refusal kRefusals[] = {
     {"--mla-zero-memory", kModelVariant, "MLA"},
     {"--mlp-chunks-for-prefill", kInference},
     {"--model-parallel-size", kMegatronRemoved, "use --tensor-model-parallel-size"},
-    {"--model-type-hf", kConvertTool},
     {"--moe-adaptive-recompute-activation", kMemory},
     {"--moe-adaptive-recompute-activation-scale", kMemory},
     {"--moe-alltoall-mc2", kDeviceBackend, "Ascend MC2"},
@@ -687,7 +684,8 @@ constexpr Refusal kRefusals[] = {
     {"--no-rl-verify-model-weights-swap", kPostTraining},
     {"--no-rope-freq", kModelVariant},
     {"--no-scatter-gather-tensors-in-pipeline", kPipeline},
-    {"--no-shared-storage", kData, "MindSpeed-LLM: dataset index caches built per node rather than on a shared file system"},
+    {"--no-shared-storage", kData,
+     "MindSpeed-LLM: dataset index caches built per node rather than on a shared file system"},
     {"--no-shuffle", kData},
     {"--no-strict-fsdp-dtensor-load", kCheckpoint},
     {"--no-use-gmm-fp8", kDeviceBackend},
@@ -1053,6 +1051,10 @@ constexpr Acceptance kAccepted[] = {
     {"--attention-softmax-in-fp32", "the attention softmax always runs in fp32 here"},
     {"--distributed-backend",
      "nccl and gloo alike: MPI carries every collective and point-to-point transfer"},
+    {"--handler-name",
+     "the datasets are read as the indexed datasets tools/preprocess_data --handler-name wrote "
+     "(the "
+     "name is checked; MindSpeed-LLM would preprocess a raw --data-path first)"},
     {"--log-batch-size-to-tensorboard",
      "'batch-size' is always written to TensorBoard, as in Megatron core_v0.12"},
     {"--log-throughput", "throughput (TFLOP/s) is always in the iteration line here"},
@@ -1068,7 +1070,8 @@ constexpr Acceptance kAccepted[] = {
      "local and transformer_engine both select the native fused kernels (as MindSpeed maps "
      "Transformer Engine onto its own)"},
     {"--use-cpu-initialization",
-     "each parameter is always drawn whole in host memory and sliced for its rank, as the flag does"},
+     "each parameter is always drawn whole in host memory and sliced for its rank, as the flag "
+     "does"},
     {"--use-mcore-models",
      "ignored by Megatron core_v0.12 too: the model is Megatron core's GPTModel"},
 };

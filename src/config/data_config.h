@@ -26,6 +26,9 @@ struct DataConfig {
   bool reset_position_ids = false;           ///< --reset-position-ids
   bool reset_attention_mask = false;         ///< --reset-attention-mask
   bool eod_mask_loss = false;                ///< --eod-mask-loss
+  /// MindSpeed-LLM's --handler-name: the pretraining handler preprocess_data applied to the
+  /// datasets (checked by name; the indexed datasets are read as they are).
+  std::string handler_name;
 };
 
 }  // namespace mindspeed

@@ -91,6 +91,13 @@ struct TrainingConfig {
   /// Hugging Face directory (config.json + model.safetensors).
   std::string load;
   std::string save;               ///< --save: checkpoint directory
+  /// --ckpt-format torch: each save also writes Megatron-LM's legacy files (model_optim_rng.pt
+  /// per tensor- and pipeline-parallel rank) beside this engine's resumable state.
+  bool ckpt_format_torch = false;
+  /// MindSpeed-LLM's --enable-hf2mg-convert: --load must be a Hugging Face directory (read
+  /// directly, no conversion step); --model-type-hf names its family (checked against config.json).
+  bool enable_hf2mg_convert = false;
+  std::string model_type_hf;
   int64_t save_interval = 0;      ///< --save-interval: iterations between saves (0: only at the end)
   bool async_save = false;        ///< --async-save: write checkpoints in the background
   bool no_save_optim = false;     ///< --no-save-optim

@@ -58,8 +58,15 @@ Status check_data_paths(const char* flag, const std::vector<std::string>& entrie
     for (const char* suffix : {".idx", ".bin"}) {
       std::error_code ec;
       if (!std::filesystem::is_regular_file(entry + suffix, ec)) {
-        return invalid_argument(flag, ": dataset file '", entry, suffix, "' does not exist; give the prefix that ",
-                                "tools/preprocess_data wrote (without .idx/.bin)");
+        const bool raw = std::filesystem::exists(entry, ec);  // a JSONL file or a folder of them
+        return invalid_argument(
+            flag, ": dataset file '", entry, suffix, "' does not exist; give the prefix that ",
+            "tools/preprocess_data wrote (without .idx/.bin)",
+            raw ? str_cat(" ('", entry,
+                          "' itself is raw data: MindSpeed-LLM tokenises it at "
+                          "start-up; here run tools/preprocess_data on it first, e.g. with "
+                          "--handler-name GeneralPretrainHandler)")
+                : std::string());
       }
     }
   }
@@ -493,6 +500,57 @@ Status validate_training(TrainingConfig& t, const ParallelConfig& p, int world_s
   return ok_status();
 }
 
+// --ckpt-format torch writes Megatron's rank files, which hold whole tensor-parallel shards of
+// stages Megatron places itself; --enable-hf2mg-convert and --model-type-hf (MindSpeed-LLM)
+// need a Hugging Face --load.
+Status validate_checkpoint_formats(const Configs& c) {
+  const TrainingConfig& t = c.training;
+  if (t.ckpt_format_torch) {
+    const char* why =
+        c.model.moe.enabled()  ? "a mixture-of-experts model (expert-parallel rank files are "
+                                 "not written yet)"
+        : c.parallel.dualpipev ? "DualPipeV (its V placement of stages is not Megatron's "
+                                 "chunk c of rank r = stage c x P + r)"
+        : !c.model.noop_layers.empty() ? "--noop-layers (Megatron's loader has no identity layers)"
+        : c.parallel.shard_parameters()
+            ? "--data-parallel-sharding-strategy optim_grads_params (the "
+              "parameters are sharded over data-parallel ranks)"
+            : nullptr;
+    if (why != nullptr) {
+      return unimplemented("--ckpt-format torch with ", why,
+                           ": save with --ckpt-format safetensors (it loads at any "
+                           "layout, and tools/convert_checkpoint writes Megatron's files from it)");
+    }
+  }
+  if (t.enable_hf2mg_convert) {
+    std::error_code ec;
+    bool safetensors = false;
+    if (!t.load.empty()) {
+      for (const auto& entry : std::filesystem::directory_iterator(t.load, ec)) {
+        safetensors = safetensors || entry.path().extension() == ".safetensors";
+      }
+    }
+    if (t.load.empty() || !safetensors ||
+        !std::filesystem::is_regular_file(t.load + "/config.json", ec)) {
+      return invalid_argument(
+          "--enable-hf2mg-convert needs --load to be a Hugging Face model directory (config.json "
+          "and *.safetensors)",
+          t.load.empty() ? "; --load is not given" : "; --load " + t.load + " is not one");
+    }
+  }
+  if (!t.model_type_hf.empty()) {
+    static const char* const kSupported[] = {"llama2",  "llama",   "qwen25", "qwen2",
+                                             "mistral", "mixtral", "gpt2"};
+    if (std::find(std::begin(kSupported), std::end(kSupported), t.model_type_hf) ==
+        std::end(kSupported)) {
+      return unimplemented("--model-type-hf ", t.model_type_hf,
+                           ": the Hugging Face importer reads llama2 / llama, "
+                           "qwen25 / qwen2, mistral, mixtral and gpt2 models");
+    }
+  }
+  return ok_status();
+}
+
 Status validate_data(const DataConfig& d) {
   MS_RETURN_IF_ERROR(check_data_paths("--data-path", d.data_path));
   MS_RETURN_IF_ERROR(check_data_paths("--train-data-path", d.train_data_path));
@@ -598,6 +656,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
     MS_RETURN_IF_ERROR(validate_schedule_unit(c.training, c.optimizer, std::max<int64_t>(dp, 1)));
   }
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
+  MS_RETURN_IF_ERROR(validate_checkpoint_formats(c));
   {
     // The layer split and schedule, with the schedule's minimum number of micro-batches per
     // data-parallel rank.

@@ -2,19 +2,21 @@
 #include "training/checkpointing.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
-#include <atomic>
 
 #include "checkpointing/durable_file.h"
 #include "checkpointing/safetensors.h"
 #include "core/check.h"
 #include "core/dtype.h"
 #include "parallel/agreement.h"
+#include "training/megatron_torch_checkpoint.h"
 
 namespace mindspeed {
 namespace fs = std::filesystem;
@@ -24,6 +26,17 @@ namespace {
 
 constexpr const char* kTracker = "latest_checkpointed_iteration.txt";
 constexpr const char* kMetadata = "metadata.json";
+// With --ckpt-format torch this engine's index and rank files sit in this subdirectory of the
+// iteration: Megatron takes an iteration directory holding metadata.json for a torch_dist
+// checkpoint, and its files (mp_rank_*) must be found as a torch one.
+constexpr const char* kStateSubdir = "mindspeed_cpp";
+
+// The directory of an iteration's index: the iteration itself, or its kStateSubdir.
+std::string state_dir_of(const std::string& iteration_dir) {
+  std::error_code ec;
+  const std::string sub = iteration_dir + "/" + kStateSubdir;
+  return fs::is_regular_file(sub + "/" + kMetadata, ec) ? sub : iteration_dir;
+}
 constexpr const char* kFormat = "mindspeed-cpp distributed checkpoint";
 // What a checkpoint holds per parameter element: the (master) weight and the optimizer state
 // (the EMA only from fused_ema_adamw runs).
@@ -147,8 +160,8 @@ class CheckpointIndex {
  public:
   static StatusOr<CheckpointIndex> open(const std::string& iteration_dir) {
     CheckpointIndex index;
-    index.dir_ = iteration_dir;
-    const std::string path = iteration_dir + "/" + kMetadata;
+    index.dir_ = state_dir_of(iteration_dir);
+    const std::string path = index.dir_ + "/" + kMetadata;
     MS_ASSIGN_OR_RETURN(index.meta_, read_json(path));
     if (index.meta_.value("format", "") != kFormat) {
       return invalid_argument("'", path, "' is not a mindspeed-cpp checkpoint index");
@@ -398,28 +411,73 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
 
 // What one rank writes for one save, copied out of the live buffers (so training may go on
 // while it is written) with the index entries for it.
+// With --ckpt-format torch it also holds this rank's Megatron-LM file
+// (training/megatron_torch_checkpoint.h).
 struct RankSnapshot {
   std::string file;
   std::vector<SafetensorsTensorToWrite> tensors;
   json fragment;
+  std::optional<MegatronRankFile> megatron;
+  int tp_rank = 0, pp_rank = 0, pp_size = 1;
 };
 
-RankSnapshot take_snapshot(const CheckpointTarget& t, bool distributed, bool save_optimizer) {
+StatusOr<RankSnapshot> take_snapshot(const CheckpointTarget& t, const Configs& configs,
+                                     const CheckpointState& state, bool save_optimizer) {
   RankSnapshot snap;
   snap.file = rank_file(t.ps.world_rank, "safetensors");
   json chunks = json::array(), specs = json::object();
-  collect_chunks(t, distributed, save_optimizer, snap.file, &snap.tensors, &chunks, &specs);
+  collect_chunks(t, configs.parallel.use_distributed_optimizer, save_optimizer, snap.file,
+                 &snap.tensors, &chunks, &specs);
   snap.fragment = {{"chunks", chunks}, {"tensors", specs}, {"files", json::object()}};
+  if (configs.training.ckpt_format_torch) {
+    const MegatronProgress progress{state.iteration, state.consumed_train_samples,
+                                    state.consumed_valid_samples,
+                                    state.floating_point_operations_so_far};
+    MS_ASSIGN_OR_RETURN(snap.megatron, megatron_rank_file_of(configs, t.registry, t.ps, progress));
+    snap.tp_rank = t.ps.tp_rank;
+    snap.pp_rank = t.ps.pp_rank;
+    snap.pp_size = t.ps.sizes.pipeline;
+  }
   return snap;
 }
 
-Status write_snapshot(const std::string& tmp_dir, int rank, RankSnapshot& snap) {
+// Size and CRC-32 of a file just written (for the index).
+StatusOr<FileDigest> digest_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot reopen '", path, "'");
+  FileDigest d;
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto got = static_cast<size_t>(in.gcount());
+    d.crc32 = crc32_update(d.crc32, buffer.data(), got);
+    d.size += static_cast<int64_t>(got);
+  }
+  if (in.bad()) return data_loss("cannot read back '", path, "'");
+  return d;
+}
+
+// This rank's files: its index fragment and tensors into `state_dir` (the iteration's temporary
+// directory, or its kStateSubdir), its Megatron file into the iteration's `tmp_dir`, listed in
+// the index relative to `state_dir`.
+Status write_snapshot(const std::string& tmp_dir, const std::string& state_dir, int rank,
+                      RankSnapshot& snap) {
   if (!snap.tensors.empty()) {
-    MS_ASSIGN_OR_RETURN(FileDigest d, write_safetensors_with_digest(tmp_dir + "/" + snap.file, snap.tensors));
+    MS_ASSIGN_OR_RETURN(FileDigest d,
+                        write_safetensors_with_digest(state_dir + "/" + snap.file, snap.tensors));
     snap.fragment["files"][snap.file] = {{"size", d.size}, {"crc32", d.crc32}};
   }
   snap.tensors.clear();
-  return write_file_atomically(tmp_dir + "/" + rank_file(rank, "json"), snap.fragment.dump());
+  if (snap.megatron) {
+    MS_RETURN_IF_ERROR(snap.megatron->write(tmp_dir, snap.tp_rank, snap.pp_rank, snap.pp_size));
+    const std::string file = MegatronRankFile::rank_dir(snap.tp_rank, snap.pp_rank, snap.pp_size) +
+                             "/model_optim_rng.pt";
+    MS_ASSIGN_OR_RETURN(FileDigest d, digest_of(tmp_dir + "/" + file));
+    snap.fragment["files"][(state_dir == tmp_dir ? "" : "../") + file] = {{"size", d.size},
+                                                                          {"crc32", d.crc32}};
+    snap.megatron.reset();
+  }
+  return write_file_atomically(state_dir + "/" + rank_file(rank, "json"), snap.fragment.dump());
 }
 
 // The index of one save without its chunks and files (filled from the ranks' fragments).
@@ -448,18 +506,19 @@ json index_skeleton(const CheckpointState& state, const Configs& c, const Checkp
 }
 
 // Rank 0: the fragments merged into the index, the directory moved into place, the tracker.
-Status finish_save(const std::string& dir, const std::string& tmp_dir, const std::string& final_dir, json meta,
-                   int world_size) {
+Status finish_save(const std::string& dir, const std::string& tmp_dir, const std::string& state_dir,
+                   const std::string& final_dir, json meta, int world_size) {
   for (int r = 0; r < world_size; ++r) {
-    const std::string path = tmp_dir + "/" + rank_file(r, "json");
+    const std::string path = state_dir + "/" + rank_file(r, "json");
     MS_ASSIGN_OR_RETURN(json fragment, read_json(path));
     for (const json& chunk : fragment.at("chunks")) meta["chunks"].push_back(chunk);
     meta["tensors"].update(fragment.at("tensors"));
     meta["files"].update(fragment.at("files"));
     fs::remove(path);
   }
-  MS_RETURN_IF_ERROR(write_file_atomically(tmp_dir + "/" + kMetadata, meta.dump(1)));
-  MS_RETURN_IF_ERROR(fsync_path(tmp_dir));
+  MS_RETURN_IF_ERROR(write_file_atomically(state_dir + "/" + kMetadata, meta.dump(1)));
+  MS_RETURN_IF_ERROR(fsync_path(state_dir));
+  if (state_dir != tmp_dir) MS_RETURN_IF_ERROR(fsync_path(tmp_dir));
   std::error_code ec;
   const std::string old_dir = final_dir + ".old";
   fs::remove_all(old_dir, ec);
@@ -474,7 +533,8 @@ Status finish_save(const std::string& dir, const std::string& tmp_dir, const std
 }
 
 // Rank 0 prepares the temporary directory (clearing what killed saves left); collective.
-Status prepare_save(const std::string& dir, const std::string& tmp_dir, const ParallelState& ps) {
+Status prepare_save(const std::string& dir, const std::string& tmp_dir,
+                    const std::string& state_dir, const ParallelState& ps) {
   Status local = ok_status();
   if (ps.world_rank == 0) {
     std::error_code ec;
@@ -487,8 +547,10 @@ Status prepare_save(const std::string& dir, const std::string& tmp_dir, const Pa
       }
     }
     ec.clear();
-    fs::create_directories(tmp_dir, ec);
-    if (ec) local = failed_precondition("cannot create checkpoint directory '", tmp_dir, "': ", ec.message());
+    fs::create_directories(state_dir, ec);
+    if (ec)
+      local = failed_precondition("cannot create checkpoint directory '", state_dir,
+                                  "': ", ec.message());
   }
   return agree_on_failure(ps.world(), local);
 }
@@ -557,7 +619,8 @@ StatusOr<ModelConfig> checkpoint_model_config(const std::string& iteration_dir) 
       m.moe.shared_expert_gate = a.at("--shared-expert-gate");
     }
   } catch (const json::exception& e) {
-    return invalid_argument("'", iteration_dir, "/", kMetadata, "': the model arguments are incomplete (", e.what(), ")");
+    return invalid_argument("'", state_dir_of(iteration_dir), "/", kMetadata,
+                            "': the model arguments are incomplete (", e.what(), ")");
   }
   auto emb = index.shapes().find("embedding.word_embeddings.weight");
   m.padded_vocab_size = emb != index.shapes().end() ? emb->second.at(0) : m.vocab_size;
@@ -569,8 +632,15 @@ bool has_checkpoint_tracker(const std::string& dir) {
   return fs::is_regular_file(dir + "/" + kTracker, ec);
 }
 
+bool has_checkpoint_index(const std::string& dir) {
+  auto iteration_dir = tracked_iteration_dir(dir);
+  std::error_code ec;
+  return iteration_dir.ok() &&
+         fs::is_regular_file(state_dir_of(*iteration_dir) + "/" + kMetadata, ec);
+}
+
 struct CheckpointSaver::Pending {
-  std::string dir, tmp_dir, final_dir;
+  std::string dir, tmp_dir, state_dir, final_dir;
   json meta;
   RankSnapshot snapshot;
   std::thread writer;
@@ -591,20 +661,23 @@ Status CheckpointSaver::save(const std::string& dir, const CheckpointState& stat
   p->dir = dir;
   p->final_dir = checkpoint_iteration_dir(dir, state.iteration);
   p->tmp_dir = p->final_dir + ".tmp";
-  MS_RETURN_IF_ERROR(prepare_save(dir, p->tmp_dir, ps_));
+  p->state_dir = configs.training.ckpt_format_torch ? p->tmp_dir + "/" + kStateSubdir : p->tmp_dir;
+  MS_RETURN_IF_ERROR(prepare_save(dir, p->tmp_dir, p->state_dir, ps_));
   // The snapshot: copies of everything, taken before the next optimizer step.
-  p->snapshot = take_snapshot(target, configs.parallel.use_distributed_optimizer, save_optimizer);
+  StatusOr<RankSnapshot> snapshot = take_snapshot(target, configs, state, save_optimizer);
+  MS_RETURN_IF_ERROR(agree_on_failure(ps_.world(), snapshot.status()));
+  p->snapshot = std::move(*snapshot);
   p->meta = index_skeleton(state, configs, target, save_optimizer);
   Pending* raw = p.get();
   pending_ = std::move(p);
   if (async_) {
     raw->writer = std::thread([raw, rank = ps_.world_rank] {
-      raw->status = write_snapshot(raw->tmp_dir, rank, raw->snapshot);
+      raw->status = write_snapshot(raw->tmp_dir, raw->state_dir, rank, raw->snapshot);
       raw->written.store(true);
     });
     return ok_status();
   }
-  raw->status = write_snapshot(raw->tmp_dir, ps_.world_rank, raw->snapshot);
+  raw->status = write_snapshot(raw->tmp_dir, raw->state_dir, ps_.world_rank, raw->snapshot);
   raw->written.store(true);
   return finish(/*wait=*/true);
 }
@@ -620,7 +693,10 @@ Status CheckpointSaver::finish(bool wait) {
   std::unique_ptr<Pending> p = std::move(pending_);
   MS_RETURN_IF_ERROR(agree_on_failure(world, p->status));
   Status local = ok_status();
-  if (ps_.world_rank == 0) local = finish_save(p->dir, p->tmp_dir, p->final_dir, std::move(p->meta), ps_.world_size);
+  if (ps_.world_rank == 0) {
+    local = finish_save(p->dir, p->tmp_dir, p->state_dir, p->final_dir, std::move(p->meta),
+                        ps_.world_size);
+  }
   return agree_on_failure(world, local);
 }
 

@@ -20,6 +20,12 @@
 // virtual-pipeline and data-parallel layout, with or without the distributed optimizer,
 // loads at any other, optimizer state included.
 //
+// With --ckpt-format torch the iteration also holds Megatron-LM's legacy files,
+// iter_0000500/mp_rank_TT[_PPP]/model_optim_rng.pt (training/megatron_torch_checkpoint.h), and
+// this engine's index and rank files move into iter_0000500/mindspeed_cpp/: Megatron reads an
+// iteration directory holding metadata.json as a torch_dist checkpoint. Loading finds the
+// index in either place.
+//
 // Crash safety: the iteration is written into iter_XXXXXXX.tmp, every file fsynced, the
 // directory renamed into place and fsynced, and only then the tracker replaced atomically;
 // a job killed at any moment leaves `latest` pointing at a complete checkpoint. Loading
@@ -99,6 +105,9 @@ struct CheckpointLoadOptions {
 
 /// True when `dir` holds Megatron's tracker file (a checkpoint directory, possibly empty).
 bool has_checkpoint_tracker(const std::string& dir);
+/// True when the iteration `dir`'s tracker names holds this engine's index (metadata.json): a
+/// checkpoint to resume from, even when --ckpt-format torch put Megatron's files beside it.
+bool has_checkpoint_index(const std::string& dir);
 
 /// Loads the tracked (or --ckpt-step) iteration of `dir` into the target (collective over
 /// the world); returns the progress to continue from. Refuses a damaged or incomplete

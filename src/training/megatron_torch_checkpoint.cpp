@@ -303,4 +303,199 @@ Status MegatronTorchCheckpoint::check_model_matches(const ModelConfig& flags) co
   return ok_status();
 }
 
+std::shared_ptr<PickleValue> megatron_args_namespace(const ModelConfig& m, int64_t padded_vocab,
+                                                     const MegatronTorchSplit& split,
+                                                     const PickleFields& extra) {
+  const auto none = pickle_value(PickleValue::Kind::kNone);
+  auto args = pickle_value(PickleValue::Kind::kObject);
+  args->object_class = "argparse.Namespace";
+  const bool virtual_pipeline = split.virtual_stages > 1;
+  auto layers_or_none = [&](int64_t layers) { return layers > 0 ? pickle_int(layers) : none; };
+  const PickleFields fields = {
+      {"num_layers", pickle_int(m.num_layers)},
+      {"hidden_size", pickle_int(m.hidden_size)},
+      {"ffn_hidden_size", pickle_int(m.ffn_hidden_size)},
+      {"num_attention_heads", pickle_int(m.num_attention_heads)},
+      {"kv_channels", pickle_int(m.kv_channels)},
+      {"group_query_attention", pickle_bool(m.group_query_attention)},
+      {"num_query_groups", pickle_int(m.query_groups())},
+      {"max_position_embeddings", pickle_int(m.max_position_embeddings)},
+      {"padded_vocab_size", pickle_int(padded_vocab)},
+      {"vocab_size", pickle_int(m.vocab_size)},
+      {"make_vocab_size_divisible_by", pickle_int(m.make_vocab_size_divisible_by)},
+      {"normalization",
+       pickle_string(m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm")},
+      {"norm_epsilon", pickle_float(m.norm_epsilon)},
+      {"swiglu", pickle_bool(m.swiglu)},
+      {"openai_gelu", pickle_bool(m.openai_gelu)},
+      {"position_embedding_type",
+       pickle_string(m.position_embedding_type == PositionEmbeddingType::kRope   ? "rope"
+                     : m.position_embedding_type == PositionEmbeddingType::kNone ? "none"
+                     : m.position_embedding_type == PositionEmbeddingType::kAlibi
+                         ? "alibi"
+                         : "learned_absolute")},
+      {"add_position_embedding",
+       pickle_bool(m.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute)},
+      {"rotary_base", pickle_int(static_cast<int64_t>(m.rotary_base))},
+      {"rotary_seq_len_interpolation_factor", pickle_float(m.rotary_seq_len_interpolation_factor)},
+      {"use_rope_scaling", pickle_bool(m.rope_scaling == RopeScaling::kLlama3)},
+      {"rope_scaling_factor", pickle_float(m.rope_scaling_factor)},
+      // Not Megatron arguments (its Llama 3.1 scaling fixes them); kept so nothing is lost.
+      {"low_freq_factor", pickle_float(m.rope_low_freq_factor)},
+      {"high_freq_factor", pickle_float(m.rope_high_freq_factor)},
+      {"original_max_position_embeddings", pickle_int(m.rope_original_max_position_embeddings)},
+      {"untie_embeddings_and_output_weights", pickle_bool(m.untie_embeddings_and_output_weights)},
+      {"add_bias_linear", pickle_bool(m.add_bias_linear)},
+      {"add_qkv_bias", pickle_bool(m.add_qkv_bias)},
+      {"tensor_model_parallel_size", pickle_int(split.tp)},
+      {"pipeline_model_parallel_size", pickle_int(split.pp)},
+      {"virtual_pipeline_model_parallel_size",
+       virtual_pipeline ? pickle_int(split.virtual_stages) : none},
+      {"num_layers_per_virtual_pipeline_stage",
+       virtual_pipeline ? layers_or_none(split.layers_per_virtual_stage) : none},
+      {"decoder_first_pipeline_num_layers",
+       layers_or_none(split.decoder_first_pipeline_num_layers)},
+      {"decoder_last_pipeline_num_layers", layers_or_none(split.decoder_last_pipeline_num_layers)},
+      {"transformer_impl", pickle_string("local")},
+      {"ckpt_format", pickle_string("torch")},
+  };
+  for (const auto& [k, v] : fields) args->dict.emplace_back(pickle_string(k), v);
+  for (const auto& [k, v] : extra) args->dict.emplace_back(pickle_string(k), v);
+  return args;
+}
+
+std::optional<MegatronChunkName> megatron_chunk_name(const std::string& ours,
+                                                     const PipelineLayout& layout, int pp_rank) {
+  long long layer = -1;
+  const bool is_layer = std::sscanf(ours.c_str(), "decoder.layers.%lld.", &layer) == 1;
+  for (const PipelineStage& st : layout.stages) {
+    if (st.rank != pp_rank) continue;
+    if (is_layer) {
+      if (layer < st.first_layer || layer >= st.first_layer + st.num_layers) continue;
+      const size_t rest = ours.find('.', std::string("decoder.layers.").size());
+      return MegatronChunkName{
+          st.chunk, "decoder.layers." + std::to_string(layer - st.first_layer) + ours.substr(rest)};
+    }
+    if (ours.starts_with("embedding.") ? st.pre_process : st.post_process)
+      return MegatronChunkName{st.chunk, ours};
+  }
+  return std::nullopt;
+}
+
+MegatronRankFile::MegatronRankFile(std::shared_ptr<PickleValue> args, int64_t iteration, int chunks,
+                                   const PickleFields& extra)
+    : root_(pickle_value(PickleValue::Kind::kDict)) {
+  root_->dict.emplace_back(pickle_string("args"), std::move(args));
+  root_->dict.emplace_back(pickle_string("checkpoint_version"), pickle_float(3.0));
+  root_->dict.emplace_back(pickle_string("iteration"), pickle_int(iteration));
+  for (int c = 0; c < chunks; ++c) {
+    models_.push_back(pickle_value(PickleValue::Kind::kDict));
+    root_->dict.emplace_back(pickle_string(chunks > 1 ? "model" + std::to_string(c) : "model"),
+                             models_.back());
+  }
+  for (const auto& [k, v] : extra) root_->dict.emplace_back(pickle_string(k), v);
+}
+
+void MegatronRankFile::add(int chunk, const std::string& name, TorchSaveTensor tensor) {
+  auto ref = pickle_value(PickleValue::Kind::kTensor);
+  ref->tensor = std::make_shared<TorchTensorRef>();
+  ref->tensor->key = std::to_string(tensors_.size());
+  tensors_.push_back(std::move(tensor));
+  models_.at(static_cast<size_t>(chunk))->dict.emplace_back(pickle_string(name), ref);
+}
+
+std::string MegatronRankFile::rank_dir(int tp_rank, int pp_rank, int pp_size) {
+  char name[32];
+  if (pp_size == 1) {
+    std::snprintf(name, sizeof name, "mp_rank_%02d", tp_rank);
+  } else {
+    std::snprintf(name, sizeof name, "mp_rank_%02d_%03d", tp_rank, pp_rank);
+  }
+  return name;
+}
+
+Status MegatronRankFile::write(const std::string& dir, int tp_rank, int pp_rank,
+                               int pp_size) const {
+  const std::string rank = dir + "/" + rank_dir(tp_rank, pp_rank, pp_size);
+  std::error_code ec;
+  std::filesystem::create_directories(rank, ec);
+  if (ec) return failed_precondition("cannot create '", rank, "': ", ec.message());
+  return write_torch_save(rank + "/model_optim_rng.pt", "model_optim_rng", *root_, tensors_);
+}
+
+StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(const Configs& c,
+                                                                const ParameterRegistry& registry,
+                                                                const ParallelState& ps,
+                                                                const MegatronProgress& progress) {
+  if (ps.dp_cp().rank() != 0) return std::optional<MegatronRankFile>();
+  const ParallelConfig& parallel = c.parallel;
+  MS_ASSIGN_OR_RETURN(const PipelineLayout layout,
+                      PipelineLayout::build(parallel, c.model.num_layers));
+  const TrainingConfig& t = c.training;
+  const int64_t dp = ps.dp_cp().size() / parallel.context_parallel_size;
+  const PickleFields extra = {
+      {"seq_length", pickle_int(c.model.seq_length)},
+      {"micro_batch_size", pickle_int(t.micro_batch_size)},
+      {"global_batch_size", pickle_int(t.global_batch_size)},
+      {"train_iters", pickle_int(t.train_iters)},
+      {"consumed_train_samples", pickle_int(progress.consumed_train_samples)},
+      {"consumed_valid_samples", pickle_int(progress.consumed_valid_samples)},
+      {"context_parallel_size", pickle_int(parallel.context_parallel_size)},
+      {"data_parallel_size", pickle_int(dp)},
+      {"world_size", pickle_int(ps.world().size())},
+      {"sequence_parallel", pickle_bool(parallel.sequence_parallel)},
+      {"use_distributed_optimizer", pickle_bool(parallel.use_distributed_optimizer)},
+      {"bf16", pickle_bool(t.bf16)},
+      {"fp16", pickle_bool(t.fp16)},
+      {"tokenizer_type", pickle_string(c.data.tokenizer_type)},
+      {"iteration", pickle_int(progress.iteration)},
+  };
+  const MegatronTorchSplit split{
+      .tp = parallel.tensor_model_parallel_size,
+      .pp = parallel.pipeline_model_parallel_size,
+      .virtual_stages = layout.chunks_per_rank,
+      .layers_per_virtual_stage = parallel.num_layers_per_virtual_pipeline_stage,
+      .decoder_first_pipeline_num_layers = parallel.decoder_first_pipeline_num_layers,
+      .decoder_last_pipeline_num_layers = parallel.decoder_last_pipeline_num_layers};
+  MegatronRankFile file(megatron_args_namespace(c.model, c.model.padded_vocab_size, split, extra),
+                        progress.iteration, layout.chunks_per_rank,
+                        {{"num_floating_point_operations_so_far",
+                          pickle_float(progress.floating_point_operations_so_far)}});
+  // Chunk by chunk in declaration order, as Megatron's state dicts list them.
+  for (int chunk = 0; chunk < layout.chunks_per_rank; ++chunk) {
+    for (const auto& owned : registry.params()) {
+      const Parameter& p = *owned;
+      const auto place = megatron_chunk_name(p.spec.name, layout, ps.pp_rank);
+      if (!place)
+        return internal_error("parameter ", p.spec.name, " is on none of pipeline rank ",
+                              ps.pp_rank, "'s stages");
+      if (place->chunk != chunk) continue;
+      TorchSaveTensor tensor;
+      for (int d = 0; d < p.local_shape.ndim(); ++d) tensor.shape.push_back(p.local_shape[d]);
+      const int64_t n = p.local_shape.numel();
+      tensor.values.resize(static_cast<size_t>(n));
+      switch (p.data.dtype) {
+        case DType::kFloat32:
+          std::copy(p.data.f32(), p.data.f32() + n, tensor.values.begin());
+          break;
+        case DType::kBFloat16:
+          for (int64_t i = 0; i < n; ++i)
+            tensor.values[static_cast<size_t>(i)] = bf16_to_float(p.data.bf()[i]);
+          break;
+        case DType::kFloat16: {
+          const auto* half = static_cast<const fp16*>(p.data.data);
+          for (int64_t i = 0; i < n; ++i)
+            tensor.values[static_cast<size_t>(i)] = fp16_to_float(half[i]);
+          break;
+        }
+        default:
+          return internal_error("parameter ", p.spec.name, " is stored as ",
+                                dtype_name(p.data.dtype));
+      }
+      file.add(chunk, place->name, std::move(tensor));
+    }
+  }
+  return std::optional<MegatronRankFile>(std::move(file));
+}
+
 }  // namespace mindspeed

@@ -407,9 +407,17 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ParamAndGradBuffer buffer(model.registry(), alloc, bopts);
   std::error_code ec;
   const bool load_hf = !c.training.load.empty() && std::filesystem::is_regular_file(c.training.load + "/config.json", ec);
-  const bool load_megatron = !c.training.load.empty() && !load_hf && MegatronTorchCheckpoint::looks_like(c.training.load);
+  // Megatron-LM's own torch checkpoint (weights); one this engine saved with --ckpt-format torch
+  // also holds its index and resumes through it.
+  const bool load_megatron = !c.training.load.empty() && !load_hf &&
+                             MegatronTorchCheckpoint::looks_like(c.training.load) &&
+                             !has_checkpoint_index(c.training.load);
   CheckpointState megatron_start;
   if (load_hf) {
+    if (!c.training.model_type_hf.empty()) {
+      MS_RETURN_IF_ERROR(
+          agreed(ps.world(), check_hf_model_type(c.training.load, c.training.model_type_hf)));
+    }
     MS_RETURN_IF_ERROR(agreed(ps.world(), load_hf_checkpoint(c.training.load, model[0], ps)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
     if (log_rank0) log_info("> loaded Hugging Face checkpoint from ", c.training.load);

@@ -13,6 +13,7 @@
 #include "core/logging.h"
 #include "parallel/initialize.h"
 #include "parallel/rank_generator.h"
+#include "tokenizer/pretrain_handler.h"
 
 namespace mindspeed {
 namespace {
@@ -48,6 +49,11 @@ int run(int argc, char** argv, const PretrainHooks& hooks) {
   }
   // The end-of-document flags need an end-of-document token (MindSpeed-LLM raises too).
   const DataConfig& d = configs.data;
+  if (!d.handler_name.empty()) {
+    if (auto handler = parse_pretrain_handler(d.handler_name); !handler.ok()) {
+      return stop("error: " + handler.status().to_string(), 2);
+    }
+  }
   if ((*tokenizer)->eod() < 0 && (d.eod_mask_loss || d.reset_position_ids || d.reset_attention_mask)) {
     return stop("error: InvalidArgument: --eod-mask-loss / --reset-position-ids / --reset-attention-mask need an "
                 "end-of-document token, and --tokenizer-type " + d.tokenizer_type + " has none (give the tokenizer an "

@@ -255,6 +255,52 @@ std::string validation_error(std::vector<std::string> extra, int world) {
   return s.ok() ? "" : s.message();
 }
 
+// MindSpeed-LLM's checkpoint flags: --ckpt-format torch (Megatron's legacy files beside this
+// engine's state) and its limits named; Megatron's distributed formats refused with the way out;
+// --enable-hf2mg-convert needs a Hugging Face --load; --model-type-hf names a family the importer
+// reads.
+TEST(Arguments, CheckpointFormatAndHuggingFaceLoadFlags) {
+  auto parsed = parse_with({"--ckpt-format", "torch"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_TRUE(parsed->configs.training.ckpt_format_torch);
+  EXPECT_FALSE(parse_with({})->configs.training.ckpt_format_torch);
+  EXPECT_EQ(validation_error({"--ckpt-format", "torch"}, 1), "");
+  const auto refused = parse_with({"--ckpt-format", "torch_dist"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "--ckpt-format torch_dist (Megatron's distributed checkpoint) is not "
+                "written yet: use --ckpt-format torch"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(
+      validation_error({"--ckpt-format", "torch", "--num-experts", "4", "--disable-bias-linear"}, 1)
+          .find("--ckpt-format torch with a mixture-of-experts model"),
+      std::string::npos);
+  EXPECT_NE(
+      validation_error({"--ckpt-format", "torch", "--num-layers", "4",
+                        "--pipeline-model-parallel-size", "2", "--schedules-method", "dualpipev",
+                        "--untie-embeddings-and-output-weights", "--global-batch-size", "8"},
+                       2)
+          .find("--ckpt-format torch with DualPipeV"),
+      std::string::npos);
+  EXPECT_NE(validation_error({"--enable-hf2mg-convert"}, 1)
+                .find("--enable-hf2mg-convert needs --load to be a Hugging Face model directory "
+                      "(config.json and "
+                      "*.safetensors); --load is not given"),
+            std::string::npos);
+  const std::string golden = std::string(MS_SOURCE_DIR) + "/tests/golden/llama_tiny";
+  EXPECT_EQ(validation_error(
+                {"--enable-hf2mg-convert", "--load", golden, "--model-type-hf", "llama2"}, 1),
+            "");
+  EXPECT_NE(validation_error(
+                {"--enable-hf2mg-convert", "--load", std::string(MS_SOURCE_DIR) + "/tests"}, 1)
+                .find("is not one"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"--model-type-hf", "deepseek3"}, 1)
+                .find("--model-type-hf deepseek3: the Hugging Face importer reads llama2"),
+            std::string::npos);
+}
+
 TEST(Arguments, ContextParallelFlags) {
   auto parsed = parse_with({"--context-parallel-size", "4", "--context-parallel-algo", "hybrid_cp_algo",
                             "--ulysses-degree-in-cp", "2", "--attention-mask-type", "general", "--cp-window-size", "1",

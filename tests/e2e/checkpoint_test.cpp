@@ -9,31 +9,36 @@
 //    run within 1e-5;
 //  * mixture of experts: saved at EP2 x DP2, resumed bit-exactly and continued at EP4, EP1 and
 //    EP2 x TP2 (expert-TP 2);
+//  * --ckpt-format torch: each save also writes Megatron-LM's mp_rank_*/model_optim_rng.pt
+//    files (TP2 x PP2; PP2 interleaved x DP2 with the distributed optimizer and bf16), which
+//    hold the saved weights, and the run resumes from such a checkpoint bit-exactly; the
+//    Megatron files alone load as Megatron's own (weights, any layout);
 //  * damaged checkpoints (truncated, corrupted, missing files, another architecture) are
 //    refused naming the file or the flag; saves killed with SIGKILL never leave an unloadable
 //    `latest`; SIGTERM with --exit-signal-handler saves and exits 0.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
-#include <csignal>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <regex>
 #include <string>
 #include <thread>
-#include <atomic>
-#include <chrono>
-#include <functional>
 
-#include <signal.h>
-#include <unistd.h>
-
+#include "datasets/indexed_dataset.h"
+#include "models/gpt/gpt_model.h"
 #include "run_command.h"
 #include "scratch_dir.h"
 #include "test_util.h"
-#include "datasets/indexed_dataset.h"
 #include "training/checkpointing.h"
+#include "training/megatron_torch_checkpoint.h"
 
 namespace mindspeed::testing {
 namespace {
@@ -423,6 +428,125 @@ TEST(Checkpoint, LoadsMegatronTorchCheckpoints) {
   const CommandResult refused = train(1, "", " --train-iters 6 --load " + megatron);
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.output.find("pass --no-load-optim (or --finetune)"), std::string::npos) << refused.output;
+}
+
+// MindSpeed-LLM's recipes save with --ckpt-format torch. Every save writes Megatron-LM's rank files
+// (mp_rank_TT_PPP/model_optim_rng.pt, one per tensor- and pipeline-parallel rank, model0/model1
+// with a virtual pipeline) beside this engine's index: their tensors, read back by the Megatron
+// reader, are the saved weights (bf16-rounded in a bf16 run, as the model holds them); the run
+// resumes from such a directory bit-exactly (losses, learning rates, every parameter and moment);
+// and with the index removed the directory is a plain Megatron checkpoint that loads its weights
+// at another layout to the same evaluation loss.
+TEST(Checkpoint, SavesMegatronTorchFormatAndResumes) {
+  const Layout layouts[] = {
+      {"tp2_pp2", 4, " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"},
+      {"pp2_vpp2_dp2_distopt_bf16", 4,
+       " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 "
+       "--use-distributed-optimizer --bf16"},
+  };
+  for (const Layout& l : layouts) {
+    SCOPED_TRACE(l.name);
+    ScratchDir scratch;
+    const std::string straight = scratch.file("straight"), resumed = scratch.file("resumed");
+    const std::string flags = l.flags + " --ckpt-format torch";
+    const CommandResult a = train(l.np, flags, " --train-iters 8 --save " + straight);
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    const CommandResult b1 =
+        train(l.np, flags, " --train-iters 8 --exit-interval 4 --save " + resumed);
+    ASSERT_EQ(b1.exit_code, 0) << b1.output;
+    // Megatron's files, one per (tp, pp) rank.
+    const std::string iter4 = checkpoint_iteration_dir(resumed, 4);
+    std::vector<std::string> rank_dirs;
+    for (const auto& entry : fs::directory_iterator(iter4)) {
+      if (entry.path().filename().string().starts_with("mp_rank_"))
+        rank_dirs.push_back(entry.path().filename());
+    }
+    std::sort(rank_dirs.begin(), rank_dirs.end());
+    const std::vector<std::string> want_dirs =
+        l.np == 4 && l.flags.find("tensor-model") != std::string::npos
+            ? std::vector<std::string>{"mp_rank_00_000", "mp_rank_00_001", "mp_rank_01_000",
+                                       "mp_rank_01_001"}
+            : std::vector<std::string>{"mp_rank_00_000", "mp_rank_00_001"};
+    EXPECT_EQ(rank_dirs, want_dirs);
+    for (const std::string& d : rank_dirs)
+      EXPECT_TRUE(fs::is_regular_file(iter4 + "/" + d + "/model_optim_rng.pt"));
+    // Their tensors are the saved weights.
+    auto ckpt = MegatronTorchCheckpoint::open(resumed);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+    EXPECT_EQ(ckpt->iteration(), 4);
+    auto config = checkpoint_model_config(iter4);
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    const auto single = ParallelState::single_process();
+    ParameterRegistry registry;
+    const GPTModel model(*config, *single, registry);
+    const auto saved = tensors(resumed, 4, "param");
+    const bool bf16 = l.flags.find("--bf16") != std::string::npos;
+    for (const auto& p : registry.params()) {
+      auto full = ckpt->full_tensor(p->spec);
+      ASSERT_TRUE(full.ok()) << full.status().to_string();
+      std::vector<float> want = saved.at(p->spec.name);
+      if (bf16) {
+        for (float& x : want) x = round_to_bf16(x);
+      }
+      EXPECT_EQ(*full, want) << p->spec.name;
+    }
+    // Resumed from it: bitwise the never-stopped run.
+    const CommandResult b2 =
+        train(l.np, flags, " --train-iters 8 --load " + resumed + " --save " + resumed);
+    ASSERT_EQ(b2.exit_code, 0) << b2.output;
+    EXPECT_NE(b2.output.find("loaded checkpoint from " + resumed + " at iteration 4"),
+              std::string::npos)
+        << b2.output;
+    const auto la = losses(a.output), lb = losses(b2.output);
+    const auto ra = logged_field(a.output, "learning rate"),
+               rb = logged_field(b2.output, "learning rate");
+    for (int it = 5; it <= 8; ++it) {
+      EXPECT_EQ(la.at(it), lb.at(it)) << "iteration " << it;
+      EXPECT_EQ(ra.at(it), rb.at(it)) << "learning rate, iteration " << it;
+    }
+    for (const char* kind : {"param", "exp_avg", "exp_avg_sq"}) {
+      const auto ta = tensors(straight, 8, kind), tb = tensors(resumed, 8, kind);
+      ASSERT_FALSE(ta.empty());
+      for (const auto& [name, values] : ta) EXPECT_EQ(values, tb.at(name)) << kind << " " << name;
+    }
+  }
+  // The Megatron files alone (the index removed): Megatron's own checkpoint to this engine, its
+  // weights loaded at TP1 (--no-load-optim, as Megatron needs for these files too) evaluate as the
+  // full checkpoint does.
+  ScratchDir scratch;
+  const std::string dir = scratch.file("ckpt"), megatron = scratch.file("megatron_only");
+  ASSERT_EQ(
+      train(4,
+            " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --ckpt-format torch",
+            " --train-iters 4 --save " + dir)
+          .exit_code,
+      0);
+  fs::create_directories(megatron + "/iter_0000004");
+  fs::copy(dir + "/latest_checkpointed_iteration.txt",
+           megatron + "/latest_checkpointed_iteration.txt");
+  for (const auto& entry : fs::directory_iterator(checkpoint_iteration_dir(dir, 4))) {
+    if (entry.path().filename().string().starts_with("mp_rank_")) {
+      fs::copy(entry.path(), megatron + "/iter_0000004/" + entry.path().filename().string(),
+               fs::copy_options::recursive);
+    }
+  }
+  auto eval_loss = [](const CommandResult& r) {
+    const std::regex re(R"(the end of training for val data \| lm loss value: ([0-9.E+-]+))");
+    std::smatch m;
+    return std::regex_search(r.output, m, re) ? std::string(m[1]) : std::string("none");
+  };
+  const CommandResult want =
+      train(1, "", " --train-iters 4 --skip-train --no-load-optim --load " + dir);
+  const CommandResult got =
+      train(1, "", " --train-iters 4 --skip-train --no-load-optim --load " + megatron);
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  ASSERT_EQ(got.exit_code, 0) << got.output;
+  EXPECT_NE(got.output.find("loaded the weights of the Megatron-LM checkpoint " + megatron +
+                            " (--ckpt-format torch) at iteration 4"),
+            std::string::npos)
+      << got.output;
+  EXPECT_NEAR(std::stod(eval_loss(got)), std::stod(eval_loss(want)),
+              1e-6 * std::stod(eval_loss(want)));
 }
 
 // A Megatron-LM checkpoint saved at TP2 holds the vocabulary padded for TP2 (100 -> 256 rows);

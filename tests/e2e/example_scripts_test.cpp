@@ -1,7 +1,9 @@
 // The launch scripts users already have, through pretrain_gpt: the flag lists of Megatron-LM
 // core_v0.12.1's examples/gpt3/train_gpt3_175b_distributed.sh and
-// examples/mixtral/train_mixtral_8x7b_distributed.sh, and of MindSpeed's
-// tests_extend/example/train_distributed_ms.sh, every flag kept, in the scripts' order. What
+// examples/mixtral/train_mixtral_8x7b_distributed.sh, of MindSpeed's
+// tests_extend/example/train_distributed_ms.sh, and of MindSpeed-LLM's LLaMA-2 pack pretraining
+// recipe (examples/mcore/llama2/data_convert_llama2_pretrain_pack.sh, then
+// pretrain_llama2_13b_pack_ptd.sh), every flag kept, in the scripts' order. What
 // changes: sizes (layers, widths, heads, sequence, batches, iteration counts, parallel sizes for
 // 4 ranks), the data (the embedded King James corpus, tokenised here), and the learning rates,
 // raised to what a model of this size trains with (GPT-3's own table gives small models larger
@@ -18,6 +20,13 @@
 //  * MindSpeed's example (TP2 x PP2 with a virtual pipeline, --fp16 from --initial-loss-scale
 //    4096): as shipped it spells --ai-franmework, which MindSpeed's own argparse refuses too; here
 //    it stops naming --ai-framework; with that one typo fixed it trains with a falling loss.
+//  * MindSpeed-LLM's LLaMA-2 pack recipe (PP4 x DP2 on 8 ranks): the corpus preprocessed with
+//    its command (PretrainedFromHF over a SentencePiece tokenizer.model, GeneralPretrainHandler,
+//    --append-eod --workers 4), --load of a Hugging Face LLaMA-2 directory with
+//    --enable-hf2mg-convert --model-type-hf llama2, full block recompute with activation-function
+//    recompute, --reuse-fp32-param, the distributed optimizer, bf16, --reset-attention-mask and
+//    --ckpt-format torch: the loss falls, Megatron's rank files are saved beside this engine's
+//    state, and the recipe continues from its own checkpoint.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -180,6 +189,130 @@ TEST_F(ExampleScripts, MegatronMixtral8x7b) {
   EXPECT_NE(r.output.find("load_balancing_loss: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("validation loss at the end of training for test data"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(checkpoint_path + "/latest_checkpointed_iteration.txt"));
+}
+
+TEST_F(ExampleScripts, MindSpeedLlmLlama2PackPretrain) {
+  ScratchDir run;
+  // MindSpeed-LLM's model_from_hf/llama-2-7b-hf/: a Hugging Face LLaMA (here 4 layers, h 64,
+  // made by pretrain_gpt and tools/convert_checkpoint --model-type-hf llama2) with its
+  // SentencePiece tokenizer.model.
+  const std::string hf = run.file("llama-2-hf");
+  std::filesystem::create_directories(hf);
+  std::filesystem::copy_file(spm_model(), hf + "/tokenizer.model");
+  const CommandResult data = run_command(
+      std::string(MS_PREPROCESS_DATA) + " --input " + kSource +
+      "/data/corpus/kjv.jsonl.gz --tokenizer-name-or-path " + hf +
+      " --tokenizer-type PretrainedFromHF --handler-name GeneralPretrainHandler --output-prefix " +
+      run.file("enwiki") + " --json-keys text --append-eod --workers 4 --log-interval 1000");
+  ASSERT_EQ(data.exit_code, 0) << data.output;
+  const std::string shape =
+      " --num-layers 4 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 4"
+      " --seq-length 64 --max-position-embeddings 64 --make-vocab-size-divisible-by 1"
+      " --untie-embeddings-and-output-weights --disable-bias-linear --position-embedding-type rope"
+      " --normalization RMSNorm --swiglu --tokenizer-type PretrainedFromHF"
+      " --tokenizer-name-or-path " +
+      hf;
+  const CommandResult init =
+      run_command(kBin + shape +
+                  " --micro-batch-size 2 --global-batch-size 4 --lr 1e-3"
+                  " --train-iters 2 --eval-iters 0 --data-path " +
+                  run.file("enwiki_text_document") + " --save " + run.file("init"));
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  const CommandResult to_hf = run_command(std::string(MS_CONVERT_CHECKPOINT) +
+                                          " --load-model-type mg --save-model-type hf"
+                                          " --model-type-hf llama2 --load-dir " +
+                                          run.file("init") + " --save-dir " + hf);
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.output;
+
+  const std::string ckpt_save_dir = run.file("ckpt"), data_path = run.file("enwiki_text_document");
+  const std::string tokenizer_model = hf, ckpt_load_dir = hf;
+  const std::vector<std::string> gpt_args = {"--use-mcore-models",
+                                             "--reuse-fp32-param",
+                                             "--recompute-activation-function",
+                                             "--recompute-granularity full",
+                                             "--recompute-method block",
+                                             "--recompute-num-layers 1",
+                                             "--tensor-model-parallel-size 1",
+                                             "--pipeline-model-parallel-size 4",
+                                             "--sequence-parallel",
+                                             "--num-layers 4",
+                                             "--hidden-size 64",
+                                             "--ffn-hidden-size 128",
+                                             "--num-attention-heads 4",
+                                             "--tokenizer-type PretrainedFromHF",
+                                             "--tokenizer-name-or-path " + tokenizer_model,
+                                             "--seq-length 64",
+                                             "--max-position-embeddings 64",
+                                             "--micro-batch-size 1",
+                                             "--global-batch-size 16",
+                                             "--make-vocab-size-divisible-by 1",
+                                             "--lr 1e-3",
+                                             "--train-iters 30",
+                                             "--lr-decay-style cosine",
+                                             "--untie-embeddings-and-output-weights",
+                                             "--disable-bias-linear",
+                                             "--attention-dropout 0.0",
+                                             "--init-method-std 0.01",
+                                             "--hidden-dropout 0.0",
+                                             "--position-embedding-type rope",
+                                             "--normalization RMSNorm",
+                                             "--use-fused-rmsnorm",
+                                             "--swiglu",
+                                             "--use-flash-attn",
+                                             "--reset-attention-mask",
+                                             "--no-masked-softmax-fusion",
+                                             "--attention-softmax-in-fp32",
+                                             "--min-lr 1e-4",
+                                             "--weight-decay 1e-1",
+                                             "--lr-warmup-fraction 0.01",
+                                             "--clip-grad 1.0",
+                                             "--adam-beta1 0.9",
+                                             "--initial-loss-scale 4096",
+                                             "--adam-beta2 0.95",
+                                             "--load " + ckpt_load_dir,
+                                             "--no-load-optim",
+                                             "--no-load-rng",
+                                             "--use-fused-swiglu",
+                                             "--use-fused-rotary-pos-emb",
+                                             "--use-distributed-optimizer",
+                                             "--bf16",
+                                             "--ckpt-format torch"};
+  const std::vector<std::string> data_args = {
+      "--data-path " + data_path, "--handler-name GeneralPretrainHandler", "--split 949,50,1"};
+  const std::vector<std::string> ckpt_args = {"--enable-hf2mg-convert", "--model-type-hf llama2"};
+  const std::vector<std::string> output_args = {"--log-interval 1", "--save-interval 10000",
+                                                "--eval-interval 1000", "--eval-iters 10"};
+  const std::string tail = " --distributed-backend nccl --save " + ckpt_save_dir +
+                           " --log-throughput --transformer-impl local";
+  const CommandResult r = run_command(kMpirun + " -np 8 " + kBin + join(gpt_args) +
+                                      join(data_args) + join(output_args) + join(ckpt_args) + tail);
+  expect_loss_falls(r, 30);
+  EXPECT_NE(r.output.find("world size 8 (tp 1, pp 4, cp 1, dp 2)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("> loaded Hugging Face checkpoint from " + hf), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("validation loss at the end of training for val data"), std::string::npos)
+      << r.output;
+  // Megatron's rank files (one per pipeline stage) beside this engine's state.
+  const std::string iter30 = ckpt_save_dir + "/iter_0000030";
+  for (int stage = 0; stage < 4; ++stage) {
+    EXPECT_TRUE(std::filesystem::is_regular_file(iter30 + "/mp_rank_00_00" + std::to_string(stage) +
+                                                 "/model_optim_rng.pt"))
+        << "stage " << stage;
+  }
+  EXPECT_TRUE(std::filesystem::is_regular_file(iter30 + "/mindspeed_cpp/metadata.json"));
+  // The recipe continues from its own checkpoint (--load pointed at it, the rest unchanged).
+  std::vector<std::string> resume_args = gpt_args;
+  for (std::string& a : resume_args) {
+    if (a.starts_with("--load ")) a = "--load " + ckpt_save_dir;
+    if (a == "--train-iters 30") a = "--train-iters 34";
+  }
+  const CommandResult resumed = run_command(kMpirun + " -np 8 " + kBin + join(resume_args) +
+                                            join(data_args) + join(output_args) + tail);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("> loaded checkpoint from " + ckpt_save_dir + " at iteration 30"),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_EQ(losses(resumed.output).size(), 4u) << resumed.output;
 }
 
 TEST_F(ExampleScripts, MindSpeedTrainDistributedMs) {
