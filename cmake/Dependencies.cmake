@@ -12,7 +12,14 @@ find_package(PkgConfig REQUIRED)
 # bench/README.md records the measurement behind this choice (OpenBLAS vs BLIS).
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 add_library(ms_blas INTERFACE)
-target_link_libraries(ms_blas INTERFACE PkgConfig::OPENBLAS)
+option(MS_STATIC_BLAS "Link OpenBLAS statically (the build scripts/gpu_check.sh carries to a GPU machine)" OFF)
+if(MS_STATIC_BLAS)
+  find_library(MS_OPENBLAS_STATIC NAMES libopenblas.a HINTS ${OPENBLAS_LIBRARY_DIRS} REQUIRED)
+  target_include_directories(ms_blas INTERFACE ${OPENBLAS_INCLUDE_DIRS})
+  target_link_libraries(ms_blas INTERFACE ${MS_OPENBLAS_STATIC} gfortran pthread)
+else()
+  target_link_libraries(ms_blas INTERFACE PkgConfig::OPENBLAS)
+endif()
 # BLIS (OpenMP build) is only used by bench/gemm_peak for the BLAS comparison.
 find_library(MS_BLIS_LIBRARY NAMES blis PATHS /usr/lib/x86_64-linux-gnu/blis-openmp NO_DEFAULT_PATH)
 
