@@ -49,6 +49,25 @@ std::string format_memory_stats(const MemoryStats& stats) {
   return out.str();
 }
 
+namespace {
+class HostMemorySource final : public MemorySource {
+ public:
+  void* allocate(int64_t bytes) override {
+    return std::aligned_alloc(Allocator::kAlignment, static_cast<size_t>(bytes));
+  }
+  void release(void* ptr) override { std::free(ptr); }
+  const char* name() const override { return "host"; }
+};
+}  // namespace
+
+std::unique_ptr<MemorySource> host_memory_source() { return std::make_unique<HostMemorySource>(); }
+
+Allocator::Allocator() : Allocator(host_memory_source()) {}
+
+Allocator::Allocator(std::unique_ptr<MemorySource> source) : source_(std::move(source)) {
+  MS_CHECK(source_ != nullptr, "an allocator needs a memory source");
+}
+
 Allocator::~Allocator() {
   release_cached();
   // Blocks still live belong to objects that outlive the allocator: a bug, but freeing
@@ -89,16 +108,17 @@ void* Allocator::take_block(int64_t bytes, MemoryCategory category) {
     stats_.cached -= block_bytes;
     free_.erase(it);
   } else {
-    ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+    ptr = source_->allocate(rounded);
     if (ptr == nullptr && !free_.empty()) {
       // Out of memory with blocks cached: give them back and try once more.
-      for (auto& [size, block] : free_) std::free(block);
+      for (auto& [size, block] : free_) source_->release(block);
       free_.clear();
       stats_.cached = 0;
-      ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+      ptr = source_->allocate(rounded);
     }
-    MS_CHECK(ptr != nullptr, "out of memory allocating ", rounded, " bytes for ",
-             memory_category_name(category), " (in use: ", stats_.total_current, " bytes)");
+    MS_CHECK(ptr != nullptr, "out of ", source_->name(), " memory allocating ", rounded,
+             " bytes for ", memory_category_name(category), " (in use: ", stats_.total_current,
+             " bytes)");
     ++stats_.system_allocations;
   }
   live_.emplace(ptr, Block{block_bytes, category});
@@ -167,7 +187,7 @@ void Allocator::note_swapped(MemoryCategory category, int64_t delta) {
 
 void Allocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [size, block] : free_) std::free(block);
+  for (auto& [size, block] : free_) source_->release(block);
   free_.clear();
   stats_.cached = 0;
 }

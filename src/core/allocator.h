@@ -3,11 +3,15 @@
 // Freed blocks stay cached and are reused by the next request of a similar size, so a
 // training step that repeats the same shapes never returns memory to the OS and never
 // re-faults its pages (the cost glibc's malloc puts on PyTorch's CPU activations).
+// The blocks come from a MemorySource: host memory by default; the CUDA backend gives the
+// same caching and accounting device memory (cudaMalloc, the role of PyTorch's caching
+// allocator) and pinned host memory (kernels/backend.h).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -55,11 +59,28 @@ struct MemoryStats {
 /// total 12.0/24.0" (the categories ever swapped); before that the line is unchanged.
 std::string format_memory_stats(const MemoryStats& stats);
 
+/// Where an Allocator's blocks come from, and where they go back.
+class MemorySource {
+ public:
+  virtual ~MemorySource() = default;
+  /// `bytes` (a multiple of Allocator::kAlignment) aligned to at least kAlignment, or null
+  /// when the memory is exhausted.
+  virtual void* allocate(int64_t bytes) = 0;
+  virtual void release(void* ptr) = 0;
+  /// "host", "cuda:0", "pinned host": named in out-of-memory errors.
+  virtual const char* name() const = 0;
+};
+
+/// Host memory (aligned_alloc / free).
+std::unique_ptr<MemorySource> host_memory_source();
+
 class Allocator {
  public:
   static constexpr int64_t kAlignment = 64;
 
-  Allocator() = default;
+  /// Host memory.
+  Allocator();
+  explicit Allocator(std::unique_ptr<MemorySource> source);
   ~Allocator();
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
@@ -88,6 +109,7 @@ class Allocator {
     int64_t bytes;
     MemoryCategory category;
   };
+  std::unique_ptr<MemorySource> source_;
   mutable std::mutex mutex_;
   std::unordered_map<void*, Block> live_;
   std::multimap<int64_t, void*> free_;  // size -> block

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/host_device.h"
+
 namespace mindspeed {
 
 enum class DType : uint8_t { kFloat32, kBFloat16, kInt32, kInt64, kUInt8, kFloat16 };
@@ -32,24 +34,22 @@ struct bf16 {
   uint16_t bits = 0;
 };
 
-inline float bf16_to_float(bf16 value) {
-  const uint32_t bits = static_cast<uint32_t>(value.bits) << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
+MS_HOST_DEVICE inline float bf16_to_float(bf16 value) {
+  return float_from_bits(static_cast<uint32_t>(value.bits) << 16);
 }
 
 /// Round-to-nearest-even, NaN stays NaN (quiet).
-inline bf16 float_to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
+MS_HOST_DEVICE inline bf16 float_to_bf16(float value) {
+  const uint32_t bits = float_bits(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((bits >> 16) | 0x40u)};
   const uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
   return bf16{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
 }
 
 /// Rounds an fp32 value to the nearest bf16 value, kept in fp32.
-inline float round_to_bf16(float value) { return bf16_to_float(float_to_bf16(value)); }
+MS_HOST_DEVICE inline float round_to_bf16(float value) {
+  return bf16_to_float(float_to_bf16(value));
+}
 
 /// IEEE half (binary16) bits.
 struct fp16 {
@@ -57,7 +57,7 @@ struct fp16 {
 };
 
 /// IEEE half (F16) to float, subnormals included.
-inline float half_to_float(uint16_t h) {
+MS_HOST_DEVICE inline float half_to_float(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   uint32_t bits;
@@ -77,18 +77,15 @@ inline float half_to_float(uint16_t h) {
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
+  return float_from_bits(bits);
 }
 
-inline float fp16_to_float(fp16 value) { return half_to_float(value.bits); }
+MS_HOST_DEVICE inline float fp16_to_float(fp16 value) { return half_to_float(value.bits); }
 
 /// Round-to-nearest-even to IEEE half: magnitudes from 65520 up become infinity (as a CUDA
 /// cast does), values below 2^-14 become subnormals or zero, NaN stays NaN (quiet).
-inline fp16 float_to_fp16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
+MS_HOST_DEVICE inline fp16 float_to_fp16(float value) {
+  const uint32_t bits = float_bits(value);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs = bits & 0x7fffffffu;
   if (abs > 0x7f800000u) return fp16{static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu))};
@@ -110,6 +107,8 @@ inline fp16 float_to_fp16(float value) {
 }
 
 /// Rounds an fp32 value to the nearest fp16 value, kept in fp32 (infinity above the range).
-inline float round_to_fp16(float value) { return fp16_to_float(float_to_fp16(value)); }
+MS_HOST_DEVICE inline float round_to_fp16(float value) {
+  return fp16_to_float(float_to_fp16(value));
+}
 
 }  // namespace mindspeed
