@@ -28,4 +28,26 @@ Backend select_backend(const KernelOptions& options, int threads) {
 
 void set_deterministic_threads() { omp_set_dynamic(0); }
 
+#ifndef MS_HAVE_CUDA
+// A build without the CUDA toolkit (kernels/cuda/cuda_backend.cpp holds the real ones).
+DeviceProbe probe_devices() {
+  DeviceProbe probe;
+  probe.reason = "this build has no CUDA backend (configured without the CUDA toolkit)";
+  return probe;
+}
+
+StatusOr<Backend> select_cuda_backend(const KernelOptions&, const CudaOptions&) {
+  return unimplemented(
+      "this build has no CUDA backend: configure with the CUDA toolkit (cmake --preset cuda)");
+}
+
+StatusOr<std::unique_ptr<MemorySource>> cuda_device_memory(int) {
+  return unimplemented("this build has no CUDA backend: no device memory");
+}
+
+StatusOr<std::unique_ptr<MemorySource>> cuda_pinned_host_memory() {
+  return unimplemented("this build has no CUDA backend: no pinned host memory");
+}
+#endif
+
 }  // namespace mindspeed

@@ -1,11 +1,17 @@
 // The compute backend of a run, chosen in one place (select_backend): the kernel table and
 // the context every kernel call carries. Model, parallel and training code reach compute
 // only through a Backend (and the allocator); they never include a backend's own headers
-// (kernels/cpu/, kernels/blas/). Today there is the CPU backend (reference or fast kernels,
-// OpenMP thread pool, OpenBLAS); a CUDA backend adds a table of device kernels, its stream
-// in KernelContext and a device allocator, behind the same struct.
+// (kernels/cpu/, kernels/blas/, kernels/cuda/). The CPU backend: reference or fast kernels,
+// OpenMP thread pool, OpenBLAS. The CUDA backend (built when the toolkit is found): device
+// kernels on one stream, cuBLASLt GEMMs; its state lives as long as any copy of the Backend.
 #pragma once
 
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/status.h"
 #include "kernels/kernels.h"
 
 namespace mindspeed {
@@ -13,7 +19,34 @@ namespace mindspeed {
 struct Backend {
   KernelTable kernels;
   KernelContext context;
+  /// What the context points to (the CUDA backend's device state); null on the CPU.
+  std::shared_ptr<void> owner;
 };
+
+/// The devices this process could run on: whether this build has the CUDA backend, and the
+/// GPUs the CUDA runtime shows it (0, with the runtime's reason, when none or no driver).
+struct DeviceProbe {
+  bool cuda_built = false;
+  int cuda_devices = 0;
+  std::string reason;              ///< why there is no GPU (empty when there is one)
+  std::vector<std::string> names;  ///< "NVIDIA H100 80GB HBM3 (sm_90, 81559 MiB)" per GPU
+};
+DeviceProbe probe_devices();
+
+struct CudaOptions {
+  int device = 0;           ///< the GPU's index among the visible ones
+  bool allow_tf32 = false;  ///< fp32 GEMMs may use TF32 tensor cores
+};
+/// The CUDA backend on GPU `cuda.device`: its stream, cuBLASLt handle and workspace, and the
+/// CUDA kernel table (the ops it lacks are null: cuda::missing_cuda_kernels()). Fails with the
+/// runtime's reason (no GPU, bad index, out of memory), or unimplemented in a CPU-only build.
+StatusOr<Backend> select_cuda_backend(const KernelOptions& options, const CudaOptions& cuda);
+
+/// Memory sources for an Allocator (core/allocator.h) on the CUDA backend: device memory of GPU
+/// `device` (cudaMalloc), and pinned host memory (cudaMallocHost) for host <-> device copies.
+/// Fail without that GPU, or in a CPU-only build.
+StatusOr<std::unique_ptr<MemorySource>> cuda_device_memory(int device);
+StatusOr<std::unique_ptr<MemorySource>> cuda_pinned_host_memory();
 
 /// The CPU backend: kernels chosen by `options`; `threads` OpenMP/BLAS threads per rank
 /// (threads <= 0: the current OpenMP default, i.e. OMP_NUM_THREADS). Sets the OpenMP default

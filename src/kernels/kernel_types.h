@@ -14,15 +14,22 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/host_device.h"
 #include "core/rng.h"
 
 namespace mindspeed {
 
 /// What every kernel call carries: where and with what it runs. On the CPU backend, the
-/// thread pool a kernel may use (its OpenMP team size; BLAS is set to the same count); a
-/// CUDA backend adds its stream here. Built once, by the backend (kernels/backend.h).
+/// thread pool a kernel may use (its OpenMP team size; BLAS is set to the same count). On the
+/// CUDA backend (kernels/cuda/), its stream and its libraries' state; every pointer a kernel
+/// then takes, those inside DropoutSpec and AttentionMask included, is device memory. Built
+/// once, by the backend (kernels/backend.h).
 struct KernelContext {
   int num_threads = 1;
+  /// CUDA backend: its cudaStream_t, and its state (cuBLASLt handle, workspace, scratch:
+  /// kernels/cuda/cuda_context.h). Null on the CPU.
+  void* stream = nullptr;
+  void* device = nullptr;
 };
 
 /// Which attention kernel a workspace is for.
@@ -53,9 +60,9 @@ struct DropoutSpec {
   /// [local positions] position in the sample of each local position (context parallelism
   /// holds a subset of the sample's positions); null = the local position itself.
   const int32_t* seq_index = nullptr;
-  bool active() const { return p > 0.0f; }
+  MS_HOST_DEVICE bool active() const { return p > 0.0f; }
   /// Global index of element (n, c) of an [N, C] row kernel.
-  uint64_t row_index(int64_t n, int64_t c, int64_t C) const {
+  MS_HOST_DEVICE uint64_t row_index(int64_t n, int64_t c, int64_t C) const {
     if (sbh_batch == 0) return index_offset + static_cast<uint64_t>(n * C + c);
     const int64_t t = t_offset + n / sbh_batch, b = n % sbh_batch;
     const int64_t position = seq_index != nullptr ? seq_index[t] : t;
@@ -78,8 +85,8 @@ struct AttentionDims {
   int64_t num_heads_total = 0;  ///< query heads of the whole model (dropout indexing)
   int64_t Tk = 0;               ///< key/value rows per (sample, group); 0 = T (self-attention)
   int64_t seq_total = 0;        ///< positions in a whole sample (dropout indexing); 0 = T
-  int64_t keys() const { return Tk > 0 ? Tk : T; }
-  int64_t sequence() const { return seq_total > 0 ? seq_total : T; }
+  MS_HOST_DEVICE int64_t keys() const { return Tk > 0 ? Tk : T; }
+  MS_HOST_DEVICE int64_t sequence() const { return seq_total > 0 ? seq_total : T; }
 };
 
 /// The ALiBi bias (Press et al., 2022) added to the scaled score of query position qp and key
@@ -92,7 +99,7 @@ enum class AlibiBias : int8_t {
 };
 
 /// The bias of `form` with slope m for query position qp and key position kp.
-inline double alibi_bias(AlibiBias form, double m, int64_t qp, int64_t kp) {
+MS_HOST_DEVICE inline double alibi_bias(AlibiBias form, double m, int64_t qp, int64_t kp) {
   const double d = static_cast<double>(kp - qp);
   switch (form) {
     case AlibiBias::kSymmetric:
@@ -131,26 +138,27 @@ struct AttentionMask {
   const float* alibi_slopes = nullptr;      ///< [NQ]: ALiBi slope of each local query head, or null
   AlibiBias alibi = AlibiBias::kSymmetric;  ///< the bias form (with alibi_slopes)
 
-  int64_t q_position(int64_t t) const { return q_pos ? q_pos[t] : q_offset + t; }
-  int64_t k_position(int64_t j) const { return k_pos ? k_pos[j] : k_offset + j; }
+  MS_HOST_DEVICE int64_t q_position(int64_t t) const { return q_pos ? q_pos[t] : q_offset + t; }
+  MS_HOST_DEVICE int64_t k_position(int64_t j) const { return k_pos ? k_pos[j] : k_offset + j; }
   /// Lowest visible key position of query row t (position qp) of sample b; T = query rows.
-  int64_t first_key(int64_t b, int64_t t, int64_t T, int64_t qp) const {
+  MS_HOST_DEVICE int64_t first_key(int64_t b, int64_t t, int64_t T, int64_t qp) const {
     const int64_t lo = qp - pre_tokens;
     return doc_start && doc_start[b * T + t] > lo ? doc_start[b * T + t] : lo;
   }
   /// Highest visible key position of a query at position qp.
-  int64_t last_key(int64_t qp) const { return qp + next_tokens; }
+  MS_HOST_DEVICE int64_t last_key(int64_t qp) const { return qp + next_tokens; }
   /// Keys of sample b at positions below this are visible to every query (prefix).
-  int64_t prefix_end(int64_t b) const { return prefix ? prefix[b] : -kAllTokens; }
-  bool visible(int64_t b, int64_t t, int64_t T, int64_t qp, int64_t kp) const {
+  MS_HOST_DEVICE int64_t prefix_end(int64_t b) const { return prefix ? prefix[b] : -kAllTokens; }
+  MS_HOST_DEVICE bool visible(int64_t b, int64_t t, int64_t T, int64_t qp, int64_t kp) const {
     return (kp >= first_key(b, t, T, qp) && kp <= last_key(qp)) || kp < prefix_end(b);
   }
 };
 
 /// Global Philox index (index_offset included) of attention probability (b, h, t, j) for a
 /// query at position qp and a key at position kp (DropoutSpec's attention rule).
-inline uint64_t attention_dropout_index(const DropoutSpec& dropout, const AttentionDims& d,
-                                        int64_t b, int64_t h, int64_t qp, int64_t kp) {
+MS_HOST_DEVICE inline uint64_t attention_dropout_index(const DropoutSpec& dropout,
+                                                       const AttentionDims& d, int64_t b, int64_t h,
+                                                       int64_t qp, int64_t kp) {
   const int64_t S = d.sequence();
   return dropout.index_offset +
          static_cast<uint64_t>(

@@ -22,72 +22,54 @@ namespace cpu {
 bool cpu_kernels_supported();
 }  // namespace cpu
 
+/// Every op of the kernel table, in declaration order (X(op) per op).
+#define MS_KERNEL_OPS(X)                                                                           \
+  X(embedding_forward)                                                                             \
+  X(embedding_backward)                                                                            \
+  X(layer_norm_forward) X(layer_norm_backward) X(rms_norm_forward) X(rms_norm_backward)            \
+      X(gelu_forward) X(gelu_backward) X(swiglu_forward) X(swiglu_backward) X(                     \
+          bias_dropout_add_forward) X(bias_dropout_add_backward) X(dropout_forward)                \
+          X(dropout_backward) X(qkv_split_rope_forward) X(qkv_split_rope_backward) X(              \
+              core_attention_forward) X(core_attention_backward) X(flash_attention_forward)        \
+              X(flash_attention_backward) X(kv_cache_attention_forward) X(                         \
+                  kv_cache_attention_workspace_floats) X(ring_attention_update)                    \
+                  X(softmax_cross_entropy) X(adamw_step) X(ema_update) X(sum_of_squares) X(        \
+                      attention_workspace_floats) X(vocab_parallel_ce_row_max)                     \
+                      X(vocab_parallel_ce_sum_exp) X(vocab_parallel_ce_finish) X(masked_sums) X(   \
+                          count_nonfinite) X(fill_zero) X(copy) X(add_inplace) X(scale_inplace)    \
+                          X(scale_copy) X(round_to_bf16) X(convert_to_bf16) X(convert_to_fp32)     \
+                              X(add_into_bf16) X(round_to_fp16) X(convert_to_fp16)                 \
+                                  X(convert_fp16_to_fp32) X(add_into_fp16) X(transpose_01_f32) X(  \
+                                      transpose_01_i32) X(linear_forward) X(linear_backward_input) \
+                                      X(linear_backward_weight) X(grouped_gemm_forward)            \
+                                          X(grouped_gemm_backward_input)                           \
+                                              X(grouped_gemm_backward_weight)                      \
+                                                  X(moe_permute_forward) X(moe_permute_backward)   \
+                                                      X(moe_unpermute_forward)                     \
+                                                          X(moe_unpermute_backward) X(scale_rows)  \
+                                                              X(copy_to_device) X(copy_to_host)    \
+                                                                  X(copy_bytes) X(synchronize)
+
 struct KernelTable {
   const char* name = "";
   /// The ops that run their unfused reference kernel although the fast ones were selected
   /// (Megatron's --no-*-fusion), comma-separated; empty when none.
   std::string unfused_ops;
-  decltype(&ref::embedding_forward) embedding_forward = nullptr;
-  decltype(&ref::embedding_backward) embedding_backward = nullptr;
-  decltype(&ref::layer_norm_forward) layer_norm_forward = nullptr;
-  decltype(&ref::layer_norm_backward) layer_norm_backward = nullptr;
-  decltype(&ref::rms_norm_forward) rms_norm_forward = nullptr;
-  decltype(&ref::rms_norm_backward) rms_norm_backward = nullptr;
-  decltype(&ref::gelu_forward) gelu_forward = nullptr;
-  decltype(&ref::gelu_backward) gelu_backward = nullptr;
-  decltype(&ref::swiglu_forward) swiglu_forward = nullptr;
-  decltype(&ref::swiglu_backward) swiglu_backward = nullptr;
-  decltype(&ref::bias_dropout_add_forward) bias_dropout_add_forward = nullptr;
-  decltype(&ref::bias_dropout_add_backward) bias_dropout_add_backward = nullptr;
-  decltype(&ref::dropout_forward) dropout_forward = nullptr;
-  decltype(&ref::dropout_backward) dropout_backward = nullptr;
-  decltype(&ref::qkv_split_rope_forward) qkv_split_rope_forward = nullptr;
-  decltype(&ref::qkv_split_rope_backward) qkv_split_rope_backward = nullptr;
-  decltype(&ref::core_attention_forward) core_attention_forward = nullptr;
-  decltype(&ref::core_attention_backward) core_attention_backward = nullptr;
-  /// Null when flash attention is not selected (the model then uses core attention).
-  decltype(&ref::flash_attention_forward) flash_attention_forward = nullptr;
-  decltype(&ref::flash_attention_backward) flash_attention_backward = nullptr;
-  decltype(&ref::kv_cache_attention_forward) kv_cache_attention_forward = nullptr;
-  decltype(&ref::kv_cache_attention_workspace_floats) kv_cache_attention_workspace_floats = nullptr;
-  decltype(&ref::ring_attention_update) ring_attention_update = nullptr;
-  decltype(&ref::softmax_cross_entropy) softmax_cross_entropy = nullptr;
-  decltype(&ref::adamw_step) adamw_step = nullptr;
-  decltype(&ref::ema_update) ema_update = nullptr;
-  decltype(&ref::sum_of_squares) sum_of_squares = nullptr;
-  decltype(&ref::attention_workspace_floats) attention_workspace_floats = nullptr;
-  decltype(&ref::vocab_parallel_ce_row_max) vocab_parallel_ce_row_max = nullptr;
-  decltype(&ref::vocab_parallel_ce_sum_exp) vocab_parallel_ce_sum_exp = nullptr;
-  decltype(&ref::vocab_parallel_ce_finish) vocab_parallel_ce_finish = nullptr;
-  decltype(&ref::masked_sums) masked_sums = nullptr;
-  decltype(&ref::count_nonfinite) count_nonfinite = nullptr;
-  decltype(&ref::fill_zero) fill_zero = nullptr;
-  decltype(&ref::copy) copy = nullptr;
-  decltype(&ref::add_inplace) add_inplace = nullptr;
-  decltype(&ref::scale_inplace) scale_inplace = nullptr;
-  decltype(&ref::scale_copy) scale_copy = nullptr;
-  decltype(&ref::round_to_bf16) round_to_bf16 = nullptr;
-  decltype(&ref::convert_to_bf16) convert_to_bf16 = nullptr;
-  decltype(&ref::convert_to_fp32) convert_to_fp32 = nullptr;
-  decltype(&ref::add_into_bf16) add_into_bf16 = nullptr;
-  decltype(&ref::round_to_fp16) round_to_fp16 = nullptr;
-  decltype(&ref::convert_to_fp16) convert_to_fp16 = nullptr;
-  decltype(&ref::convert_fp16_to_fp32) convert_fp16_to_fp32 = nullptr;
-  decltype(&ref::add_into_fp16) add_into_fp16 = nullptr;
-  decltype(&ref::transpose_01_f32) transpose_01_f32 = nullptr;
-  decltype(&ref::transpose_01_i32) transpose_01_i32 = nullptr;
-  decltype(&ref::linear_forward) linear_forward = nullptr;
-  decltype(&ref::linear_backward_input) linear_backward_input = nullptr;
-  decltype(&ref::linear_backward_weight) linear_backward_weight = nullptr;
-  decltype(&ref::grouped_gemm_forward) grouped_gemm_forward = nullptr;
-  decltype(&ref::grouped_gemm_backward_input) grouped_gemm_backward_input = nullptr;
-  decltype(&ref::grouped_gemm_backward_weight) grouped_gemm_backward_weight = nullptr;
-  decltype(&ref::moe_permute_forward) moe_permute_forward = nullptr;
-  decltype(&ref::moe_permute_backward) moe_permute_backward = nullptr;
-  decltype(&ref::moe_unpermute_forward) moe_unpermute_forward = nullptr;
-  decltype(&ref::moe_unpermute_backward) moe_unpermute_backward = nullptr;
-  decltype(&ref::scale_rows) scale_rows = nullptr;
+  /// One function pointer per op, of its reference kernel's type. flash_attention_forward and
+  /// _backward are null when flash attention is not selected (the model then uses core
+  /// attention); a backend that lacks an op leaves it null (kernels/cuda/).
+#define MS_DECLARE_KERNEL_OP(op) decltype(&ref::op) op = nullptr;
+  MS_KERNEL_OPS(MS_DECLARE_KERNEL_OP)
+#undef MS_DECLARE_KERNEL_OP
 };
+
+/// Calls fn(op name, the table has it) for every op, in declaration order.
+template <typename Fn>
+void for_each_kernel_op(const KernelTable& table, Fn&& fn) {
+#define MS_VISIT_KERNEL_OP(op) fn(#op, table.op != nullptr);
+  MS_KERNEL_OPS(MS_VISIT_KERNEL_OP)
+#undef MS_VISIT_KERNEL_OP
+}
 
 /// What selects each kernel. `fast` is --optimization-level >= 1; the per-op flags are
 /// MindSpeed's (--use-fused-rmsnorm, --use-fused-swiglu, --use-fused-rotary-pos-emb,

@@ -143,6 +143,9 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::moe_unpermute_forward>(t, "moe_unpermute_forward", [](const auto& a) { return bytes(4.0 * (get<5>(a) + get<6>(a)) * get<7>(a)); });
   wrap<&KernelTable::moe_unpermute_backward>(t, "moe_unpermute_backward", [](const auto& a) { return bytes(12.0 * get<8>(a) * get<9>(a)); });
   wrap<&KernelTable::scale_rows>(t, "scale_rows", [](const auto& a) { return bytes(8.0 * get<4>(a) * get<5>(a)); });
+  wrap<&KernelTable::copy_to_device>(t, "copy_to_device", [](const auto& a) { return bytes(get<3>(a)); });
+  wrap<&KernelTable::copy_to_host>(t, "copy_to_host", [](const auto& a) { return bytes(get<3>(a)); });
+  wrap<&KernelTable::copy_bytes>(t, "copy_bytes", [](const auto& a) { return bytes(2.0 * get<3>(a)); });
   // clang-format on
   return t;
 }

@@ -1,6 +1,7 @@
 // Reference elementwise, conversion and layout kernels (kernel_signatures.inc): plain
 // sequential loops, the specification of cpu/elementwise.cpp.
 #include <cmath>
+#include <cstring>
 
 #include "kernels/kernels.h"
 
@@ -96,5 +97,20 @@ int64_t count_nonfinite(const KernelContext& kc, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) bad += std::isfinite(x[i]) ? 0 : 1;
   return bad;
 }
+
+// Host and device memory are the same on the CPU.
+void copy_to_device(const KernelContext& kc, void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
+void copy_to_host(const KernelContext& kc, void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
+void copy_bytes(const KernelContext& kc, void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0 && dst != src) std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
+void synchronize(const KernelContext& kc) {}
 
 }  // namespace mindspeed::ref
