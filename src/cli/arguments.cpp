@@ -146,6 +146,7 @@ struct Choices {
   std::string window_size;         ///< --window-size "L" or "L,0"
   std::string attention_mask_type = "causal";
   std::string ckpt_format = "safetensors";
+  std::string device = "cpu";
   std::string profile_level = "level0";
   std::vector<std::string> profile_ranks = {"-1"};
   std::vector<std::string> rampup_batch_size;  ///< --rampup-batch-size START INCREMENT SAMPLES
@@ -707,6 +708,11 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
           "gpt2), checked against its config.json");
   r.number("--num-threads", t.num_threads, "mindspeed-cpp: OpenMP threads per rank (default cores / local ranks)",
            between(1, 4096, false, "threads"));
+  r.value("--device", ch.device,
+          "mindspeed-cpp: cpu; cuda (the CUDA backend, one GPU per rank); cpu-fenced (the CPU with device memory "
+          "fenced off from host code: checks the host/device boundary without a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cpu-fenced"}));
+  r.flag("--allow-tf32", t.allow_tf32, "mindspeed-cpp, --device cuda: fp32 GEMMs may use TF32 tensor cores");
   r.flag("--use-cpu-initialization", ch.use_cpu_initialization,
          "Accepted: each parameter is always drawn whole in host memory and sliced for its rank");
   r.flag("--use-mcore-models", ch.use_mcore_models,
@@ -921,6 +927,10 @@ Status apply_launch_compatibility_choices(Configs& c, const Choices& ch) {
     return invalid_argument("--ckpt-format ", ch.ckpt_format, ": expected torch or safetensors");
   }
   t.ckpt_format_torch = ch.ckpt_format == "torch";
+  t.device = ch.device == "cuda" ? DeviceKind::kCuda : ch.device == "cpu-fenced" ? DeviceKind::kCpuFenced : DeviceKind::kCpu;
+  if (t.allow_tf32 && t.device != DeviceKind::kCuda) {
+    return invalid_argument("--allow-tf32 is about the GPU's tensor cores: it needs --device cuda");
+  }
   if (ch.timing_log_level > 0) {
     return unimplemented("--timing-log-level ", ch.timing_log_level, " (Megatron's per-phase timers in the log) is not "
                          "implemented yet: use 0, and --profile for per-phase times");

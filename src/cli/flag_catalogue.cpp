@@ -1078,6 +1078,8 @@ constexpr Acceptance kAccepted[] = {
 
 // Flags only mindspeed-cpp has.
 constexpr EngineFlag kEngineFlags[] = {
+    {"--allow-tf32", "fp32 GEMMs on TF32 tensor cores (--device cuda)"},
+    {"--device", "cpu, cuda (one GPU per rank) or cpu-fenced (device memory fenced off from host code)"},
     {"--dry-run-world-size", "print every process group for this world size and exit"},
     {"--metrics-file", "JSON lines with the numbers of the log lines (tools/plot_metrics.sh)"},
     {"--num-threads", "OpenMP threads per rank"},

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "core/device.h"
 #include "core/profiler.h"
 
 namespace mindspeed {
@@ -114,6 +115,8 @@ struct TrainingConfig {
   bool skip_train = false;        ///< --skip-train: no training; evaluate the (loaded) model and exit
   int64_t num_workers = 2;        ///< --num-workers (Megatron's data-loader processes; see arguments.cpp)
   int num_threads = 0;            ///< --num-threads (mindspeed-cpp): OpenMP threads per rank; 0 = cores / ranks on the node
+  DeviceKind device = DeviceKind::kCpu;  ///< --device (mindspeed-cpp)
+  bool allow_tf32 = false;        ///< --allow-tf32 (mindspeed-cpp): fp32 GEMMs on TF32 tensor cores (CUDA)
 };
 
 }  // namespace mindspeed

@@ -25,6 +25,14 @@ std::string module_of(const std::string& name) {
 }
 }  // namespace
 
+namespace {
+// A tensor of zeros: on the device through the backend's kernels, else on the host.
+Tensor zeros_in(const Backend* backend, Allocator& alloc, Shape shape, DType dtype, MemoryCategory category) {
+  return backend != nullptr ? device_zeros(*backend, alloc, shape, dtype, category)
+                            : Tensor::zeros(alloc, shape, dtype, category);
+}
+}  // namespace
+
 ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc,
                                        const BufferOptions& options)
     : alloc_(alloc), param_dtype_(options.param_dtype), grad_dtype_(options.grad_dtype) {
@@ -72,7 +80,7 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
   }
   close_bucket();
   numel_ = offset;
-  params_ = Tensor::zeros(alloc, Shape{numel_}, options.param_dtype, MemoryCategory::kParameters);
+  params_ = zeros_in(options.backend, alloc, Shape{numel_}, options.param_dtype, MemoryCategory::kParameters);
   if (options.shard_grads) {
     int64_t shards = 0;
     for (const Bucket& b : buckets_) {
@@ -81,10 +89,10 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
       shards += b.numel / dp;
     }
     shard_offsets_.push_back(shards);  // the end
-    grad_shards_ = Tensor::zeros(alloc, Shape{shards}, DType::kFloat32, MemoryCategory::kGradients);
+    grad_shards_ = zeros_in(options.backend, alloc, Shape{shards}, DType::kFloat32, MemoryCategory::kGradients);
     bucket_grads_.resize(buckets_.size());
   } else {
-    grads_ = Tensor::zeros(alloc, Shape{numel_}, grad_dtype_, MemoryCategory::kGradients);
+    grads_ = zeros_in(options.backend, alloc, Shape{numel_}, grad_dtype_, MemoryCategory::kGradients);
     if (is_half_precision(grad_dtype_)) bucket_grads_.resize(buckets_.size());
   }
   for (Parameter* p : order_) {
@@ -154,7 +162,7 @@ void ParamAndGradBuffer::zero_grad(const Backend& backend) {
     return;
   }
   if (is_half_precision(grad_dtype_)) {
-    std::memset(grads_.data(), 0, static_cast<size_t>(grads_.nbytes()));  // bf16 / fp16 zero: all bits 0
+    backend.kernels.zero_bytes(backend.context, grads_.data(), grads_.nbytes());  // bf16 / fp16 zero: all bits 0
     return;
   }
   backend.kernels.fill_zero(backend.context, grads_.f32(), numel_);
@@ -169,12 +177,13 @@ void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, int
   }
 }
 
-void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, const ParallelState& ps) {
+void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, const ParallelState& ps,
+                           const Backend* backend) {
   for (const auto& p : registry.params()) {
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()));
     init_full_tensor(full.data(), p->spec, seed);
     const ShardCoords at = shard_coords(p->spec, ps);
-    set_parameter_from_full(*p, full.data(), at.rank, at.count);
+    set_parameter_from_full(*p, full.data(), at.rank, at.count, backend);
   }
 }
 

@@ -41,6 +41,8 @@ struct BufferOptions {
   /// kBFloat16 with --o2-gradient, kFloat16 with --fp16 (without
   /// --accumulate-allreduce-grads-in-fp32); both need bucket_per_module.
   DType grad_dtype = DType::kFloat32;
+  /// Where the buffers live: the backend's memory (its kernels zero them); null: host memory.
+  const Backend* backend = nullptr;
 };
 
 struct Bucket {
@@ -120,6 +122,7 @@ class ParamAndGradBuffer {
 void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, int tp_rank,
                            int tp_size);
 /// The same, each parameter sliced by its own split group (expert-tp for experts).
-void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, const ParallelState& ps);
+void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, const ParallelState& ps,
+                           const Backend* backend = nullptr);
 
 }  // namespace mindspeed

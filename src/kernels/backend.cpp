@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/blas/gemm.h"
+#include "kernels/fenced/fenced_device.h"
 
 namespace mindspeed {
 
@@ -28,6 +29,49 @@ Backend select_backend(const KernelOptions& options, int threads) {
 
 void set_deterministic_threads() { omp_set_dynamic(0); }
 
+StatusOr<Backend> select_device_backend(DeviceKind device, const KernelOptions& options, int threads,
+                                        const CudaOptions& cuda) {
+  switch (device) {
+    case DeviceKind::kCpu: return select_backend(options, threads);
+    case DeviceKind::kCpuFenced: {
+      Backend backend = select_backend(options, threads);
+      backend.kernels = fenced::fenced_kernels(backend.kernels);
+      backend.device = DeviceKind::kCpuFenced;
+      return backend;
+    }
+    case DeviceKind::kCuda: {
+      MS_ASSIGN_OR_RETURN(Backend backend, select_cuda_backend(options, cuda));
+      if (options.profile_kernels) backend.kernels = profiled_kernels(backend.kernels);
+      return backend;
+    }
+  }
+  return invalid_argument("unknown device");
+}
+
+StatusOr<std::unique_ptr<MemorySource>> device_memory_source(const Backend& backend) {
+  switch (backend.device) {
+    case DeviceKind::kCpu: return host_memory_source();
+    case DeviceKind::kCpuFenced: return fenced::device_memory();
+    case DeviceKind::kCuda: return cuda_device_memory(backend.cuda_device);
+  }
+  return invalid_argument("unknown device");
+}
+
+Tensor device_zeros(const Backend& backend, Allocator& allocator, Shape shape, DType dtype, MemoryCategory category) {
+  Tensor t(allocator, shape, dtype, category);
+  backend.kernels.zero_bytes(backend.context, t.data(), t.nbytes());
+  return t;
+}
+
+bool is_device_memory(const Backend& backend, const void* ptr) {
+  switch (backend.device) {
+    case DeviceKind::kCpu: return false;
+    case DeviceKind::kCpuFenced: return fenced::is_device_pointer(ptr);
+    case DeviceKind::kCuda: return cuda_is_device_pointer(ptr);
+  }
+  return false;
+}
+
 #ifndef MS_HAVE_CUDA
 // A build without the CUDA toolkit (kernels/cuda/cuda_backend.cpp holds the real ones).
 DeviceProbe probe_devices() {
@@ -48,6 +92,8 @@ StatusOr<std::unique_ptr<MemorySource>> cuda_device_memory(int) {
 StatusOr<std::unique_ptr<MemorySource>> cuda_pinned_host_memory() {
   return unimplemented("this build has no CUDA backend: no pinned host memory");
 }
+
+bool cuda_is_device_pointer(const void*) { return false; }
 #endif
 
 }  // namespace mindspeed

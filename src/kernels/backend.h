@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/device.h"
 #include "core/status.h"
+#include "core/tensor.h"
 #include "kernels/kernels.h"
 
 namespace mindspeed {
@@ -19,8 +21,12 @@ namespace mindspeed {
 struct Backend {
   KernelTable kernels;
   KernelContext context;
+  DeviceKind device = DeviceKind::kCpu;
+  int cuda_device = 0;  ///< the GPU (DeviceKind::kCuda)
   /// What the context points to (the CUDA backend's device state); null on the CPU.
   std::shared_ptr<void> owner;
+  /// Host and device memory are one (the CPU): data needs no transfer.
+  bool unified_memory() const { return device == DeviceKind::kCpu; }
 };
 
 /// The devices this process could run on: whether this build has the CUDA backend, and the
@@ -42,11 +48,28 @@ struct CudaOptions {
 /// runtime's reason (no GPU, bad index, out of memory), or unimplemented in a CPU-only build.
 StatusOr<Backend> select_cuda_backend(const KernelOptions& options, const CudaOptions& cuda);
 
+/// The backend of --device: select_backend (cpu), its kernels behind the fence (cpu-fenced,
+/// kernels/fenced/), or select_cuda_backend (cuda). `threads`: OpenMP threads of the CPU kernels.
+StatusOr<Backend> select_device_backend(DeviceKind device, const KernelOptions& options, int threads,
+                                        const CudaOptions& cuda);
+/// Where the backend's kernels keep their data (activations, parameters, gradients, optimizer
+/// state): host memory, the fenced arena, or the GPU's memory.
+StatusOr<std::unique_ptr<MemorySource>> device_memory_source(const Backend& backend);
+/// True when `ptr` is device memory of the backend (always false on the CPU, where host and
+/// device memory are one).
+bool is_device_memory(const Backend& backend, const void* ptr);
+
+/// A tensor of zeros in the backend's memory (Tensor::zeros writes them from the host, which a
+/// device's memory does not allow).
+Tensor device_zeros(const Backend& backend, Allocator& allocator, Shape shape, DType dtype, MemoryCategory category);
+
 /// Memory sources for an Allocator (core/allocator.h) on the CUDA backend: device memory of GPU
 /// `device` (cudaMalloc), and pinned host memory (cudaMallocHost) for host <-> device copies.
 /// Fail without that GPU, or in a CPU-only build.
 StatusOr<std::unique_ptr<MemorySource>> cuda_device_memory(int device);
 StatusOr<std::unique_ptr<MemorySource>> cuda_pinned_host_memory();
+/// True for device (or managed) memory of a GPU.
+bool cuda_is_device_pointer(const void* ptr);
 
 /// The CPU backend: kernels chosen by `options`; `threads` OpenMP/BLAS threads per rank
 /// (threads <= 0: the current OpenMP default, i.e. OMP_NUM_THREADS). Sets the OpenMP default

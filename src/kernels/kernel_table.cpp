@@ -117,6 +117,7 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.copy_to_device = fast ? cpu::copy_to_device : ref::copy_to_device;
   t.copy_to_host = fast ? cpu::copy_to_host : ref::copy_to_host;
   t.copy_bytes = fast ? cpu::copy_bytes : ref::copy_bytes;
+  t.zero_bytes = fast ? cpu::zero_bytes : ref::zero_bytes;
   t.synchronize = fast ? cpu::synchronize : ref::synchronize;
   return t;
 }

@@ -48,7 +48,7 @@ bool cpu_kernels_supported();
                                                       X(moe_unpermute_forward)                     \
                                                           X(moe_unpermute_backward) X(scale_rows)  \
                                                               X(copy_to_device) X(copy_to_host)    \
-                                                                  X(copy_bytes) X(synchronize)
+                                                                  X(copy_bytes) X(zero_bytes) X(synchronize)
 
 struct KernelTable {
   const char* name = "";

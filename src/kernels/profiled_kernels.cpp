@@ -146,6 +146,7 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::copy_to_device>(t, "copy_to_device", [](const auto& a) { return bytes(get<3>(a)); });
   wrap<&KernelTable::copy_to_host>(t, "copy_to_host", [](const auto& a) { return bytes(get<3>(a)); });
   wrap<&KernelTable::copy_bytes>(t, "copy_bytes", [](const auto& a) { return bytes(2.0 * get<3>(a)); });
+  wrap<&KernelTable::zero_bytes>(t, "zero_bytes", [](const auto& a) { return bytes(get<2>(a)); });
   // clang-format on
   return t;
 }

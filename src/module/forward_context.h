@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/allocator.h"
@@ -19,6 +20,11 @@
 #include "parallel/parallel_state.h"
 
 namespace mindspeed {
+
+/// A micro-batch's arrays in a device's memory, where its kernels read them (upload_micro_batch).
+struct MicroBatchDeviceArrays {
+  Tensor tokens, labels, loss_mask, position_ids, doc_start, seq_index;
+};
 
 /// One micro-batch as the data pipeline gives it: [B, T] row-major per sample.
 struct MicroBatch {
@@ -36,8 +42,27 @@ struct MicroBatch {
   std::vector<int32_t> seq_index;      ///< [T] position in the sample of local position t; empty = t
   std::vector<int32_t> sample_doc_start;  ///< [B, seq_total] every position's document start (EOD reset), or empty
   double sample_loss_tokens = 0.0;     ///< loss-mask sum of the whole samples (every CP rank's share)
+  /// On a device backend: the copies of the arrays above that kernels read (the vectors stay for
+  /// host code). Null on the CPU, where kernels read the vectors.
+  std::shared_ptr<const MicroBatchDeviceArrays> device;
   int64_t sample_length() const { return seq_total > 0 ? seq_total : T; }
+  // The arrays where kernels read them (the device copies when there are), null when empty.
+  const int32_t* kernel_tokens() const { return device ? device->tokens.i32() : tokens.data(); }
+  const int32_t* kernel_labels() const { return device ? device->labels.i32() : labels.data(); }
+  const float* kernel_loss_mask() const { return device ? device->loss_mask.f32() : loss_mask.data(); }
+  const int32_t* kernel_position_ids() const { return device ? device->position_ids.i32() : position_ids.data(); }
+  const int32_t* kernel_doc_start() const {
+    if (doc_start.empty()) return nullptr;
+    return device ? device->doc_start.i32() : doc_start.data();
+  }
+  const int32_t* kernel_seq_index() const {
+    if (seq_index.empty()) return nullptr;
+    return device ? device->seq_index.i32() : seq_index.data();
+  }
 };
+
+/// Copies `mb`'s arrays into the backend's memory (mb.device) for its kernels; nothing on the CPU.
+void upload_micro_batch(MicroBatch& mb, const Backend& backend, Allocator& alloc);
 
 /// Per-micro-batch loss bookkeeping, as Megatron's loss_func returns it.
 struct LossSums {

@@ -134,26 +134,34 @@ void unslice_from_rank(float* full, const float* shard, const ParameterSpec& spe
   }
 }
 
-void set_parameter_from_shard(Parameter& p, const float* shard) {
+void set_parameter_from_shard(Parameter& p, const float* shard, const Backend* backend) {
   const int64_t n = p.local_shape.numel();
-  if (p.data.dtype == DType::kFloat32) {
-    std::copy(shard, shard + n, p.data.f32());
-    return;
-  }
-  // Host-side loading (initialisation and checkpoints go through host memory).
+  MS_CHECK(p.data.dtype == DType::kFloat32 || is_half_precision(p.data.dtype), p.spec.name,
+           ": unsupported parameter dtype");
+  // Initialisation and checkpoints go through host memory: the values in the parameter's
+  // storage format on the host, then into the parameter (a transfer on a device).
+  std::vector<uint16_t> half;
+  const void* values = shard;
   if (p.data.dtype == DType::kFloat16) {
-    auto* out = static_cast<fp16*>(p.data.data);
-    for (int64_t i = 0; i < n; ++i) out[i] = float_to_fp16(shard[i]);
-    return;
+    half.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) half[static_cast<size_t>(i)] = float_to_fp16(shard[i]).bits;
+    values = half.data();
+  } else if (p.data.dtype == DType::kBFloat16) {
+    half.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) half[static_cast<size_t>(i)] = float_to_bf16(shard[i]).bits;
+    values = half.data();
   }
-  MS_CHECK(p.data.dtype == DType::kBFloat16, p.spec.name, ": unsupported parameter dtype");
-  for (int64_t i = 0; i < n; ++i) p.data.bf()[i] = float_to_bf16(shard[i]);
+  if (backend != nullptr) {
+    backend->kernels.copy_to_device(backend->context, p.data.data, values, p.data.nbytes());
+  } else {
+    std::memcpy(p.data.data, values, static_cast<size_t>(p.data.nbytes()));
+  }
 }
 
-void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size) {
+void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size, const Backend* backend) {
   std::vector<float> shard(static_cast<size_t>(p.local_shape.numel()));
   slice_for_rank(shard.data(), full, p.spec, tp_rank, tp_size);
-  set_parameter_from_shard(p, shard.data());
+  set_parameter_from_shard(p, shard.data(), backend);
 }
 
 void init_full_tensor(float* full, const ParameterSpec& spec, uint64_t seed) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/backend.h"
 #include "parallel/parallel_state.h"
 
 namespace mindspeed {
@@ -119,10 +120,12 @@ void slice_for_rank(float* out, const float* full, const ParameterSpec& spec, in
 /// The inverse: writes this rank's shard into its place in the full tensor.
 void unslice_from_rank(float* full, const float* shard, const ParameterSpec& spec, int tp_rank,
                        int tp_size);
-/// Stores this rank's shard (local shape) into the parameter (fp32 or bf16 storage).
-void set_parameter_from_shard(Parameter& p, const float* shard);
+/// Stores this rank's shard (local shape) into the parameter (fp32, bf16 or fp16 storage): with
+/// a backend through its transfer (the parameter in device memory), else by the host.
+void set_parameter_from_shard(Parameter& p, const float* shard, const Backend* backend = nullptr);
 /// Stores this rank's shard of the full tensor into the parameter (fp32 or bf16 storage).
-void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size);
+void set_parameter_from_full(Parameter& p, const float* full, int tp_rank, int tp_size,
+                             const Backend* backend = nullptr);
 /// Generates the full tensor from (seed, hash of the name): every parallel layout slices the
 /// same master weight, like Megatron's --use-cpu-initialization.
 void init_full_tensor(float* full, const ParameterSpec& spec, uint64_t seed);

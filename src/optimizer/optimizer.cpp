@@ -101,9 +101,9 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
   const DType moment_dtype = config.o2_optimizer ? DType::kBFloat16 : DType::kFloat32;
   if (workspace) {
     const int64_t rows = half_grads ? kWorkspaceRows : kGradRow;  // the gradient row only when used
-    workspace_ = Tensor::zeros(alloc, Shape{rows * kWorkspaceElements}, DType::kFloat32, MemoryCategory::kWorkspace);
+    workspace_ = device_zeros(backend, alloc, Shape{rows * kWorkspaceElements}, DType::kFloat32, MemoryCategory::kWorkspace);
   }
-  if (config.ema()) ema_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
+  if (config.ema()) ema_ = device_zeros(backend, alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
   if (swap_tier_) {
     // Each slice is made resident, filled (master from the 16-bit weights, zero moments) and
     // written out before the next is made, so the state is never all resident at once.
@@ -124,15 +124,15 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
     }
     return;
   }
-  exp_avg_ = Tensor::zeros(alloc, Shape{shard_numel_}, moment_dtype, MemoryCategory::kOptimizerState);
-  exp_avg_sq_ = Tensor::zeros(alloc, Shape{shard_numel_}, moment_dtype, MemoryCategory::kOptimizerState);
+  exp_avg_ = device_zeros(backend, alloc, Shape{shard_numel_}, moment_dtype, MemoryCategory::kOptimizerState);
+  exp_avg_sq_ = device_zeros(backend, alloc, Shape{shard_numel_}, moment_dtype, MemoryCategory::kOptimizerState);
   if (config.reuse_fp32_param) {
     // The master starts as the bf16 weights exactly: residual zero, no exceptions.
-    reuse_residual_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kBFloat16, MemoryCategory::kOptimizerState);
+    reuse_residual_ = device_zeros(backend, alloc, Shape{shard_numel_}, DType::kBFloat16, MemoryCategory::kOptimizerState);
   } else if (half_params) {
     // bf16 / fp16 params: fp32 main copies of the owned elements. fp32 params are their own
     // main copy (Megatron's FP32Optimizer / the distributed optimizer's view of an fp32 param).
-    main_params_ = Tensor::zeros(alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
+    main_params_ = device_zeros(backend, alloc, Shape{shard_numel_}, DType::kFloat32, MemoryCategory::kOptimizerState);
     for (const Segment& s : segments_) {
       widen_to_fp32(backend, param_dtype, main_params_.f32() + s.shard_offset, param_of(s), s.end - s.begin);
     }
@@ -434,24 +434,25 @@ void Optimizer::for_state_range(int64_t lo, int64_t hi, bool write_back, Fn&& fn
 
 void Optimizer::read_state(OptimizerState kind, int64_t shard_begin, int64_t n, float* out) {
   MS_CHECK(has_state(kind), "optimizer: no such state");
+  const KernelTable& k = backend_.kernels;
   if (kind == OptimizerState::kEma) {
-    std::copy(ema_.f32() + shard_begin, ema_.f32() + shard_begin + n, out);
+    k.copy_to_host(backend_.context, out, ema_.f32() + shard_begin, n * 4);
     return;
   }
   for_state_range(shard_begin, shard_begin + n, /*write_back=*/false, [&](const Piece& pc, const PieceState& st) {
-    const float* src = st.of(kind);
-    std::copy(src, src + (pc.hi - pc.lo), out + (pc.lo - shard_begin));
+    k.copy_to_host(backend_.context, out + (pc.lo - shard_begin), st.of(kind), (pc.hi - pc.lo) * 4);
   });
 }
 
 void Optimizer::write_state(OptimizerState kind, int64_t shard_begin, int64_t n, const float* in) {
   MS_CHECK(has_state(kind), "optimizer: no such state");
+  const KernelTable& k = backend_.kernels;
   if (kind == OptimizerState::kEma) {
-    std::copy(in, in + n, ema_.f32() + shard_begin);
+    k.copy_to_device(backend_.context, ema_.f32() + shard_begin, in, n * 4);
     return;
   }
   for_state_range(shard_begin, shard_begin + n, /*write_back=*/true, [&](const Piece& pc, const PieceState& st) {
-    std::copy(in + (pc.lo - shard_begin), in + (pc.hi - shard_begin), st.of(kind));
+    k.copy_to_device(backend_.context, st.of(kind), in + (pc.lo - shard_begin), (pc.hi - pc.lo) * 4);
   });
 }
 

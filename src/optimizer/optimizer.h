@@ -98,6 +98,9 @@ class Optimizer {
   /// fp32 values of state `kind` for shard-local elements [shard_begin, shard_begin + n), which
   /// lie in one segment (a checkpoint's per-parameter range).
   void read_state(OptimizerState kind, int64_t shard_begin, int64_t n, float* out /*[n]*/);
+  /// The backend whose memory the optimizer's state (and the buffers) live in; `out` / `in` of
+  /// read_state / write_state are host memory, moved through its transfers.
+  const Backend& backend() const { return backend_; }
   /// Sets them; kMainParam also sets the bf16 model weights of those elements.
   void write_state(OptimizerState kind, int64_t shard_begin, int64_t n, const float* in /*[n]*/);
   /// Element exceptions of --reuse-fp32-param now (for tests and the memory report).

@@ -25,4 +25,12 @@ std::unique_ptr<ParallelState> ParallelState::single_process() {
   return ps;
 }
 
+void ParallelState::stage_collectives_through_host(const DeviceTransfers& transfers) {
+  for (std::unique_ptr<ProcessGroup>* g : {&world_, &tp_, &pp_, &cp_, &cp_ulysses_, &cp_ring_, &dp_, &dp_cp_, &mp_,
+                                           &embedding_, &tp_cp_, &tp_dp_cp_, &ep_, &expert_tp_, &tp_ep_, &tp_ep_pp_,
+                                           &expert_dp_}) {
+    if (*g) *g = make_staged_process_group(std::move(*g), transfers);
+  }
+}
+
 }  // namespace mindspeed

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "parallel/process_group.h"
+#include "parallel/staged_process_group.h"
 
 namespace mindspeed {
 
@@ -54,6 +55,10 @@ class ParallelState {
 
   /// One process: every group has one member.
   static std::unique_ptr<ParallelState> single_process();
+
+  /// Every group behind staged collectives (parallel/staged_process_group.h): for a backend whose
+  /// buffers live in device memory and whose groups move host memory.
+  void stage_collectives_through_host(const DeviceTransfers& transfers);
 
   std::unique_ptr<ProcessGroup> world_, tp_, pp_, cp_, cp_ulysses_, cp_ring_, dp_, dp_cp_, mp_, embedding_;
   std::unique_ptr<ProcessGroup> tp_cp_, tp_dp_cp_, ep_, expert_tp_, tp_ep_, tp_ep_pp_, expert_dp_;

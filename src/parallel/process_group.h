@@ -74,8 +74,8 @@ class ProcessGroup {
   /// Sum of `value` over the group in double (loss and norm bookkeeping).
   virtual double all_reduce_scalar(double value, ReduceOp op) = 0;
 
-  const CommStats& stats() const { return stats_; }
-  void reset_stats() { stats_ = CommStats{}; }
+  virtual const CommStats& stats() const { return stats_; }
+  virtual void reset_stats() { stats_ = CommStats{}; }
 
   void all_reduce(float* data, int64_t n, ReduceOp op = ReduceOp::kSum) {
     all_reduce_async(data, n, op)->wait();

@@ -37,8 +37,8 @@ void compute_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* b, 
     ctx.k().linear_backward_weight(ctx.kc(), w->g(), b ? b->g() : nullptr, dy, x, N, in, out);
     return;
   }
-  Tensor tmp = Tensor::zeros(*ctx.alloc, Shape{out, in}, DType::kFloat32, MemoryCategory::kWorkspace);
-  Tensor tmp_b = Tensor::zeros(*ctx.alloc, Shape{b ? out : 1}, DType::kFloat32, MemoryCategory::kWorkspace);
+  Tensor tmp = device_zeros(*ctx.backend, *ctx.alloc, Shape{out, in}, DType::kFloat32, MemoryCategory::kWorkspace);
+  Tensor tmp_b = device_zeros(*ctx.backend, *ctx.alloc, Shape{b ? out : 1}, DType::kFloat32, MemoryCategory::kWorkspace);
   ctx.k().linear_backward_weight(ctx.kc(), tmp.f32(), b ? tmp_b.f32() : nullptr, dy, x, N, in, out);
   // The unfused path of a bf16 model produces the weight gradient in bf16 before adding it
   // to the fp32 main gradient (MindSpeed npu_matmul_add_fp32's note).

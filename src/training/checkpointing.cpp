@@ -382,7 +382,8 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
           const float* src = t.buffer.param_shards() != nullptr
                                  ? static_cast<const float*>(t.buffer.param_shards()) + r.shard
                                  : static_cast<const float*>(t.buffer.param_data()) + p->buffer_offset + r.lo;
-          std::copy(src, src + n, values.begin());
+          const Backend& b = t.optimizer.backend();
+          b.kernels.copy_to_host(b.context, values.data(), src, n * 4);
         } else {
           t.optimizer.read_state(state, r.shard, n, values.data());
         }
@@ -433,7 +434,7 @@ StatusOr<RankSnapshot> take_snapshot(const CheckpointTarget& t, const Configs& c
     const MegatronProgress progress{state.iteration, state.consumed_train_samples,
                                     state.consumed_valid_samples,
                                     state.floating_point_operations_so_far};
-    MS_ASSIGN_OR_RETURN(snap.megatron, megatron_rank_file_of(configs, t.registry, t.ps, progress));
+    MS_ASSIGN_OR_RETURN(snap.megatron, megatron_rank_file_of(configs, t.registry, t.ps, t.optimizer.backend(), progress));
     snap.tp_rank = t.ps.tp_rank;
     snap.pp_rank = t.ps.pp_rank;
     snap.pp_size = t.ps.sizes.pipeline;
@@ -709,6 +710,7 @@ Status save_checkpoint(const std::string& dir, const CheckpointState& state, con
 StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs& configs,
                                           const CheckpointTarget& target, const CheckpointLoadOptions& options) {
   ProcessGroup& world = target.ps.world();
+  const Backend& backend = target.optimizer.backend();
   auto load_local = [&]() -> StatusOr<CheckpointState> {
     std::string iteration_dir;
     if (options.ckpt_step >= 0) {
@@ -757,16 +759,17 @@ StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs&
           // fp32: the buffer, or (FSDP optim_grads_params) this rank's shards of it.
           if (target.buffer.param_shards() != nullptr) {
             for (const OwnedRange& r : owned_by_optimizer) {
-              std::copy(mine.begin() + r.lo, mine.begin() + r.hi, static_cast<float*>(target.buffer.param_shards()) + r.shard);
+              backend.kernels.copy_to_device(backend.context, static_cast<float*>(target.buffer.param_shards()) + r.shard,
+                                             mine.data() + r.lo, (r.hi - r.lo) * 4);
             }
           } else {
-            std::copy(mine.begin(), mine.end(), p.data.f32());
+            backend.kernels.copy_to_device(backend.context, p.data.f32(), mine.data(), n * 4);
           }
           continue;
         }
         // 16-bit weights of the whole local slice (unless only shards exist), then the master
         // (which sets the owned 16-bit weights too) and the optimizer state of the owned ranges.
-        if (is_param && target.buffer.param_shards() == nullptr) set_parameter_from_shard(p, mine.data());
+        if (is_param && target.buffer.param_shards() == nullptr) set_parameter_from_shard(p, mine.data(), &backend);
         for (const OwnedRange& r : owned_by_optimizer) {
           target.optimizer.write_state(state, r.shard, r.hi - r.lo, mine.data() + r.lo);
         }

@@ -426,6 +426,7 @@ Status MegatronRankFile::write(const std::string& dir, int tp_rank, int pp_rank,
 StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(const Configs& c,
                                                                 const ParameterRegistry& registry,
                                                                 const ParallelState& ps,
+                                                                const Backend& backend,
                                                                 const MegatronProgress& progress) {
   if (ps.dp_cp().rank() != 0) return std::optional<MegatronRankFile>();
   const ParallelConfig& parallel = c.parallel;
@@ -474,23 +475,19 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(const Configs& c
       for (int d = 0; d < p.local_shape.ndim(); ++d) tensor.shape.push_back(p.local_shape[d]);
       const int64_t n = p.local_shape.numel();
       tensor.values.resize(static_cast<size_t>(n));
-      switch (p.data.dtype) {
-        case DType::kFloat32:
-          std::copy(p.data.f32(), p.data.f32() + n, tensor.values.begin());
-          break;
-        case DType::kBFloat16:
-          for (int64_t i = 0; i < n; ++i)
-            tensor.values[static_cast<size_t>(i)] = bf16_to_float(p.data.bf()[i]);
-          break;
-        case DType::kFloat16: {
-          const auto* half = static_cast<const fp16*>(p.data.data);
-          for (int64_t i = 0; i < n; ++i)
-            tensor.values[static_cast<size_t>(i)] = fp16_to_float(half[i]);
-          break;
+      // The weights as stored (on a device, through its transfer), widened on the host.
+      if (p.data.dtype == DType::kFloat32) {
+        backend.kernels.copy_to_host(backend.context, tensor.values.data(), p.data.data, n * 4);
+      } else if (is_half_precision(p.data.dtype)) {
+        std::vector<uint16_t> bits(static_cast<size_t>(n));
+        backend.kernels.copy_to_host(backend.context, bits.data(), p.data.data, n * 2);
+        for (int64_t i = 0; i < n; ++i) {
+          const uint16_t b = bits[static_cast<size_t>(i)];
+          tensor.values[static_cast<size_t>(i)] =
+              p.data.dtype == DType::kBFloat16 ? bf16_to_float(bf16{b}) : fp16_to_float(fp16{b});
         }
-        default:
-          return internal_error("parameter ", p.spec.name, " is stored as ",
-                                dtype_name(p.data.dtype));
+      } else {
+        return internal_error("parameter ", p.spec.name, " is stored as ", dtype_name(p.data.dtype));
       }
       file.add(chunk, place->name, std::move(tensor));
     }

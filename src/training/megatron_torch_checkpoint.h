@@ -30,6 +30,7 @@
 #include "config/configs.h"
 #include "config/model_config.h"
 #include "config/pipeline_layout.h"
+#include "kernels/backend.h"
 #include "core/status.h"
 #include "module/parameter.h"
 
@@ -136,6 +137,7 @@ struct MegatronProgress {
 StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(const Configs& c,
                                                                 const ParameterRegistry& registry,
                                                                 const ParallelState& ps,
+                                                                const Backend& backend,
                                                                 const MegatronProgress& progress);
 
 }  // namespace mindspeed

@@ -23,14 +23,14 @@ int64_t nonfinite_weights(const Parameter& p, const Backend& backend, Allocator&
 }
 
 // Non-finite elements of a parameter's gradient (fp32, or 16-bit: --o2-gradient, --fp16).
-int64_t nonfinite_grads(const Parameter& p, const Backend& backend) {
+int64_t nonfinite_grads(const Parameter& p, const Backend& backend, Allocator& alloc) {
   // FSDP optim_grads: the full gradient exists only during the unit's backward.
   if (p.main_grad.empty()) return 0;
   const int64_t n = p.local_shape.numel();
   if (p.main_grad.dtype == DType::kFloat32) return backend.kernels.count_nonfinite(backend.context, p.g(), n);
-  std::vector<float> wide(static_cast<size_t>(n));
-  widen_to_fp32(backend, p.main_grad.dtype, wide.data(), p.main_grad.data, n);
-  return backend.kernels.count_nonfinite(backend.context, wide.data(), n);
+  Tensor wide(alloc, Shape{n}, DType::kFloat32, MemoryCategory::kWorkspace);
+  widen_to_fp32(backend, p.main_grad.dtype, wide.f32(), p.main_grad.data, n);
+  return backend.kernels.count_nonfinite(backend.context, wide.f32(), n);
 }
 
 std::string rank_list(const std::vector<float>& flags, int stride, int field) {
@@ -43,8 +43,8 @@ std::string rank_list(const std::vector<float>& flags, int stride, int field) {
 
 }  // namespace
 
-Status check_weights_finite(const ParameterRegistry& registry, const Backend& backend, const std::string& source) {
-  Allocator alloc;
+Status check_weights_finite(const ParameterRegistry& registry, const Backend& backend, Allocator& alloc,
+                            const std::string& source) {
   for (const auto& p : registry.params()) {
     const int64_t bad = nonfinite_weights(*p, backend, alloc);
     if (bad > 0) {
@@ -65,7 +65,7 @@ Status diagnose_non_finite(const ParameterRegistry& registry, const ParallelStat
   const auto& params = registry.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const Parameter& p = *params[i];
-    if (mine[1] == 0.0f && nonfinite_grads(p, backend) > 0) mine[1] = static_cast<float>(i + 1);
+    if (mine[1] == 0.0f && nonfinite_grads(p, backend, alloc) > 0) mine[1] = static_cast<float>(i + 1);
     if (mine[2] == 0.0f && nonfinite_weights(p, backend, alloc) > 0) mine[2] = 1.0f;
   }
   ProcessGroup& world = ps.world();

@@ -25,6 +25,7 @@ Status diagnose_non_finite(const ParameterRegistry& registry, const ParallelStat
 
 /// InvalidArgument naming the first parameter of `registry` holding a NaN or infinity
 /// (`source`: where the weights came from, e.g. the checkpoint directory).
-Status check_weights_finite(const ParameterRegistry& registry, const Backend& backend, const std::string& source);
+Status check_weights_finite(const ParameterRegistry& registry, const Backend& backend, Allocator& alloc,
+                            const std::string& source);
 
 }  // namespace mindspeed

@@ -26,6 +26,7 @@
 #include "distributed/param_and_grad_buffer.h"
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/hf_checkpoint.h"
+#include "module/device_transfers.h"
 #include "optimizer/lr_scheduler.h"
 #include "optimizer/optimizer.h"
 #include "tokenizer/tokenizer.h"
@@ -130,7 +131,7 @@ StatusOr<T> agreed(ProcessGroup& world, StatusOr<T> local) {
 // One global batch of this rank's micro-batches, with their token ids checked; false when the
 // data ran out.
 StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, const ParallelState& ps, int64_t num_micro,
-                                 std::vector<MicroBatch>& out) {
+                                 const ForwardContext& ctx, std::vector<MicroBatch>& out) {
   out.clear();
   GptBatch batch;
   for (int64_t m = 0; m < num_micro; ++m) {
@@ -151,6 +152,7 @@ StatusOr<bool> next_global_batch(GptDataLoader& loader, const Configs& c, const 
       // Every rank of a context-parallel group reads the same samples and keeps its share.
       mb = get_batch_on_this_cp_rank(mb, CpSplit(c.parallel.cp, ps.sizes.context, mb.T), ps.cp_rank);
     }
+    upload_micro_batch(mb, *ctx.backend, *ctx.alloc);  // a device's kernels read its copies
     out.push_back(std::move(mb));
   }
   return true;
@@ -189,7 +191,7 @@ StatusOr<double> evaluate(const GPTModelChunks& model, const ForwardContext& ctx
   LossSums sums;
   std::vector<MicroBatch> mbs;
   for (int64_t i = 0; i < c.training.eval_iters; ++i) {
-    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(loader, c, ps, num_micro, mbs)));
+    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(loader, c, ps, num_micro, ctx, mbs)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
                                               : failed_precondition("the validation/test data ran out after ", i,
                                                                     " of --eval-iters (", c.training.eval_iters,
@@ -204,7 +206,7 @@ StatusOr<double> evaluate(const GPTModelChunks& model, const ForwardContext& ctx
 // Megatron-LM's --ckpt-format torch checkpoint into this rank's parameters (before the
 // optimizer exists, as a Hugging Face import): the weights, and the progress unless
 // --finetune. Its optimizer state is not read, so that has to be asked for explicitly.
-Status load_megatron_weights(const Configs& c, const ParallelState& ps, const ParameterRegistry& registry,
+Status load_megatron_weights(const Configs& c, const ParallelState& ps, const ParameterRegistry& registry, const Backend& backend,
                              CheckpointState* start) {
   MS_ASSIGN_OR_RETURN(MegatronTorchCheckpoint ckpt, MegatronTorchCheckpoint::open(c.training.load));
   MS_RETURN_IF_ERROR(ckpt.check_model_matches(c.model));
@@ -222,7 +224,7 @@ Status load_megatron_weights(const Configs& c, const ParallelState& ps, const Pa
     // Re-padded for this run's tensor-parallel size: the rows are kept, padding added or cut.
     if (vocab) full.resize(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
     const ShardCoords at = shard_coords(p->spec, ps);
-    set_parameter_from_full(*p, full.data(), at.rank, at.count);
+    set_parameter_from_full(*p, full.data(), at.rank, at.count, &backend);
   }
   if (!c.training.finetune) {
     start->iteration = ckpt.iteration();
@@ -313,6 +315,33 @@ class ProfileWindow {
   bool open_ = false;
 };
 
+// The backend of --device: one GPU per rank with cuda, the local rank's (LOCAL_RANK's under a
+// torchrun-style launch, the MPI node-local rank otherwise) modulo the GPUs this process sees.
+// Ranks sharing a GPU work (the collectives are staged through host memory), with a note.
+namespace {
+StatusOr<Backend> select_run_backend(const Configs& c, const KernelOptions& kopts, const MpiWorld& world) {
+  const int threads = c.training.num_threads > 0 ? c.training.num_threads : default_threads_per_rank(world.local_size);
+  CudaOptions cuda;
+  cuda.allow_tf32 = c.training.allow_tf32;
+  if (c.training.device == DeviceKind::kCuda) {
+    const DeviceProbe probe = probe_devices();
+    if (!probe.cuda_built || probe.cuda_devices == 0) {
+      return failed_precondition("--device cuda: ", probe.reason.empty() ? "no GPU" : probe.reason);
+    }
+    const char* local = std::getenv("LOCAL_RANK");
+    const int local_rank = local != nullptr ? std::atoi(local) : world.local_rank;
+    cuda.device = local_rank % probe.cuda_devices;
+    if (world.local_rank == 0) {
+      log_info("> --device cuda: ", probe.cuda_devices, " GPU(s) visible: ", probe.names.front(),
+               world.local_size > probe.cuda_devices
+                   ? str_cat("; ", world.local_size, " ranks on this node share them (collectives staged through host)")
+                   : std::string());
+    }
+  }
+  return select_device_backend(c.training.device, kopts, threads, cuda);
+}
+}  // namespace
+
 StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer_from_config(const DataConfig& data) {
   return build_tokenizer(tokenizer_options_of(data));
 }
@@ -337,8 +366,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   }
   KernelOptions kopts = kernel_options(c.training, c.parallel);
   kopts.profile_kernels = profiler::selected() && c.training.profile.level != profiler::Level::kLevel0;
-  const Backend backend = select_backend(
-      kopts, c.training.num_threads > 0 ? c.training.num_threads : default_threads_per_rank(world.local_size));
+  MS_ASSIGN_OR_RETURN(const Backend backend, agreed(ps.world(), select_run_backend(c, kopts, world)));
+  // On a device the buffers live in its memory; the MPI groups move host memory: stage them.
+  if (!backend.unified_memory()) ps_owner->stage_collectives_through_host(device_transfers(backend));
   const KernelTable& kernels = backend.kernels;
   const int threads = backend.context.num_threads;
   if (c.training.deterministic_mode) set_deterministic_threads();
@@ -356,7 +386,10 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     }
   }
 
-  Allocator alloc;
+  // Every tensor of the model, its gradients and optimizer state and its activations lives in the
+  // backend's memory (the GPU's with --device cuda); host code reaches it through transfers.
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<MemorySource> device_memory, agreed(ps.world(), device_memory_source(backend)));
+  Allocator alloc(std::move(device_memory));
   ParameterRegistry registry;
   // This rank's pipeline stages (validated): the layer split and the schedule.
   // Micro-batches per iteration: constant, or following --rampup-batch-size (Megatron's
@@ -389,6 +422,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   BufferOptions bopts;
   bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : c.training.fp16 ? DType::kFloat16 : DType::kFloat32;
   bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
+  bopts.backend = &backend;
   bopts.data_parallel_size = ps.dp_cp().size();
   bopts.expert_data_parallel_size = ps.expert_dp().size();
   // FSDP units; the transient fp32 gradients of a 16-bit gradient buffer (--o2-gradient; --fp16
@@ -418,18 +452,18 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       MS_RETURN_IF_ERROR(
           agreed(ps.world(), check_hf_model_type(c.training.load, c.training.model_type_hf)));
     }
-    MS_RETURN_IF_ERROR(agreed(ps.world(), load_hf_checkpoint(c.training.load, model[0], ps)));
-    MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), load_hf_checkpoint(c.training.load, model[0], ps, &backend)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, alloc, c.training.load)));
     if (log_rank0) log_info("> loaded Hugging Face checkpoint from ", c.training.load);
   } else if (load_megatron) {
-    MS_RETURN_IF_ERROR(agreed(ps.world(), load_megatron_weights(c, ps, registry, &megatron_start)));
-    MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), load_megatron_weights(c, ps, registry, backend, &megatron_start)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, alloc, c.training.load)));
     if (log_rank0) {
       log_info("> loaded the weights of the Megatron-LM checkpoint ", c.training.load, " (--ckpt-format torch) at iteration ",
                megatron_start.iteration);
     }
   } else {
-    initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps);
+    initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps, &backend);
   }
   // Dense parameters summed over tensor x pipeline, routed experts over expert tensor x
   // expert x pipeline (each counted once).
@@ -495,7 +529,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       lo.finetune = c.training.finetune;
       lo.ckpt_step = c.training.ckpt_step;
       MS_ASSIGN_OR_RETURN(start, load_checkpoint(c.training.load, c, checkpoint_target, lo));
-      MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, c.training.load)));
+      MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, alloc, c.training.load)));
       if (log_rank0) {
         log_info("> loaded checkpoint from ", c.training.load, " at iteration ", start.iteration,
                  c.training.finetune ? " (--finetune: weights only, starting at iteration 0)" : "");
@@ -676,7 +710,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     const double lr_now = lr_counts_samples ? scheduler.lr(progress.consumed_train_samples - progress.skipped_samples)
                                        : scheduler.lr(it - 1 - progress.skipped_iterations);
     std::optional<profiler::CpuScope> data_slice(std::in_place, "get batch");
-    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, ps, num_micro, mbs)));
+    MS_ASSIGN_OR_RETURN(const bool got, agreed(ps.world(), next_global_batch(train_loader, c, ps, num_micro, ctx, mbs)));
     data_slice.reset();
     MS_RETURN_IF_ERROR(agreed(ps.world(), got ? ok_status()
                                               : failed_precondition("the training data ran out at iteration ", it)));

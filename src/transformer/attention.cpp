@@ -8,11 +8,17 @@
 #include <cmath>
 
 namespace mindspeed {
+namespace {
+// A RoPE table where the context's kernels read it, or null without rotary embedding.
+const float* rope_table(const ForwardContext& ctx, const ConstantTable* table) {
+  return table != nullptr ? table->on(*ctx.backend, *ctx.alloc) : nullptr;
+}
+}  // namespace
 
 SelfAttention::SelfAttention(ParameterRegistry& registry, const std::string& prefix,
                              const ModelConfig& config, int64_t layer_index, int tp_size,
-                             int tp_rank, bool sequence_parallel, const float* rope_cos,
-                             const float* rope_sin)
+                             int tp_rank, bool sequence_parallel, const ConstantTable* rope_cos,
+                             const ConstantTable* rope_sin)
     : linear_qkv_(registry, prefix + ".linear_qkv", config.hidden_size, config.qkv_size(),
                   LinearOptions{.bias = config.qkv_bias(), .init_std = config.init_method_std},
                   tp_size),
@@ -34,7 +40,7 @@ SelfAttention::SelfAttention(ParameterRegistry& registry, const std::string& pre
       rope_cos_(rope_cos),
       rope_sin_(rope_sin) {
   if (config.position_embedding_type == PositionEmbeddingType::kAlibi) {
-    alibi_slopes_ = alibi_slopes_for_rank(config.num_attention_heads, tp_size, tp_rank);
+    alibi_slopes_ = ConstantTable(alibi_slopes_for_rank(config.num_attention_heads, tp_size, tp_rank));
     const StatusOr<AlibiKernelForm> form =
         alibi_kernel_form({.fusion_attn_type = config.alibi_fusion_attn_type,
                            .diagonal_opposite = config.alibi_diagonal_opposite,
@@ -60,12 +66,12 @@ AttentionDims SelfAttention::dims(const MicroBatch& mb) const {
   return d;
 }
 
-AttentionMask SelfAttention::mask(const MicroBatch& mb) const {
+AttentionMask SelfAttention::mask(const ForwardContext& ctx, const MicroBatch& mb) const {
   AttentionMask m;
-  m.doc_start = mb.doc_start.empty() ? nullptr : mb.doc_start.data();
+  m.doc_start = mb.kernel_doc_start();
   if (attention_window_ > 0) m.pre_tokens = attention_window_;
   if (!alibi_slopes_.empty()) {
-    m.alibi_slopes = alibi_slopes_.data();
+    m.alibi_slopes = alibi_slopes_.on(*ctx.backend, *ctx.alloc);
     m.alibi = alibi_form_;
   }
   return m;
@@ -108,7 +114,7 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
   Allocator& a = *ctx.alloc;
   const AttentionDims d = dims(mb);
   const int64_t N = d.T * d.B;
-  const AttentionMask mask = this->mask(mb);
+  const AttentionMask mask = this->mask(ctx, mb);
   {
     Tensor qkv(a, Shape{N, linear_qkv_.out_local()}, DType::kFloat32, MemoryCategory::kWorkspace);
     linear_qkv_.forward(ctx, x, qkv.f32(), N);
@@ -116,7 +122,7 @@ void SelfAttention::forward(const ForwardContext& ctx, const MicroBatch& mb, con
     saved.k = Tensor(a, Shape{d.B, d.NKV, d.T, d.D}, DType::kFloat32, MemoryCategory::kActivations);
     saved.v = Tensor(a, Shape{d.B, d.NKV, d.T, d.D}, DType::kFloat32, MemoryCategory::kActivations);
     ctx.k().qkv_split_rope_forward(ctx.kc(), saved.q.f32(), saved.k.f32(), saved.v.f32(), qkv.f32(),
-                                   mb.position_ids.data(), rope_cos_, rope_sin_, d.T, d.B, d.NQ,
+                                   mb.kernel_position_ids(), rope_table(ctx, rope_cos_), rope_table(ctx, rope_sin_), d.T, d.B, d.NQ,
                                    d.NKV, d.D);
     for (Tensor* t : {&saved.q, &saved.k, &saved.v}) round_if_half(ctx, *t);
   }
@@ -163,7 +169,7 @@ void SelfAttention::backward(const ForwardContext& ctx, const MicroBatch& mb, Sa
   Allocator& a = *ctx.alloc;
   const AttentionDims d = dims(mb);
   const int64_t N = d.T * d.B;
-  const AttentionMask mask = this->mask(mb);
+  const AttentionMask mask = this->mask(ctx, mb);
   if (saved.context.empty()) {  // selective core_attn recompute (same kernels, same dropout masks)
     saved.context = Tensor(a, Shape{N, d.NQ * d.D}, DType::kFloat32, MemoryCategory::kActivations);
     core_attention_forward(ctx, d, mask, dropout(ctx, mb), saved);
@@ -194,7 +200,7 @@ void SelfAttention::backward(const ForwardContext& ctx, const MicroBatch& mb, Sa
                                       saved.v.f32(), d, drop, ws.f32());
     }
     ctx.k().qkv_split_rope_backward(ctx.kc(), dqkv.f32(), dq.f32(), dk.f32(), dv.f32(),
-                                    mb.position_ids.data(), rope_cos_, rope_sin_, d.T, d.B, d.NQ,
+                                    mb.kernel_position_ids(), rope_table(ctx, rope_cos_), rope_table(ctx, rope_sin_), d.T, d.B, d.NQ,
                                     d.NKV, d.D);
   }
   linear_qkv_.backward(ctx, x, dqkv.f32(), dx, N);

@@ -25,6 +25,7 @@
 #include "inference/static_inference_context.h"
 #include "core/tensor.h"
 #include "tensor_parallel/layers.h"
+#include "module/constant_table.h"
 #include "module/forward_context.h"
 
 namespace mindspeed {
@@ -42,7 +43,7 @@ class SelfAttention {
   /// rope_cos/rope_sin: [max_positions, D/2] tables, or null without rotary embedding.
   SelfAttention(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
                 int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel,
-                const float* rope_cos, const float* rope_sin);
+                const ConstantTable* rope_cos, const ConstantTable* rope_sin);
   /// out = linear_proj(attention(linear_qkv(x))), reduced over tp, without proj bias; x and
   /// out are [N, h], or [N/tp, h] with sequence parallelism. With `inference` (no sequence
   /// parallelism, no training) the mb.T new positions start at its sequence_len_offset() and
@@ -68,7 +69,7 @@ class SelfAttention {
                          const StaticInferenceContext& inference, Saved& saved) const;
   DropoutSpec dropout(const ForwardContext& ctx, const MicroBatch& mb) const;
   /// Causal (or a sliding window), cut at document starts with EOD reset.
-  AttentionMask mask(const MicroBatch& mb) const;
+  AttentionMask mask(const ForwardContext& ctx, const MicroBatch& mb) const;
   bool use_flash(const ForwardContext& ctx) const { return ctx.k().flash_attention_forward != nullptr; }
   static bool context_parallel(const ForwardContext& ctx) { return ctx.ps->sizes.context > 1; }
 
@@ -78,10 +79,10 @@ class SelfAttention {
   int64_t heads_local_, groups_local_, head_dim_, heads_total_, head_offset_;
   float attention_dropout_;
   int64_t attention_window_;  ///< ModelConfig::attention_window (0: plain causal)
-  std::vector<float> alibi_slopes_;  ///< [heads/tp] this rank's ALiBi slopes, empty without ALiBi
+  ConstantTable alibi_slopes_;  ///< [heads/tp] this rank's ALiBi slopes, empty without ALiBi
   AlibiBias alibi_form_ = AlibiBias::kSymmetric;
-  const float* rope_cos_;
-  const float* rope_sin_;
+  const ConstantTable* rope_cos_;
+  const ConstantTable* rope_sin_;
 };
 
 }  // namespace mindspeed

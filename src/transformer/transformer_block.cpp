@@ -18,7 +18,7 @@ std::vector<Parameter*> params_since(const ParameterRegistry& registry, size_t f
 TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfig& config,
                                    const std::vector<TransformerLayerSpec>& specs, int64_t first_layer,
                                    bool post_process, int tp_size, int tp_rank, bool sequence_parallel,
-                                   const float* rope_cos, const float* rope_sin, const ExpertPlacement& experts,
+                                   const ConstantTable* rope_cos, const ConstantTable* rope_sin, const ExpertPlacement& experts,
                                    int virtual_rank, int virtual_size)
     : hidden_(config.hidden_size),
       distribute_saved_activations_(config.recompute.distribute_saved_activations && tp_size > 1),
@@ -88,7 +88,7 @@ Tensor TransformerBlock::backward(const ForwardContext& ctx, const MicroBatch& m
   const int64_t n = ctx.local_rows(mb.B * mb.T);
   Tensor dresid;
   if (post_process_) {
-    dresid = Tensor::zeros(*ctx.alloc, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    dresid = device_zeros(*ctx.backend, *ctx.alloc, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
     {
       ModuleScope scope(ctx, final_norm_params_, ModuleScope::Pass::kBackward);
       expand_to_fp32(ctx, saved.final_input);
@@ -135,7 +135,7 @@ Tensor TransformerBlock::keep_unit_input(const ForwardContext& ctx, Tensor input
   const int64_t numel = input.numel(), m = (numel + tp - 1) / tp;
   const int64_t lo = std::min(numel, ctx.ps->tp_rank * m), hi = std::min(numel, lo + m);
   const int64_t bytes = dtype_size(input.dtype());
-  Tensor part = Tensor::zeros(*ctx.alloc, Shape{m}, input.dtype(), MemoryCategory::kActivations);
+  Tensor part = device_zeros(*ctx.backend, *ctx.alloc, Shape{m}, input.dtype(), MemoryCategory::kActivations);
   if (hi > lo) {
     std::memcpy(part.data(), static_cast<const char*>(input.data()) + lo * bytes, static_cast<size_t>((hi - lo) * bytes));
   }

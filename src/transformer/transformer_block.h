@@ -41,7 +41,7 @@ class TransformerBlock {
   /// decoder.final_layernorm.
   TransformerBlock(ParameterRegistry& registry, const ModelConfig& config,
                    const std::vector<TransformerLayerSpec>& specs, int64_t first_layer, bool post_process,
-                   int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos, const float* rope_sin,
+                   int tp_size, int tp_rank, bool sequence_parallel, const ConstantTable* rope_cos, const ConstantTable* rope_sin,
                    const ExpertPlacement& experts = {}, int virtual_rank = 0, int virtual_size = 1);
 
   /// hidden [n, h] -> the last layer's output [n, h], or with post_process the final

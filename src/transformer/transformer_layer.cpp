@@ -10,8 +10,8 @@ std::string layer_prefix(int64_t index) { return "decoder.layers." + std::to_str
 
 TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfig& config,
                                    const TransformerLayerSpec& spec, int64_t layer_index, int tp_size,
-                                   int tp_rank, bool sequence_parallel, const float* rope_cos,
-                                   const float* rope_sin, const ExpertPlacement& experts)
+                                   int tp_rank, bool sequence_parallel, const ConstantTable* rope_cos,
+                                   const ConstantTable* rope_sin, const ExpertPlacement& experts)
     : layer_index_(layer_index), hidden_(config.hidden_size), hidden_dropout_(config.hidden_dropout) {
   if (spec.noop) return;
   const std::string prefix = layer_prefix(layer_index);
@@ -60,7 +60,7 @@ DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const 
   spec.first_sample = mb.first_sample;
   spec.seq_total = mb.sample_length();
   spec.t_offset = ctx.sequence_offset(mb.T);
-  spec.seq_index = mb.seq_index.empty() ? nullptr : mb.seq_index.data();
+  spec.seq_index = mb.kernel_seq_index();
   return spec;
 }
 

@@ -55,8 +55,8 @@ class TransformerLayer {
 
   /// layer_index: global 0-based index (Megatron's layer_number - 1).
   TransformerLayer(ParameterRegistry& registry, const ModelConfig& config, const TransformerLayerSpec& spec,
-                   int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel, const float* rope_cos,
-                   const float* rope_sin, const ExpertPlacement& experts = {});
+                   int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel, const ConstantTable* rope_cos,
+                   const ConstantTable* rope_sin, const ExpertPlacement& experts = {});
   bool is_noop() const { return self_attention_ == nullptr; }
   /// What this layer drops after forward and rebuilds in backward (`full` is the block's).
   void set_recompute(const LayerRecompute& recompute, const RecomputeConfig::SwapModules& swap_modules = {});

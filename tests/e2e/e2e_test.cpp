@@ -566,6 +566,51 @@ TEST(EndToEnd, HuggingFaceMoeCheckpointLoadsUnderEveryExpertLayout) {
   }
 }
 
+// The fenced device (--device cpu-fenced: the CPU kernels over memory that host code cannot
+// touch outside a kernel, and kernels refusing host memory) runs the engine as a GPU would, with
+// every collective staged through host memory: each layout logs the bits of its CPU run (dropout
+// on), so the host/device boundary the CUDA backend needs holds for these paths -- the GPT and
+// LLaMA families, bf16 and fp16, TP with SP, DP with the distributed optimizer and overlaps, 1F1B
+// and interleaved pipelines, TP x PP, a checkpoint saved and resumed on the device, EOD resets.
+TEST(EndToEnd, FencedDeviceRunsLogTheBitsOfTheCpuRuns) {
+  const mindspeed::testing::ScratchDir scratch("e2e_fenced");
+  const std::string llama = " --swiglu --normalization RMSNorm --position-embedding-type rope"
+                            " --untie-embeddings-and-output-weights --disable-bias-linear --group-query-attention"
+                            " --num-query-groups 2";
+  const std::string base = kTiny + " --num-layers 4 --global-batch-size 8 --train-iters 4 --lr-warmup-iters 1 --log-interval 1"
+                                   " --eval-interval 2 --eval-iters 1";
+  const std::vector<std::pair<int, std::string>> layouts = {
+      {1, ""},
+      {1, llama + " --fp16 --initial-loss-scale 4096 --reset-position-ids --reset-attention-mask --eod-mask-loss"},
+      {2, " --tensor-model-parallel-size 2 --sequence-parallel" + llama},
+      {2, " --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --bf16"},
+      {2, " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"},
+      {4, " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16 --use-distributed-optimizer" + llama},
+  };
+  for (const auto& [np, layout] : layouts) {
+    const std::string launch = np == 1 ? kBin : kMpirun + " -np " + std::to_string(np) + " " + kBin;
+    const Result cpu = run(launch + base + layout);
+    const Result fenced = run(launch + base + layout + " --device cpu-fenced");
+    ASSERT_EQ(cpu.exit_code, 0) << layout << "\n" << cpu.output;
+    ASSERT_EQ(fenced.exit_code, 0) << layout << "\n" << fenced.output;
+    const auto want = logged_numbers(cpu.output);
+    ASSERT_GE(want.size(), 8u) << cpu.output;
+    EXPECT_EQ(logged_numbers(fenced.output), want) << layout;
+  }
+  // Saved on the device and resumed there: the bits of the uninterrupted device run.
+  const std::string dir = scratch.file("ckpt");
+  const std::string args = base + " --bf16 --use-distributed-optimizer --device cpu-fenced";
+  const Result straight = run(kBin + args);
+  const Result first = run(kBin + args + " --exit-interval 2 --save " + dir);
+  const Result resumed = run(kBin + args + " --load " + dir);
+  for (const Result* r : {&straight, &first, &resumed}) ASSERT_EQ(r->exit_code, 0) << r->output;
+  const auto want = logged_losses(straight.output), got = logged_losses(resumed.output);
+  ASSERT_EQ(want.size(), 4u);
+  ASSERT_EQ(got.size(), 2u) << resumed.output;
+  EXPECT_EQ(got[0], want[2]);
+  EXPECT_EQ(got[1], want[3]);
+}
+
 TEST(EndToEnd, DryRunPrintsA1024RankLayout) {
   const Result r = run(kBin + " --dry-run-world-size 1024 --tensor-model-parallel-size 8 "
                               "--pipeline-model-parallel-size 4");

@@ -61,9 +61,9 @@ TEST(NonFiniteCheck, TellsTheForwardPassFromWeightsThatWereAlreadyBad) {
 
 TEST(NonFiniteCheck, LoadedWeightsAreRefusedByTensorName) {
   Rig rig;
-  EXPECT_TRUE(check_weights_finite(rig.registry, rig.backend, "/ckpt").ok());
+  EXPECT_TRUE(check_weights_finite(rig.registry, rig.backend, rig.alloc, "/ckpt").ok());
   rig.param(1).data.f32()[5] = kNaN;
-  const Status s = check_weights_finite(rig.registry, rig.backend, "/ckpt");
+  const Status s = check_weights_finite(rig.registry, rig.backend, rig.alloc, "/ckpt");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("decoder.layers.0.mlp.linear_fc1.weight"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("/ckpt"), std::string::npos) << s.message();

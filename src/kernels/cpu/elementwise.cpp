@@ -127,6 +127,10 @@ void copy_bytes(const KernelContext& kc, void* dst, const void* src, int64_t byt
   if (bytes > 0 && dst != src) std::memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
+void zero_bytes(const KernelContext& kc, void* x, int64_t bytes) {
+  if (bytes > 0) std::memset(x, 0, static_cast<size_t>(bytes));
+}
+
 void synchronize(const KernelContext& kc) {}
 
 }  // namespace mindspeed::cpu

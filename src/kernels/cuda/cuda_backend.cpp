@@ -122,6 +122,8 @@ StatusOr<Backend> select_cuda_backend(const KernelOptions& options,
   backend.context.num_threads = 1;
   backend.context.stream = s.stream;
   backend.context.device = &s;
+  backend.device = DeviceKind::kCuda;
+  backend.cuda_device = s.device;
   backend.owner = std::move(owned);
   return backend;
 }

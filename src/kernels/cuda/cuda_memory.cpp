@@ -76,4 +76,13 @@ StatusOr<std::unique_ptr<MemorySource>> cuda_pinned_host_memory() {
   return std::unique_ptr<MemorySource>(std::make_unique<CudaPinnedHostMemory>());
 }
 
+bool cuda_is_device_pointer(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
 }  // namespace mindspeed

@@ -214,12 +214,17 @@ void copy_bytes(const KernelContext& kc, void* dst, const void* src, int64_t byt
                                 stream_of(kc)));
 }
 
+void zero_bytes(const KernelContext& kc, void* x, int64_t bytes) {
+  if (bytes > 0) MS_CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(bytes), stream_of(kc)));
+}
+
 void synchronize(const KernelContext& kc) { MS_CUDA_CHECK(cudaStreamSynchronize(stream_of(kc))); }
 
 void fill_elementwise_kernels(KernelTable& t) {
   t.copy_to_device = copy_to_device;
   t.copy_to_host = copy_to_host;
   t.copy_bytes = copy_bytes;
+  t.zero_bytes = zero_bytes;
   t.synchronize = synchronize;
   t.fill_zero = fill_zero;
   t.copy = copy;

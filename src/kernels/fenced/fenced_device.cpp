@@ -9,8 +9,11 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <string_view>
+#include <type_traits>
 
 #include "core/check.h"
+#include "core/str_cat.h"
 
 namespace mindspeed::fenced {
 namespace {
@@ -121,16 +124,58 @@ class FencedMemory final : public MemorySource {
 
 KernelTable g_inner;  // the table the wrappers call (one fenced backend per process)
 
+// A kernel argument that points at host memory although it should be device memory: what a
+// GPU kernel could not read. Fatal, naming the op and the argument.
+void check_device_argument(const char* op, int index, const void* ptr) {
+  if (ptr != nullptr && !Arena::instance().contains(ptr)) {
+    fatal(str_cat("fenced device: argument ", index, " of kernel ", op, " is host memory (", ptr,
+                  "); on a device it must be device memory (copy it with copy_to_device first)"));
+  }
+}
+
+// Checks one argument: pointers (unless the op's contract keeps that one in host memory), and
+// the device pointers inside DropoutSpec and AttentionMask.
+template <typename T>
+void check_argument(const char* op, int index, uint32_t host_arguments, const T& arg) {
+  if constexpr (std::is_pointer_v<T>) {
+    if ((host_arguments >> index & 1u) == 0) check_device_argument(op, index, arg);
+  } else if constexpr (std::is_same_v<T, DropoutSpec>) {
+    check_device_argument(op, index, arg.seq_index);
+  } else if constexpr (std::is_same_v<T, AttentionMask>) {
+    for (const void* p : {static_cast<const void*>(arg.doc_start), static_cast<const void*>(arg.q_pos),
+                          static_cast<const void*>(arg.k_pos), static_cast<const void*>(arg.prefix),
+                          static_cast<const void*>(arg.alibi_slopes)}) {
+      check_device_argument(op, index, p);
+    }
+  }
+}
+
 template <auto Member>
 struct Fenced;
 
 template <typename R, typename... A, R (*KernelTable::*Member)(A...)>
 struct Fenced<Member> {
+  static inline const char* name = "";
+  static inline uint32_t host_arguments = 0;  ///< bit i: argument i is host memory by contract
+
   static R call(A... a) {
+    int index = 0;
+    (check_argument(name, index++, host_arguments, a), ...);
     FenceOpen open;
     return (g_inner.*Member)(a...);
   }
 };
+
+// The arguments that are host memory by the kernel table's contract (kernels/cuda/cuda_kernels.h):
+// masked_sums' sums, the grouped GEMMs' weight-pointer arrays and counts, the transfers' host side.
+uint32_t host_arguments_of(std::string_view op) {
+  if (op == "masked_sums") return 1u << 1;
+  if (op == "grouped_gemm_forward" || op == "grouped_gemm_backward_input") return 1u << 3 | 1u << 4;
+  if (op == "grouped_gemm_backward_weight") return 1u << 1 | 1u << 4;
+  if (op == "copy_to_device") return 1u << 2;
+  if (op == "copy_to_host") return 1u << 1;
+  return 0;
+}
 
 }  // namespace
 
@@ -144,8 +189,12 @@ bool is_device_pointer(const void* ptr) { return Arena::instance().contains(ptr)
 KernelTable fenced_kernels(const KernelTable& inner) {
   g_inner = inner;
   KernelTable t = inner;
-#define MS_FENCE_KERNEL_OP(op) \
-  if (t.op != nullptr) t.op = &Fenced<&KernelTable::op>::call;
+#define MS_FENCE_KERNEL_OP(op)                                                  \
+  if (t.op != nullptr) {                                                        \
+    Fenced<&KernelTable::op>::name = #op;                                       \
+    Fenced<&KernelTable::op>::host_arguments = host_arguments_of(#op);          \
+    t.op = &Fenced<&KernelTable::op>::call;                                     \
+  }
   MS_KERNEL_OPS(MS_FENCE_KERNEL_OP)
 #undef MS_FENCE_KERNEL_OP
   return t;

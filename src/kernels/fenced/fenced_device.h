@@ -21,7 +21,9 @@ std::unique_ptr<MemorySource> device_memory();
 /// True when `ptr` lies in the fenced arena.
 bool is_device_pointer(const void* ptr);
 /// `inner` with every op opening the fence around its call (nested calls and calls from
-/// several threads keep it open until the last one returns).
+/// several threads keep it open until the last one returns). Each call also checks that its
+/// pointer arguments (and those inside DropoutSpec and AttentionMask) are device memory, but
+/// for the ones the kernel table's contract keeps on the host: a GPU kernel could read no other.
 KernelTable fenced_kernels(const KernelTable& inner);
 
 /// Opens the fence for the lifetime of the object (what each wrapped kernel does); for code

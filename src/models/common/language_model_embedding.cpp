@@ -40,7 +40,7 @@ DropoutSpec LanguageModelEmbedding::dropout(const ForwardContext& ctx, const Mic
   spec.first_sample = mb.first_sample;
   spec.seq_total = mb.sample_length();
   spec.t_offset = ctx.sequence_offset(mb.T);
-  spec.seq_index = mb.seq_index.empty() ? nullptr : mb.seq_index.data();
+  spec.seq_index = mb.kernel_seq_index();
   return spec;
 }
 
@@ -52,8 +52,8 @@ void LanguageModelEmbedding::forward(const ForwardContext& ctx, const MicroBatch
   // vocabulary and --max-position-embeddings when the batch was made (training/).
   saved.ids = Tensor(a, Shape{N}, DType::kInt32, MemoryCategory::kActivations);
   saved.positions = Tensor(a, Shape{N}, DType::kInt32, MemoryCategory::kActivations);
-  ctx.k().transpose_01_i32(ctx.kc(), saved.ids.i32(), mb.tokens.data(), B, T, 1);
-  ctx.k().transpose_01_i32(ctx.kc(), saved.positions.i32(), mb.position_ids.data(), B, T, 1);
+  ctx.k().transpose_01_i32(ctx.kc(), saved.ids.i32(), mb.kernel_tokens(), B, T, 1);
+  ctx.k().transpose_01_i32(ctx.kc(), saved.positions.i32(), mb.kernel_position_ids(), B, T, 1);
   // Vocab-parallel lookup: rows off this rank's shard are 0, the partial rows are summed over
   // tp (all-reduce; reduce-scatter along s with sequence parallelism).
   const int64_t n = ctx.local_rows(N), row0 = N - n == 0 ? 0 : ctx.ps->tp_rank * n;
@@ -76,7 +76,7 @@ void LanguageModelEmbedding::forward(const ForwardContext& ctx, const MicroBatch
   }
   const DropoutSpec drop = dropout(ctx, mb);
   if (drop.active()) {
-    Tensor zeros = Tensor::zeros(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor zeros = device_zeros(*ctx.backend, a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kWorkspace);
     // bias_dropout_add with a zero residual applies the [s, b, h]-indexed mask in place.
     ctx.k().bias_dropout_add_forward(ctx.kc(), out, out, nullptr, zeros.f32(), n, hidden_, drop);
   }

@@ -60,8 +60,8 @@ LossSums OutputLayerLoss::forward(const ForwardContext& outer, const MicroBatch&
   Tensor labels(a, Shape{N}, DType::kInt32, MemoryCategory::kWorkspace);
   Tensor mask(a, Shape{N}, DType::kFloat32, MemoryCategory::kWorkspace);
   Tensor grad_scale(a, Shape{N}, DType::kFloat32, MemoryCategory::kWorkspace);
-  ctx.k().transpose_01_i32(ctx.kc(), labels.i32(), mb.labels.data(), B, T, 1);
-  ctx.k().transpose_01_f32(ctx.kc(), mask.f32(), mb.loss_mask.data(), B, T, 1);
+  ctx.k().transpose_01_i32(ctx.kc(), labels.i32(), mb.kernel_labels(), B, T, 1);
+  ctx.k().transpose_01_f32(ctx.kc(), mask.f32(), mb.kernel_loss_mask(), B, T, 1);
   ctx.k().scale_copy(ctx.kc(), grad_scale.f32(), mask.f32(), loss_scale, N);
 
   const float* w = ctx.w(*weight_);

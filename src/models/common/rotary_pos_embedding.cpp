@@ -26,8 +26,8 @@ float llama3_scaled(float inv_freq, const ModelConfig& c) {
 RotaryEmbedding::RotaryEmbedding(const ModelConfig& config) {
   if (config.position_embedding_type != PositionEmbeddingType::kRope) return;
   const int64_t half = config.kv_channels / 2;
-  cos_.resize(config.max_position_embeddings * half);
-  sin_.resize(config.max_position_embeddings * half);
+  std::vector<float> cos(static_cast<size_t>(config.max_position_embeddings * half));
+  std::vector<float> sin(cos.size());
   for (int64_t i = 0; i < half; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(config.kv_channels);
     float inv_freq = 1.0f / std::pow(config.rotary_base, exponent);
@@ -36,10 +36,12 @@ RotaryEmbedding::RotaryEmbedding(const ModelConfig& config) {
       // Linear interpolation (--rotary-seq-len-interpolation-factor) divides the positions.
       const float position = static_cast<float>(p) / config.rotary_seq_len_interpolation_factor;
       const float angle = position * inv_freq;
-      cos_[p * half + i] = std::cos(angle);
-      sin_[p * half + i] = std::sin(angle);
+      cos[p * half + i] = std::cos(angle);
+      sin[p * half + i] = std::sin(angle);
     }
   }
+  cos_ = ConstantTable(std::move(cos));
+  sin_ = ConstantTable(std::move(sin));
 }
 
 }  // namespace mindspeed

@@ -591,7 +591,7 @@ bool held_by_another_expert_rank(const Mapping& m, const ModelConfig& c, const P
 
 }  // namespace
 
-Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const ParallelState& ps) {
+Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const ParallelState& ps, const Backend* backend) {
   MS_ASSIGN_OR_RETURN(HfModelInfo info, read_hf_config(dir));
   const ModelConfig& c = model.config();
   MS_RETURN_IF_ERROR(check_hf_config_matches(c, info));
@@ -644,7 +644,7 @@ Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const Paralle
           MS_RETURN_IF_ERROR(file.read(name, source.index * width + run.col_begin, count, 1, out));
         }
       }
-      set_parameter_from_shard(*target, shard.data());
+      set_parameter_from_shard(*target, shard.data(), backend);
     }
   }
   return ok_status();

@@ -39,8 +39,10 @@ Status check_hf_config_matches(const ModelConfig& flags, const HfModelInfo& hf);
 /// MindSpeed-LLM's --model-type-hf against DIR/config.json's model_type: llama2 / llama are
 /// "llama", qwen25 / qwen2 "qwen2", mistral, mixtral and gpt2 themselves; an error names both.
 Status check_hf_model_type(const std::string& dir, const std::string& model_type_hf);
-/// Loads DIR/model.safetensors into `model` (this rank's shards).
-Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const ParallelState& ps);
+/// Loads DIR/model.safetensors into `model` (this rank's shards; into device memory through
+/// `backend`'s transfers when given).
+Status load_hf_checkpoint(const std::string& dir, GPTModel& model, const ParallelState& ps,
+                          const Backend* backend = nullptr);
 
 /// Full (unsharded) tensors of the model, by Megatron name.
 using FullTensors = std::map<std::string, std::vector<float>>;

@@ -77,7 +77,7 @@ void Experts::linear_backward(const ForwardContext& ctx, float* dx, const float*
       return;
     }
     // Unfused: the products into a temporary, then added to the fp32 gradients.
-    Tensor tmp = Tensor::zeros(*ctx.alloc, Shape{G, N * K}, DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor tmp = device_zeros(*ctx.backend, *ctx.alloc, Shape{G, N * K}, DType::kFloat32, MemoryCategory::kWorkspace);
     for (int64_t e = 0; e < G; ++e) grads.push_back(tmp.f32() + e * N * K);
     ctx.k().grouped_gemm_backward_weight(ctx.kc(), grads.data(), dy, x, counts.data(), G, N, K);
     round_if_half(ctx, tmp);

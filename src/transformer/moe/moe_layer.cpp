@@ -108,7 +108,7 @@ void MoELayer::backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& 
   };
   std::vector<float> dprobs(static_cast<size_t>(n * E));
   auto run_router = [&] {
-    dx_router = Tensor::zeros(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
+    dx_router = device_zeros(*ctx.backend, *ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
     router_.backward(ctx, mb, saved.router, x, dprobs.data(), dx_router.f32(), n);
   };
   // Overlap: the shared experts' backward while the combine's gradient travels, the router's

@@ -297,7 +297,7 @@ Tensor TokenDispatcher::finish_combine_backward(const ForwardContext& ctx, float
     ctx.k().moe_unpermute_backward(ctx.kc(), dy.f32(), dp.data(), p.recv.f32(), saved.combined.f32(),
                                    saved.probs.data(), saved.rows.data(), T, R_src, h);
     saved.pending = Pending{};
-    Tensor dP = Tensor::zeros(*ctx.alloc, Shape{T, E}, DType::kFloat32, MemoryCategory::kWorkspace);
+    Tensor dP = device_zeros(*ctx.backend, *ctx.alloc, Shape{T, E}, DType::kFloat32, MemoryCategory::kWorkspace);
     for (int64_t i = 0; i < R_src; ++i) dP.f32()[saved.rows[i] * E + saved.experts[i]] = dp[i];
     if (group.size() > 1) {
       group.reduce_scatter(dprobs, dP.f32(), saved.n * E);
