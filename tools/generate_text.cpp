@@ -6,13 +6,16 @@
 // (inference/text_generation_controller.h), greedy (--top-k 1, the default) or sampled
 // (--temperature, --top-k, --top-p, --seed), until the end-of-document token or
 // --out-seq-length new tokens. One rank, or tensor parallel under mpirun
-// (--tensor-model-parallel-size = the world size); other layouts are refused.
+// (--tensor-model-parallel-size = the world size); other layouts are refused. --device as for
+// pretrain_gpt: cpu, cuda (one GPU per rank) or cpu-fenced; on a device the weights, the
+// key/value cache and the activations live in its memory and only the logits come back.
 //
 //   generate_text --load CKPT --tokenizer-type GPT2BPETokenizer --vocab-file V --merge-file M
 //       --prompt "In the beginning" --out-seq-length 40 --top-k 0 --top-p 0.9
 //
 // Exit codes as pretrain_gpt: 0 done, 2 a bad flag, file or prompt (found before the model
 // is built; rank 0 prints it), 1 a failure later.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -20,8 +23,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "config/configs.h"
 #include "core/check.h"
@@ -33,6 +34,7 @@
 #include "models/gpt/gpt_inference_wrapper.h"
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/hf_checkpoint.h"
+#include "module/device_transfers.h"
 #include "optimizer/optimizer.h"
 #include "parallel/initialize.h"
 #include "tokenizer/tokenizer.h"
@@ -52,6 +54,7 @@ struct Options {
   int optimization_level = 2;
   bool use_flash_attn = false;
   bool no_kv_cache = false;
+  std::string device = "cpu";
 };
 
 bool is_hf_dir(const std::string& dir) { return std::filesystem::exists(dir + "/config.json"); }
@@ -168,8 +171,10 @@ struct LoadedModel {
 Status load_model(const Options& o, const Prepared& p, const ParallelState& ps, Allocator& alloc,
                   const Backend& backend, LoadedModel& out) {
   out.model = std::make_unique<GPTModel>(p.model, ps, out.registry);
-  out.buffer = std::make_unique<ParamAndGradBuffer>(out.registry, alloc, BufferOptions{});
-  if (p.hf) return load_hf_checkpoint(o.load, *out.model, ps);
+  BufferOptions buffer_options;
+  buffer_options.backend = &backend;
+  out.buffer = std::make_unique<ParamAndGradBuffer>(out.registry, alloc, buffer_options);
+  if (p.hf) return load_hf_checkpoint(o.load, *out.model, ps, &backend);
   Configs configs;
   configs.model = p.model;
   configs.parallel.tensor_model_parallel_size = o.tensor_parallel;
@@ -178,6 +183,20 @@ Status load_model(const Options& o, const Prepared& p, const ParallelState& ps, 
   load.load_optimizer = false;
   load.finetune = true;  // weights only
   return load_checkpoint(o.load, configs, {out.registry, *out.buffer, optimizer, ps}, load).status();
+}
+
+// The backend of --device; on cuda this rank's GPU (LOCAL_RANK or the MPI node-local rank).
+StatusOr<Backend> select_generation_backend(const std::string& device, const KernelOptions& options,
+                                            const MpiWorld& world) {
+  const int threads = default_threads_per_rank(world.local_size);
+  CudaOptions cuda;
+  const DeviceKind kind = device == "cuda"         ? DeviceKind::kCuda
+                          : device == "cpu-fenced" ? DeviceKind::kCpuFenced
+                                                   : DeviceKind::kCpu;
+  if (kind == DeviceKind::kCuda) {
+    MS_ASSIGN_OR_RETURN(cuda.device, cuda_device_of_rank(world.local_rank, probe_devices()));
+  }
+  return select_device_backend(kind, options, threads, cuda);
 }
 
 int run(int argc, char** argv) {
@@ -216,6 +235,10 @@ int run(int argc, char** argv) {
   app.add_option("--optimization-level", o.optimization_level, "0: reference kernels, 1-2: fast kernels [2]")
       ->check(CLI::Range(0, 2));
   app.add_flag("--use-flash-attn", o.use_flash_attn, "Flash attention for the no-cache forward (--no-kv-cache)");
+  app.add_option("--device", o.device,
+                 "cpu; cuda (one GPU per rank); cpu-fenced (device memory fenced off from "
+                 "host code) [cpu]")
+      ->check(CLI::IsMember({"cpu", "cuda", "cpu-fenced"}));
   app.add_flag("--no-kv-cache", o.no_kv_cache,
                "Recompute the whole sequence every step instead of reusing the key/value cache (a check)");
   try {
@@ -233,11 +256,17 @@ int run(int argc, char** argv) {
   pc.tensor_model_parallel_size = o.tensor_parallel;
   auto ps = initialize_model_parallel(pc, world);
   if (!ps.ok()) fatal(ps.status().to_string());
-  const Backend backend =
-      select_backend(KernelOptions{.fast = o.optimization_level >= 1,
-                                   .flash_attention = o.use_flash_attn && o.optimization_level >= 2},
-                     default_threads_per_rank(world.local_size));
-  Allocator alloc;
+  const KernelOptions kernel_options{
+      .fast = o.optimization_level >= 1,
+      .flash_attention = o.use_flash_attn && o.optimization_level >= 2};
+  auto backend_or = select_generation_backend(o.device, kernel_options, world);
+  if (!backend_or.ok()) return stop("error: " + backend_or.status().to_string(), 2);
+  const Backend backend = std::move(backend_or).value();
+  auto memory = device_memory_source(backend);
+  if (!memory.ok()) fatal("--device " + o.device + ": " + memory.status().to_string());
+  Allocator alloc(std::move(memory).value());
+  // On a device the tensor-parallel gathers move its memory: stage them through the host.
+  if (!backend.unified_memory()) (*ps)->stage_collectives_through_host(device_transfers(backend));
   LoadedModel loaded;
   if (Status s = load_model(o, p, **ps, alloc, backend, loaded); !s.ok()) fatal("loading " + o.load + ": " + s.to_string());
 

@@ -606,7 +606,9 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--decrease-batch-size-if-needed", t.decrease_batch_size_if_needed,
          "Run a global batch that --micro-batch-size x data-parallel size does not divide rounded down");
   r.value("--swap-dir", t.swap_dir,
-          "mindspeed-cpp: directory of the swap tier's file (--swap-attention, --swap-optimizer); default $TMPDIR or /tmp");
+          "mindspeed-cpp, --device cpu: directory of the swap tier's file (--swap-attention, "
+          "--swap-optimizer); default "
+          "$TMPDIR or /tmp (a device's tier is host memory)");
   r.number("--seed", t.seed, "Random seed (initialisation, dropout, data order)",
            between(0, 4294967295.0));
   r.number("--log-interval", t.log_interval, "Iterations between log lines", at_least(1, "iterations"));
@@ -930,6 +932,10 @@ Status apply_launch_compatibility_choices(Configs& c, const Choices& ch) {
   t.device = ch.device == "cuda" ? DeviceKind::kCuda : ch.device == "cpu-fenced" ? DeviceKind::kCpuFenced : DeviceKind::kCpu;
   if (t.allow_tf32 && t.device != DeviceKind::kCuda) {
     return invalid_argument("--allow-tf32 is about the GPU's tensor cores: it needs --device cuda");
+  }
+  if (!t.swap_dir.empty() && t.device != DeviceKind::kCpu) {
+    return invalid_argument("--swap-dir names the directory of the CPU's swap file; with --device ",
+                            ch.device, " the swap tier is host memory: leave --swap-dir out");
   }
   if (ch.timing_log_level > 0) {
     return unimplemented("--timing-log-level ", ch.timing_log_level, " (Megatron's per-phase timers in the log) is not "

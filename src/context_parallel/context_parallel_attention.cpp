@@ -19,6 +19,9 @@ struct CpPlan {
   std::vector<std::vector<int32_t>> ring_positions;  ///< positions each ring rank's group holds
   AttentionDims dims;                                ///< the attention after the exchange
   std::vector<int32_t> doc_start;                    ///< [B, Tu] with EOD reset, else empty
+  // The position arrays where the kernels read them (the backend's memory).
+  std::vector<Tensor> kernel_ring_positions;
+  Tensor kernel_doc_start;
   AttentionMask mask;  ///< the model's rule with doc_start; positions set per ring block
 };
 
@@ -36,7 +39,13 @@ CpPlan make_plan(const ForwardContext& ctx, const MicroBatch& mb, const Attentio
   MS_CHECK(!mb.seq_index.empty(),
            "context parallelism needs micro-batches split by get_batch_on_this_cp_rank");
   const CpSplit split(ctx.cp, ps.sizes.context, mb.sample_length());
-  for (int r = 0; r < p.ring_degree; ++r) p.ring_positions.push_back(split.ring_share(r));
+  for (int r = 0; r < p.ring_degree; ++r) {
+    p.ring_positions.push_back(split.ring_share(r));
+    if (p.ring_degree > 1) {
+      p.kernel_ring_positions.push_back(device_copy_of(
+          *ctx.backend, *ctx.alloc, p.ring_positions.back(), MemoryCategory::kWorkspace));
+    }
+  }
   const std::vector<int32_t>& share = p.ring_positions[static_cast<size_t>(p.ring_rank)];
   const int64_t Tu = static_cast<int64_t>(share.size());
   p.repeats = p.u / std::gcd(local.NKV, static_cast<int64_t>(p.u));
@@ -59,8 +68,12 @@ CpPlan make_plan(const ForwardContext& ctx, const MicroBatch& mb, const Attentio
       for (int64_t t = 0; t < Tu; ++t)
         p.doc_start[b * Tu + t] = mb.sample_doc_start[b * S + share[t]];
   }
+  if (!p.doc_start.empty()) {
+    p.kernel_doc_start =
+        device_copy_of(*ctx.backend, *ctx.alloc, p.doc_start, MemoryCategory::kWorkspace);
+  }
   p.mask = rule;
-  p.mask.doc_start = p.doc_start.empty() ? nullptr : p.doc_start.data();
+  p.mask.doc_start = p.doc_start.empty() ? nullptr : p.kernel_doc_start.i32();
   p.mask.q_pos = p.mask.k_pos = nullptr;
   p.mask.q_offset = p.mask.k_offset = 0;
   // After the Ulysses exchange this rank holds heads block ulysses_rank of its heads.
@@ -80,6 +93,7 @@ RingAttentionSpec ring_spec(const ForwardContext& ctx, const CpPlan& p,
   spec.window = ctx.cp.window_size;
   spec.overlap = ctx.cp.send_recv_overlap;
   spec.positions = p.ring_positions;
+  for (const Tensor& t : p.kernel_ring_positions) spec.kernel_positions.push_back(t.i32());
   spec.mask = p.mask;
   spec.dims = p.dims;
   spec.dropout = dropout;
@@ -125,7 +139,7 @@ void ContextParallelAttention::forward(const ForwardContext& ctx, const MicroBat
   ProcessGroup& ulysses = ctx.ps->cp_ulysses();
   saved.q = Tensor(a, Shape{p.dims.B, p.dims.NQ, Tu, p.dims.D}, DType::kFloat32,
                    MemoryCategory::kActivations);
-  SequenceToHeads::forward(a, ulysses, p.q_shape, saved.q.f32(), q.f32());
+  SequenceToHeads::forward(ctx, ulysses, p.q_shape, saved.q.f32(), q.f32());
   q = Tensor();
   for (auto [in, kept] : {std::pair<Tensor*, Tensor*>{&k, &saved.k}, {&v, &saved.v}}) {
     *kept = Tensor(a, Shape{p.dims.B, p.dims.NKV, Tu, p.dims.D}, DType::kFloat32,
@@ -133,10 +147,10 @@ void ContextParallelAttention::forward(const ForwardContext& ctx, const MicroBat
     if (ctx.cp.ulysses_allgather_kv) {
       // Whole heads along the sequence, then this rank's block of the repeated heads.
       Tensor full = workspace(a, local.B * local.NKV * Tu * local.D);
-      AllGatherKeyValues::forward(a, ulysses, local.B, local.NKV, local.T, local.D, full.f32(),
+      AllGatherKeyValues::forward(ctx, ulysses, local.B, local.NKV, local.T, local.D, full.f32(),
                                   in->f32());
       Tensor repeated = workspace(a, local.B * local.NKV * p.repeats * Tu * local.D);
-      RepeatKeyValueHeads::forward(p.repeats, local.B, local.NKV, Tu, local.D, repeated.f32(),
+      RepeatKeyValueHeads::forward(ctx, p.repeats, local.B, local.NKV, Tu, local.D, repeated.f32(),
                                    full.f32());
       const int64_t block = p.dims.NKV * Tu * local.D;
       for (int64_t b = 0; b < local.B; ++b) {
@@ -147,16 +161,16 @@ void ContextParallelAttention::forward(const ForwardContext& ctx, const MicroBat
       }
     } else {
       Tensor repeated = workspace(a, local.B * local.NKV * p.repeats * local.T * local.D);
-      RepeatKeyValueHeads::forward(p.repeats, local.B, local.NKV, local.T, local.D, repeated.f32(),
-                                   in->f32());
-      SequenceToHeads::forward(a, ulysses, p.kv_shape, kept->f32(), repeated.f32());
+      RepeatKeyValueHeads::forward(ctx, p.repeats, local.B, local.NKV, local.T, local.D,
+                                   repeated.f32(), in->f32());
+      SequenceToHeads::forward(ctx, ulysses, p.kv_shape, kept->f32(), repeated.f32());
     }
     *in = Tensor();
   }
   saved.out = Tensor(a, Shape{Tu, p.dims.B, p.dims.NQ * p.dims.D}, DType::kFloat32,
                      MemoryCategory::kActivations);
   attend(ctx, p, dropout, saved, saved.out.f32());
-  ContextToSequence::forward(a, ulysses, p.q_shape, context, saved.out.f32());
+  ContextToSequence::forward(ctx, ulysses, p.q_shape, context, saved.out.f32());
 }
 
 void ContextParallelAttention::backward(const ForwardContext& ctx, const MicroBatch& mb,
@@ -175,7 +189,7 @@ void ContextParallelAttention::backward(const ForwardContext& ctx, const MicroBa
   const float* out = context;
   if (exchanged) {
     dout_heads = workspace(a, Tu * p.dims.B * p.dims.NQ * p.dims.D);
-    ContextToSequence::backward(a, ulysses, p.q_shape, dout_heads.f32(), dcontext);
+    ContextToSequence::backward(ctx, ulysses, p.q_shape, dout_heads.f32(), dcontext);
     dout = dout_heads.f32();
     out = saved.out.f32();
     dq_h = workspace(a, nq);
@@ -196,7 +210,7 @@ void ContextParallelAttention::backward(const ForwardContext& ctx, const MicroBa
                                      dropout, ws.f32());
   }
   if (!exchanged) return;
-  SequenceToHeads::backward(a, ulysses, p.q_shape, dq, dq_h.f32());
+  SequenceToHeads::backward(ctx, ulysses, p.q_shape, dq, dq_h.f32());
   for (auto [g_heads, g_out] : {std::pair<Tensor*, float*>{&dk_h, dk}, {&dv_h, dv}}) {
     if (ctx.cp.ulysses_allgather_kv) {
       // This rank's block of the repeated heads back into every head, the repeats summed,
@@ -211,14 +225,14 @@ void ContextParallelAttention::backward(const ForwardContext& ctx, const MicroBa
                      g_heads->f32() + b * block, block);
       }
       Tensor full = workspace(a, local.B * local.NKV * Tu * local.D);
-      RepeatKeyValueHeads::backward(p.repeats, local.B, local.NKV, Tu, local.D, full.f32(),
+      RepeatKeyValueHeads::backward(ctx, p.repeats, local.B, local.NKV, Tu, local.D, full.f32(),
                                     repeated.f32());
-      AllGatherKeyValues::backward(a, ulysses, local.B, local.NKV, local.T, local.D, g_out,
+      AllGatherKeyValues::backward(ctx, ulysses, local.B, local.NKV, local.T, local.D, g_out,
                                    full.f32());
     } else {
       Tensor repeated = workspace(a, local.B * local.NKV * p.repeats * local.T * local.D);
-      SequenceToHeads::backward(a, ulysses, p.kv_shape, repeated.f32(), g_heads->f32());
-      RepeatKeyValueHeads::backward(p.repeats, local.B, local.NKV, local.T, local.D, g_out,
+      SequenceToHeads::backward(ctx, ulysses, p.kv_shape, repeated.f32(), g_heads->f32());
+      RepeatKeyValueHeads::backward(ctx, p.repeats, local.B, local.NKV, local.T, local.D, g_out,
                                     repeated.f32());
     }
   }

@@ -54,8 +54,8 @@ Exchange start_exchange(ProcessGroup& group, const float* send, float* recv, int
 // Queries of this rank against keys of `owner`: the mask by sample positions.
 AttentionMask block_mask(const RingAttentionSpec& spec, int self, int owner) {
   AttentionMask mask = spec.mask;
-  mask.q_pos = spec.positions[static_cast<size_t>(self)].data();
-  mask.k_pos = spec.positions[static_cast<size_t>(owner)].data();
+  mask.q_pos = spec.kernel_positions[static_cast<size_t>(self)];
+  mask.k_pos = spec.kernel_positions[static_cast<size_t>(owner)];
   return mask;
 }
 
@@ -76,6 +76,8 @@ void check_spec(const RingAttentionSpec& spec) {
   MS_CHECK(static_cast<int>(spec.positions.size()) == spec.ring->size(),
            "ring attention: positions of ", spec.positions.size(), " ranks for a ring of ",
            spec.ring->size());
+  MS_CHECK(spec.kernel_positions.size() == spec.positions.size(),
+           "ring attention: the positions have no copy where the kernels read them");
   for (const auto& p : spec.positions) {
     MS_CHECK(static_cast<int64_t>(p.size()) == spec.dims.T, "ring attention: every rank holds ",
              spec.dims.T, " positions");
@@ -145,7 +147,7 @@ void ring_attention_forward(const ForwardContext& ctx, const RingAttentionSpec& 
   Tensor ws = workspace(
       ctx, ctx.k().attention_workspace_floats(ctx.kc(), d, AttentionKernel::kFlash, false));
   ctx.k().fill_zero(ctx.kc(), out, rows);
-  std::fill(lse, lse + d.B * d.NQ * d.T, -std::numeric_limits<float>::infinity());
+  ctx.k().fill(ctx.kc(), lse, -std::numeric_limits<float>::infinity(), d.B * d.NQ * d.T);
   walk_ring(
       ctx, spec, topo, k, v,
       [&](const float* block, int owner, int /*t*/) {

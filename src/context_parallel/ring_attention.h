@@ -33,6 +33,8 @@ struct RingAttentionSpec {
   bool overlap = false;          ///< --use-cp-send-recv-overlap
   /// Positions in the sample held by ring rank j (queries and keys), in local order.
   std::vector<std::vector<int32_t>> positions;
+  /// The same arrays where the kernels read them (the backend's memory), one per ring rank.
+  std::vector<const int32_t*> kernel_positions;
   /// The mask rule: causal or a band, doc_start [B, T] (each local query's first visible key
   /// position, EOD reset) or null; q_pos/k_pos are set per block from `positions`.
   AttentionMask mask;

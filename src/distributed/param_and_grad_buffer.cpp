@@ -35,7 +35,10 @@ Tensor zeros_in(const Backend* backend, Allocator& alloc, Shape shape, DType dty
 
 ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc,
                                        const BufferOptions& options)
-    : alloc_(alloc), param_dtype_(options.param_dtype), grad_dtype_(options.grad_dtype) {
+    : alloc_(alloc),
+      backend_(options.backend),
+      param_dtype_(options.param_dtype),
+      grad_dtype_(options.grad_dtype) {
   MS_CHECK(!options.shard_grads || options.pad_for_distributed_optimizer,
            "sharded gradients need the distributed optimizer's bucket padding");
   MS_CHECK(options.grad_dtype == DType::kFloat32 ||
@@ -125,9 +128,13 @@ void ParamAndGradBuffer::shard_params(const std::vector<int>& bucket_rank) {
   param_shards_ = Tensor(alloc_, Shape{shard_offsets_.back()}, param_dtype_, MemoryCategory::kParameters);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const int64_t shard = shard_offsets_[b + 1] - shard_offsets_[b];
-    std::memcpy(bucket_param_shard(b),
-                static_cast<const char*>(params_.data()) + (buckets_[b].offset + bucket_rank[b] * shard) * width,
-                static_cast<size_t>(shard * width));
+    const void* from = static_cast<const char*>(params_.data()) +
+                       (buckets_[b].offset + bucket_rank[b] * shard) * width;
+    if (backend_ != nullptr) {
+      backend_->kernels.copy_bytes(backend_->context, bucket_param_shard(b), from, shard * width);
+    } else {
+      std::memcpy(bucket_param_shard(b), from, static_cast<size_t>(shard * width));
+    }
   }
   params_.reset();
   for (Parameter* p : order_) p->data.data = nullptr;

@@ -105,6 +105,7 @@ class ParamAndGradBuffer {
  private:
   int64_t numel_ = 0;
   Allocator& alloc_;
+  const Backend* backend_ = nullptr;  ///< BufferOptions::backend
   Tensor params_;
   Tensor grads_;
   Tensor grad_shards_;                 ///< shard_grads

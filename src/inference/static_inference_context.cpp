@@ -5,8 +5,10 @@
 
 namespace mindspeed {
 
-StaticInferenceContext::StaticInferenceContext(Allocator& alloc, int64_t max_batch_size, int64_t max_sequence_length,
-                                               int64_t num_layers, int64_t kv_heads, int64_t head_dim)
+StaticInferenceContext::StaticInferenceContext(const Backend& backend, Allocator& alloc,
+                                               int64_t max_batch_size, int64_t max_sequence_length,
+                                               int64_t num_layers, int64_t kv_heads,
+                                               int64_t head_dim)
     : max_batch_size_(max_batch_size),
       max_sequence_length_(max_sequence_length),
       kv_heads_(kv_heads),
@@ -15,8 +17,10 @@ StaticInferenceContext::StaticInferenceContext(Allocator& alloc, int64_t max_bat
            "bad key/value cache dimensions");
   const Shape shape{max_batch_size, kv_heads, max_sequence_length, head_dim};
   for (int64_t l = 0; l < num_layers; ++l) {
-    keys_.push_back(Tensor::zeros(alloc, shape, DType::kFloat32, MemoryCategory::kActivations));
-    values_.push_back(Tensor::zeros(alloc, shape, DType::kFloat32, MemoryCategory::kActivations));
+    keys_.push_back(
+        device_zeros(backend, alloc, shape, DType::kFloat32, MemoryCategory::kActivations));
+    values_.push_back(
+        device_zeros(backend, alloc, shape, DType::kFloat32, MemoryCategory::kActivations));
   }
 }
 

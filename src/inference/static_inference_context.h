@@ -5,7 +5,8 @@
 // cache: the next forward step's tokens are positions [offset, offset + T). The attention of
 // a layer appends its new keys and values at the offset and attends over [0, offset + T)
 // (transformer/attention.cpp, kernel kv_cache_attention_forward); the caller advances the
-// offset once the whole model has run the step. Memory is allocated once, up front.
+// offset once the whole model has run the step. Memory is allocated once, up front, in the
+// backend's memory (a GPU's, where its kernels read it).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "core/allocator.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/backend.h"
 
 namespace mindspeed {
 
@@ -21,8 +23,9 @@ class StaticInferenceContext {
  public:
   /// num_layers: the model's decoder layers (global indices [0, num_layers)); kv_heads: the
   /// key/value heads (query groups) on this tensor-parallel rank; head_dim: D.
-  StaticInferenceContext(Allocator& alloc, int64_t max_batch_size, int64_t max_sequence_length, int64_t num_layers,
-                         int64_t kv_heads, int64_t head_dim);
+  StaticInferenceContext(const Backend& backend, Allocator& alloc, int64_t max_batch_size,
+                         int64_t max_sequence_length, int64_t num_layers, int64_t kv_heads,
+                         int64_t head_dim);
 
   int64_t max_batch_size() const { return max_batch_size_; }
   int64_t max_sequence_length() const { return max_sequence_length_; }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/blas/gemm.h"
 #include "kernels/fenced/fenced_device.h"
@@ -48,6 +49,15 @@ StatusOr<Backend> select_device_backend(DeviceKind device, const KernelOptions& 
   return invalid_argument("unknown device");
 }
 
+StatusOr<int> cuda_device_of_rank(int local_rank, const DeviceProbe& probe) {
+  if (!probe.cuda_built || probe.cuda_devices == 0) {
+    return failed_precondition("--device cuda: ", probe.reason.empty() ? "no GPU" : probe.reason);
+  }
+  const char* launcher_local_rank = std::getenv("LOCAL_RANK");
+  if (launcher_local_rank != nullptr) local_rank = std::atoi(launcher_local_rank);
+  return local_rank % probe.cuda_devices;
+}
+
 StatusOr<std::unique_ptr<MemorySource>> device_memory_source(const Backend& backend) {
   switch (backend.device) {
     case DeviceKind::kCpu: return host_memory_source();
@@ -61,6 +71,34 @@ Tensor device_zeros(const Backend& backend, Allocator& allocator, Shape shape, D
   Tensor t(allocator, shape, dtype, category);
   backend.kernels.zero_bytes(backend.context, t.data(), t.nbytes());
   return t;
+}
+
+namespace {
+template <typename T>
+Tensor device_copy(const Backend& backend, Allocator& allocator, std::span<const T> host,
+                   DType dtype, MemoryCategory category) {
+  Tensor t(allocator, Shape{static_cast<int64_t>(host.size())}, dtype, category);
+  backend.kernels.copy_to_device(backend.context, t.data(), host.data(),
+                                 static_cast<int64_t>(host.size_bytes()));
+  return t;
+}
+}  // namespace
+
+Tensor device_copy_of(const Backend& backend, Allocator& allocator, std::span<const float> host,
+                      MemoryCategory category) {
+  return device_copy(backend, allocator, host, DType::kFloat32, category);
+}
+
+Tensor device_copy_of(const Backend& backend, Allocator& allocator, std::span<const int32_t> host,
+                      MemoryCategory category) {
+  return device_copy(backend, allocator, host, DType::kInt32, category);
+}
+
+std::vector<float> host_copy_of(const Backend& backend, const float* device, int64_t n) {
+  std::vector<float> host(static_cast<size_t>(n));
+  backend.kernels.copy_to_host(backend.context, host.data(), device,
+                               n * static_cast<int64_t>(sizeof(float)));
+  return host;
 }
 
 bool is_device_memory(const Backend& backend, const void* ptr) {

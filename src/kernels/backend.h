@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct DeviceProbe {
 };
 DeviceProbe probe_devices();
 
+/// The GPU of a rank, as torchrun and Megatron map them: the launcher's LOCAL_RANK when set,
+/// else `local_rank` (MPI's node-local rank), modulo the GPUs of `probe`. FailedPrecondition
+/// with the runtime's reason when there is no GPU.
+StatusOr<int> cuda_device_of_rank(int local_rank, const DeviceProbe& probe);
+
 struct CudaOptions {
   int device = 0;           ///< the GPU's index among the visible ones
   bool allow_tf32 = false;  ///< fp32 GEMMs may use TF32 tensor cores
@@ -62,6 +68,14 @@ bool is_device_memory(const Backend& backend, const void* ptr);
 /// A tensor of zeros in the backend's memory (Tensor::zeros writes them from the host, which a
 /// device's memory does not allow).
 Tensor device_zeros(const Backend& backend, Allocator& allocator, Shape shape, DType dtype, MemoryCategory category);
+/// A copy of host values in the backend's memory ([n] of kFloat32 / kInt32): what host code
+/// computed (MoE routing, per-row factors) handed to the kernels.
+Tensor device_copy_of(const Backend& backend, Allocator& allocator, std::span<const float> host,
+                      MemoryCategory category);
+Tensor device_copy_of(const Backend& backend, Allocator& allocator, std::span<const int32_t> host,
+                      MemoryCategory category);
+/// n values the kernels wrote, copied into host memory for host code to read.
+std::vector<float> host_copy_of(const Backend& backend, const float* device /*[n]*/, int64_t n);
 
 /// Memory sources for an Allocator (core/allocator.h) on the CUDA backend: device memory of GPU
 /// `device` (cudaMalloc), and pinned host memory (cudaMallocHost) for host <-> device copies.

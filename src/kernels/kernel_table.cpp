@@ -86,8 +86,11 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.vocab_parallel_ce_finish = fast ? cpu::vocab_parallel_ce_finish : ref::vocab_parallel_ce_finish;
   t.masked_sums = fast ? cpu::masked_sums : ref::masked_sums;
   t.count_nonfinite = fast ? cpu::count_nonfinite : ref::count_nonfinite;
+  t.count_zeros = fast ? cpu::count_zeros : ref::count_zeros;
   t.fill_zero = fast ? cpu::fill_zero : ref::fill_zero;
+  t.fill = fast ? cpu::fill : ref::fill;
   t.copy = fast ? cpu::copy : ref::copy;
+  t.copy_2d = fast ? cpu::copy_2d : ref::copy_2d;
   t.add_inplace = fast ? cpu::add_inplace : ref::add_inplace;
   t.scale_inplace = fast ? cpu::scale_inplace : ref::scale_inplace;
   t.scale_copy = fast ? cpu::scale_copy : ref::scale_copy;

@@ -23,32 +23,26 @@ bool cpu_kernels_supported();
 }  // namespace cpu
 
 /// Every op of the kernel table, in declaration order (X(op) per op).
+// clang-format off
 #define MS_KERNEL_OPS(X)                                                                           \
-  X(embedding_forward)                                                                             \
-  X(embedding_backward)                                                                            \
-  X(layer_norm_forward) X(layer_norm_backward) X(rms_norm_forward) X(rms_norm_backward)            \
-      X(gelu_forward) X(gelu_backward) X(swiglu_forward) X(swiglu_backward) X(                     \
-          bias_dropout_add_forward) X(bias_dropout_add_backward) X(dropout_forward)                \
-          X(dropout_backward) X(qkv_split_rope_forward) X(qkv_split_rope_backward) X(              \
-              core_attention_forward) X(core_attention_backward) X(flash_attention_forward)        \
-              X(flash_attention_backward) X(kv_cache_attention_forward) X(                         \
-                  kv_cache_attention_workspace_floats) X(ring_attention_update)                    \
-                  X(softmax_cross_entropy) X(adamw_step) X(ema_update) X(sum_of_squares) X(        \
-                      attention_workspace_floats) X(vocab_parallel_ce_row_max)                     \
-                      X(vocab_parallel_ce_sum_exp) X(vocab_parallel_ce_finish) X(masked_sums) X(   \
-                          count_nonfinite) X(fill_zero) X(copy) X(add_inplace) X(scale_inplace)    \
-                          X(scale_copy) X(round_to_bf16) X(convert_to_bf16) X(convert_to_fp32)     \
-                              X(add_into_bf16) X(round_to_fp16) X(convert_to_fp16)                 \
-                                  X(convert_fp16_to_fp32) X(add_into_fp16) X(transpose_01_f32) X(  \
-                                      transpose_01_i32) X(linear_forward) X(linear_backward_input) \
-                                      X(linear_backward_weight) X(grouped_gemm_forward)            \
-                                          X(grouped_gemm_backward_input)                           \
-                                              X(grouped_gemm_backward_weight)                      \
-                                                  X(moe_permute_forward) X(moe_permute_backward)   \
-                                                      X(moe_unpermute_forward)                     \
-                                                          X(moe_unpermute_backward) X(scale_rows)  \
-                                                              X(copy_to_device) X(copy_to_host)    \
-                                                                  X(copy_bytes) X(zero_bytes) X(synchronize)
+  X(embedding_forward) X(embedding_backward) X(layer_norm_forward) X(layer_norm_backward)          \
+  X(rms_norm_forward) X(rms_norm_backward) X(gelu_forward) X(gelu_backward) X(swiglu_forward)      \
+  X(swiglu_backward) X(bias_dropout_add_forward) X(bias_dropout_add_backward) X(dropout_forward)   \
+  X(dropout_backward) X(qkv_split_rope_forward) X(qkv_split_rope_backward)                         \
+  X(core_attention_forward) X(core_attention_backward) X(flash_attention_forward)                  \
+  X(flash_attention_backward) X(kv_cache_attention_forward)                                        \
+  X(kv_cache_attention_workspace_floats) X(ring_attention_update) X(softmax_cross_entropy)         \
+  X(adamw_step) X(ema_update) X(sum_of_squares) X(attention_workspace_floats)                      \
+  X(vocab_parallel_ce_row_max) X(vocab_parallel_ce_sum_exp) X(vocab_parallel_ce_finish)            \
+  X(masked_sums) X(count_nonfinite) X(count_zeros) X(fill_zero) X(fill) X(copy) X(copy_2d)         \
+  X(add_inplace) X(scale_inplace) X(scale_copy) X(round_to_bf16) X(convert_to_bf16)                \
+  X(convert_to_fp32) X(add_into_bf16) X(round_to_fp16) X(convert_to_fp16)                          \
+  X(convert_fp16_to_fp32) X(add_into_fp16) X(transpose_01_f32) X(transpose_01_i32)                 \
+  X(linear_forward) X(linear_backward_input) X(linear_backward_weight) X(grouped_gemm_forward)     \
+  X(grouped_gemm_backward_input) X(grouped_gemm_backward_weight) X(moe_permute_forward)            \
+  X(moe_permute_backward) X(moe_unpermute_forward) X(moe_unpermute_backward) X(scale_rows)         \
+  X(copy_to_device) X(copy_to_host) X(copy_bytes) X(zero_bytes) X(synchronize)
+// clang-format on
 
 struct KernelTable {
   const char* name = "";

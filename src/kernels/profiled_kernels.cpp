@@ -119,8 +119,11 @@ KernelTable profiled_kernels(const KernelTable& inner) {
   wrap<&KernelTable::sum_of_squares>(t, "sum_of_squares", [](const auto& a) { return bytes(4.0 * get<2>(a)); });
   wrap<&KernelTable::masked_sums>(t, "masked_sums", [](const auto& a) { return bytes(8.0 * get<4>(a)); });
   wrap<&KernelTable::count_nonfinite>(t, "count_nonfinite", [](const auto& a) { return bytes(4.0 * get<2>(a)); });
+  wrap<&KernelTable::count_zeros>(t, "count_zeros", [](const auto& a) { return bytes(4.0 * get<2>(a)); });
   wrap<&KernelTable::fill_zero>(t, "fill_zero", [](const auto& a) { return bytes(4.0 * get<2>(a)); });
+  wrap<&KernelTable::fill>(t, "fill", [](const auto& a) { return bytes(4.0 * get<3>(a)); });
   wrap<&KernelTable::copy>(t, "copy", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
+  wrap<&KernelTable::copy_2d>(t, "copy_2d", [](const auto& a) { return bytes(8.0 * get<3>(a) * get<4>(a)); });
   wrap<&KernelTable::add_inplace>(t, "add_inplace", [](const auto& a) { return bytes(12.0 * get<3>(a)); });
   wrap<&KernelTable::scale_inplace>(t, "scale_inplace", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
   wrap<&KernelTable::scale_copy>(t, "scale_copy", [](const auto& a) { return bytes(8.0 * get<4>(a)); });

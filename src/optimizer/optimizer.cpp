@@ -110,7 +110,8 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
     const int rows = half_params ? 3 : 2;
     for (SwapSlice& slice : swap_slices_) {
       const int64_t len = slice.hi - slice.lo;
-      Tensor t = Tensor::zeros(alloc, Shape{rows * len}, DType::kFloat32, MemoryCategory::kOptimizerState);
+      Tensor t = device_zeros(backend, alloc, Shape{rows * len}, DType::kFloat32,
+                              MemoryCategory::kOptimizerState);
       if (half_params) {
         for (size_t k = slice.first_piece; k < slice.end_piece; ++k) {
           const Piece& pc = pieces_[k];
@@ -224,7 +225,7 @@ double Optimizer::count_zero_grads() const {
     for (int64_t at = 0; at < s.end - s.begin; at += kWorkspaceElements) {
       const int64_t n = std::min(kWorkspaceElements, s.end - s.begin - at);
       const float* g = fp32_grads(s, at, n);
-      zeros += std::count(g, g + n, 0.0f);
+      zeros += backend_.kernels.count_zeros(backend_.context, g, n);
     }
     (s.expert ? expert : dense) += static_cast<double>(zeros);
   }

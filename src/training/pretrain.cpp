@@ -1,8 +1,8 @@
 // pretrain() (pretrain.h).
 #include "training/pretrain.h"
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -12,9 +12,9 @@
 
 #include "config/num_microbatches_calculator.h"
 #include "config/validate.h"
+#include "context_parallel/cp_split.h"
 #include "core/check.h"
 #include "core/logging.h"
-#include "context_parallel/cp_split.h"
 #include "core/profiler.h"
 #include "core/str_cat.h"
 #include "core/swap_tier.h"
@@ -24,17 +24,18 @@
 #include "datasets/indexed_dataset.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/param_and_grad_buffer.h"
+#include "kernels/host_swap_tier.h"
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/hf_checkpoint.h"
 #include "module/device_transfers.h"
 #include "optimizer/lr_scheduler.h"
 #include "optimizer/optimizer.h"
+#include "parallel/agreement.h"
 #include "tokenizer/tokenizer.h"
-#include "training/flops.h"
 #include "training/checkpointing.h"
+#include "training/flops.h"
 #include "training/megatron_torch_checkpoint.h"
 #include "training/non_finite_check.h"
-#include "parallel/agreement.h"
 #include "training/train_step.h"
 #include "training/training_log.h"
 #include "training/training_metrics.h"
@@ -325,12 +326,7 @@ StatusOr<Backend> select_run_backend(const Configs& c, const KernelOptions& kopt
   cuda.allow_tf32 = c.training.allow_tf32;
   if (c.training.device == DeviceKind::kCuda) {
     const DeviceProbe probe = probe_devices();
-    if (!probe.cuda_built || probe.cuda_devices == 0) {
-      return failed_precondition("--device cuda: ", probe.reason.empty() ? "no GPU" : probe.reason);
-    }
-    const char* local = std::getenv("LOCAL_RANK");
-    const int local_rank = local != nullptr ? std::atoi(local) : world.local_rank;
-    cuda.device = local_rank % probe.cuda_devices;
+    MS_ASSIGN_OR_RETURN(cuda.device, cuda_device_of_rank(world.local_rank, probe));
     if (world.local_rank == 0) {
       log_info("> --device cuda: ", probe.cuda_devices, " GPU(s) visible: ", probe.names.front(),
                world.local_size > probe.cuda_devices
@@ -485,18 +481,30 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.half_grads = half_grads;
   dconf.calculate_per_token_loss = c.training.calculate_per_token_loss;
   DistributedDataParallel ddp(buffer, ps, dconf, backend);
-  // --swap-attention / --swap-optimizer: the swap tier (a file on local disk; host memory on
-  // an accelerator). Made before the optimizer, which keeps tensors in it.
-  std::unique_ptr<FileSwapTier> swap_tier;
+  // --swap-attention / --swap-optimizer: the swap tier (a file on local disk on the CPU; host
+  // memory, pinned on a GPU, on a device). Made before the optimizer, which keeps tensors in it.
+  std::unique_ptr<SwapTier> swap_tier;
   if (c.model.recompute.swap_attention || c.optimizer.swap_optimizer) {
-    std::string dir = c.training.swap_dir;
-    if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
-    MS_ASSIGN_OR_RETURN(swap_tier, agreed(ps.world(), FileSwapTier::open(dir, alloc)));
+    std::string where;
+    if (backend.unified_memory()) {
+      std::string dir = c.training.swap_dir;
+      if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
+      MS_ASSIGN_OR_RETURN(std::unique_ptr<FileSwapTier> file_tier,
+                          agreed(ps.world(), FileSwapTier::open(dir, alloc)));
+      where = file_tier->path();
+      swap_tier = std::move(file_tier);
+    } else {
+      MS_ASSIGN_OR_RETURN(std::unique_ptr<HostSwapTier> host_tier,
+                          agreed(ps.world(), HostSwapTier::open(backend, alloc)));
+      where = str_cat(host_tier->host_memory_name(), " memory");
+      swap_tier = std::move(host_tier);
+    }
     if (log_rank0) {
-      log_info("> swap tier: ", swap_tier->path(), " (",
-               c.model.recompute.swap_attention && c.optimizer.swap_optimizer ? "--swap-attention, --swap-optimizer"
-               : c.optimizer.swap_optimizer                                   ? "--swap-optimizer"
-                                                                              : "--swap-attention",
+      log_info("> swap tier: ", where, " (",
+               c.model.recompute.swap_attention && c.optimizer.swap_optimizer
+                   ? "--swap-attention, --swap-optimizer"
+               : c.optimizer.swap_optimizer ? "--swap-optimizer"
+                                            : "--swap-attention",
                ")");
     }
   }

@@ -98,10 +98,10 @@ void SelfAttention::attend_with_cache(const ForwardContext& ctx, const Attention
   float* k_cache = inference.key_cache(layer_index_);
   float* v_cache = inference.value_cache(layer_index_);
   // Append the new keys and values: rows [past, past + T) of each (sample, group).
-  for (int64_t bg = 0; bg < d.B * d.NKV; ++bg) {
-    ctx.k().copy(ctx.kc(), k_cache + (bg * S + past) * d.D, saved.k.f32() + bg * d.T * d.D, d.T * d.D);
-    ctx.k().copy(ctx.kc(), v_cache + (bg * S + past) * d.D, saved.v.f32() + bg * d.T * d.D, d.T * d.D);
-  }
+  ctx.k().copy_2d(ctx.kc(), k_cache + past * d.D, saved.k.f32(), d.B * d.NKV, d.T * d.D, S * d.D,
+                  d.T * d.D);
+  ctx.k().copy_2d(ctx.kc(), v_cache + past * d.D, saved.v.f32(), d.B * d.NKV, d.T * d.D, S * d.D,
+                  d.T * d.D);
   const int64_t Tk = past + d.T;
   Tensor ws(*ctx.alloc, Shape{std::max<int64_t>(1, ctx.k().kv_cache_attention_workspace_floats(ctx.kc(), d.T, Tk))},
             DType::kFloat32, MemoryCategory::kWorkspace);

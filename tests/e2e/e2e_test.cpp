@@ -611,6 +611,51 @@ TEST(EndToEnd, FencedDeviceRunsLogTheBitsOfTheCpuRuns) {
   EXPECT_EQ(got[1], want[3]);
 }
 
+// The rest of the engine on the fenced device, each layout logging the bits of its CPU run:
+// MoE (expert parallel, all-to-all, grouped GEMM, shared expert, jitter, aux and z losses; the
+// routing staged through host memory), context parallelism (ring with EOD resets, hybrid
+// Ulysses + ring with GQA), custom FSDP with full recompute, DualPipeV, --swap-attention and
+// --swap-optimizer (the host swap tier), and the gradient statistics of the log.
+TEST(EndToEnd, FencedDeviceRunsMoECpFsdpDualPipeVAndSwapAsTheCpuDoes) {
+  const std::string base = kTiny +
+                           " --num-layers 4 --global-batch-size 8 --train-iters 3 "
+                           "--lr-warmup-iters 1 --log-interval 1 --eval-iters 1";
+  const std::vector<std::pair<int, std::string>> layouts = {
+      {2,
+       " --num-experts 4 --moe-router-topk 2 --expert-model-parallel-size 2 "
+       "--moe-token-dispatcher-type alltoall"
+       " --moe-grouped-gemm --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001 "
+       "--moe-input-jitter-eps 0.01"
+       " --moe-shared-expert-intermediate-size 128 --disable-bias-linear --swiglu --bf16"},
+      {2, " --context-parallel-size 2 --reset-position-ids --reset-attention-mask --eod-mask-loss"},
+      {4,
+       " --context-parallel-size 4 --context-parallel-algo hybrid_cp_algo --ulysses-degree-in-cp 2"
+       " --group-query-attention --num-query-groups 2 --position-embedding-type rope"},
+      {2,
+       " --use-custom-fsdp --data-parallel-sharding-strategy optim_grads_params "
+       "--use-distributed-optimizer --bf16"
+       " --no-gradient-accumulation-fusion --recompute-granularity full --recompute-method uniform"
+       " --recompute-num-layers 2"},
+      {2,
+       " --pipeline-model-parallel-size 2 --schedules-method dualpipev "
+       "--untie-embeddings-and-output-weights"
+       " --micro-batch-size 2"},
+      {2,
+       " --swap-attention --recompute-num-layers 1 --swap-optimizer --use-distributed-optimizer"
+       " --log-num-zeros-in-grad --log-params-norm"},
+  };
+  for (const auto& [np, layout] : layouts) {
+    const std::string launch = kMpirun + " -np " + std::to_string(np) + " " + kBin;
+    const Result cpu = run(launch + base + layout);
+    const Result fenced = run(launch + base + layout + " --device cpu-fenced");
+    ASSERT_EQ(cpu.exit_code, 0) << layout << "\n" << cpu.output;
+    ASSERT_EQ(fenced.exit_code, 0) << layout << "\n" << fenced.output;
+    const auto want = logged_numbers(cpu.output);
+    ASSERT_GE(want.size(), 6u) << cpu.output;
+    EXPECT_EQ(logged_numbers(fenced.output), want) << layout;
+  }
+}
+
 TEST(EndToEnd, DryRunPrintsA1024RankLayout) {
   const Result r = run(kBin + " --dry-run-world-size 1024 --tensor-model-parallel-size 8 "
                               "--pipeline-model-parallel-size 4");

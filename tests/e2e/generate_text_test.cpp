@@ -1,8 +1,9 @@
 // End-to-end runs of tools/generate_text: from a Hugging Face fixture (NullTokenizer ids),
 // from the same weights converted to this engine's checkpoint format, from a checkpoint
 // pretrain_gpt just saved, with and without the key/value cache, on 1 and 2 ranks (tensor
-// parallel), sampled from a seed; and the refusals (missing checkpoint, bad flag values,
-// empty prompt file, pipeline parallelism, no tokenizer) with exit code 2 and the flag named.
+// parallel), sampled from a seed, on the fenced device as on the CPU; and the refusals (missing
+// checkpoint, bad flag values, empty prompt file, pipeline parallelism, no tokenizer) with exit
+// code 2 and the flag named.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -94,6 +95,26 @@ TEST(GenerateText, FromACheckpointPretrainGptSaved) {
   EXPECT_EQ(generations(two.output), generations(one.output));
 }
 
+// The fenced device (kernels/fenced/): weights, key/value cache and activations in device
+// memory that host code cannot touch, logits copied back; it must generate what the CPU does.
+TEST(GenerateText, TheFencedDeviceGeneratesWhatTheCpuDoes) {
+  const std::string greedy =
+      kGenerate + " --load " + kGpt2Fixture + kNull + " --prompt '5 17 3 42' --out-seq-length 12";
+  const std::string sampled =
+      kGenerate + " --load " + kGpt2Fixture + kNull +
+      " --prompt '5 17 3' --out-seq-length 20 --top-k 0 --temperature 1.5 --seed 5";
+  for (const std::string& cmd :
+       {greedy, greedy + " --no-kv-cache --use-flash-attn", sampled,
+        kMpirun + " -np 2 " + greedy + " --tensor-model-parallel-size 2"}) {
+    const Result cpu = run(cmd);
+    const Result fenced = run(cmd + " --device cpu-fenced");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+    ASSERT_EQ(fenced.exit_code, 0) << fenced.output;
+    EXPECT_FALSE(generations(cpu.output).empty()) << cpu.output;
+    EXPECT_EQ(generations(fenced.output), generations(cpu.output)) << cmd;
+  }
+}
+
 void expect_refused(const std::string& args, const std::string& needle) {
   const Result r = run(kGenerate + args);
   EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
@@ -125,6 +146,7 @@ TEST(GenerateText, BadInputIsRefusedNamingTheFlag) {
   for (int i = 0; i < 40; ++i) long_prompt += i == 0 ? "1" : " 1";
   expect_refused(load + " --prompt '" + long_prompt + "'", "--max-position-embeddings");
   expect_refused(load + " --prompt '1' --no-such-flag", "no-such-flag");
+  expect_refused(load + " --prompt '1' --device tpu", "--device");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // polynomial exp/erfc.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -164,6 +165,31 @@ TEST_P(RowKernelTest, AdamWAndSumOfSquares) {
   EXPECT_TRUE(all_close(v2, v1, 1e-6, 1e-12));
   EXPECT_NEAR(cpu::sum_of_squares(kKc, g.data(), n), ref::sum_of_squares(kKc, g.data(), n),
               1e-6 * ref::sum_of_squares(kKc, g.data(), n) + 1e-12);
+}
+
+TEST(ZeroCountFillAndStridedCopy, FastMatchesReference) {
+  const int64_t n = 1003;  // a vector tail
+  std::vector<float> x = random_vector(n, 31);
+  for (int64_t i = 0; i < n; i += 7) x[i] = (i / 7) % 2 == 0 ? 0.0f : -0.0f;  // both zeros count
+  EXPECT_EQ(cpu::count_zeros(kKc, x.data(), n), ref::count_zeros(kKc, x.data(), n));
+  EXPECT_EQ(ref::count_zeros(kKc, x.data(), n), (n + 6) / 7);
+  std::vector<float> f1(n, 1.0f), f2(n, 2.0f);
+  ref::fill(kKc, f1.data(), -INFINITY, n);
+  cpu::fill(kKc, f2.data(), -INFINITY, n);
+  EXPECT_EQ(f2, f1);
+  EXPECT_EQ(f1, std::vector<float>(n, -INFINITY));
+  // 9 rows of 13 out of rows of 17 into rows of 21: the gaps between the blocks stay untouched.
+  const int64_t rows = 9, width = 13, in_stride = 17, out_stride = 21;
+  const std::vector<float> in = random_vector(rows * in_stride, 32);
+  std::vector<float> o1(rows * out_stride, 5.0f), o2(rows * out_stride, 5.0f);
+  ref::copy_2d(kKc, o1.data(), in.data(), rows, width, out_stride, in_stride);
+  cpu::copy_2d(kKc, o2.data(), in.data(), rows, width, out_stride, in_stride);
+  EXPECT_EQ(o2, o1);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < out_stride; ++i) {
+      ASSERT_EQ(o1[r * out_stride + i], i < width ? in[r * in_stride + i] : 5.0f) << r << "," << i;
+    }
+  }
 }
 
 TEST(EmaUpdate, FastMatchesReferenceAndFormula) {

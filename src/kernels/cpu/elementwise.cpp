@@ -13,9 +13,24 @@ void fill_zero(const KernelContext& kc, float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = 0.0f;
 }
 
+void fill(const KernelContext& kc, float* x, float value, int64_t n) {
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] = value;
+}
+
 void copy(const KernelContext& kc, float* out, const float* in, int64_t n) {
 #pragma omp parallel for num_threads(kc.num_threads) schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = in[i];
+}
+
+void copy_2d(const KernelContext& kc, float* out, const float* in, int64_t rows, int64_t width,
+             int64_t out_stride, int64_t in_stride) {
+  if (rows <= 0 || width <= 0) return;
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static) if (rows * width > 32768)
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(out + r * out_stride, in + r * in_stride,
+                static_cast<size_t>(width) * sizeof(float));
+  }
 }
 
 void add_inplace(const KernelContext& kc, float* y, const float* x, int64_t n) {
@@ -112,6 +127,13 @@ int64_t count_nonfinite(const KernelContext& kc, const float* x, int64_t n) {
 #pragma omp parallel for num_threads(kc.num_threads) schedule(static) reduction(+ : bad)
   for (int64_t i = 0; i < n; ++i) bad += std::isfinite(x[i]) ? 0 : 1;
   return bad;
+}
+
+int64_t count_zeros(const KernelContext& kc, const float* x, int64_t n) {
+  int64_t zeros = 0;
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static) reduction(+ : zeros)
+  for (int64_t i = 0; i < n; ++i) zeros += x[i] == 0.0f ? 1 : 0;
+  return zeros;
 }
 
 // Host and device memory are the same on the CPU.

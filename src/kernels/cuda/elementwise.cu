@@ -1,7 +1,7 @@
 // CUDA elementwise, conversion, layout and check kernels (kernel_signatures.inc; the
 // specification is ref/elementwise.cpp). The 16-bit conversions are core/dtype.h's own
-// functions compiled for the device, so their bits equal the CPU's. masked_sums and
-// count_nonfinite hand their result to the host: they wait for the stream.
+// functions compiled for the device, so their bits equal the CPU's. masked_sums and the counts
+// hand their result to the host: they wait for the stream.
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -43,12 +43,20 @@ __global__ void masked_sums_partial(double* partial, const float* x, const float
   }
 }
 
-__global__ void count_nonfinite_partial(unsigned long long* partial, const float* x, int64_t n) {
+struct IsNonFinite {
+  __device__ bool operator()(float v) const { return !isfinite(v); }
+};
+struct IsZero {
+  __device__ bool operator()(float v) const { return v == 0.0f; }
+};
+
+template <typename Predicate>
+__global__ void count_partial(unsigned long long* partial, const float* x, int64_t n) {
   __shared__ unsigned long long shared[32];
-  unsigned long long bad = 0;
-  MS_GRID_STRIDE_LOOP(i, n) bad += isfinite(x[i]) ? 0 : 1;
-  bad = block_sum(bad, shared);
-  if (threadIdx.x == 0) partial[blockIdx.x] = bad;
+  unsigned long long hits = 0;
+  MS_GRID_STRIDE_LOOP(i, n) hits += Predicate{}(x[i]) ? 1 : 0;
+  hits = block_sum(hits, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = hits;
 }
 
 template <typename T>
@@ -86,6 +94,24 @@ void column_sums_accumulate(const KernelContext& kc, float* sums, const float* x
 void fill_zero(const KernelContext& kc, float* x, int64_t n) {
   if (n > 0)
     MS_CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream_of(kc)));
+}
+
+void fill(const KernelContext& kc, float* x, float value, int64_t n) {
+  launch_map(kc, n, [=] __device__(int64_t i) { x[i] = value; });
+}
+
+void copy_2d(const KernelContext& kc, float* out, const float* in, int64_t rows, int64_t width,
+             int64_t out_stride, int64_t in_stride) {
+  if (rows <= 0 || width <= 0) return;
+  if (rows == 1) {  // any strides: one contiguous block
+    copy(kc, out, in, width);
+    return;
+  }
+  constexpr size_t f = sizeof(float);
+  MS_CUDA_CHECK(cudaMemcpy2DAsync(out, static_cast<size_t>(out_stride) * f, in,
+                                  static_cast<size_t>(in_stride) * f,
+                                  static_cast<size_t>(width) * f, static_cast<size_t>(rows),
+                                  cudaMemcpyDeviceToDevice, stream_of(kc)));
 }
 
 void copy(const KernelContext& kc, float* out, const float* in, int64_t n) {
@@ -174,13 +200,15 @@ void masked_sums(const KernelContext& kc, double* sums, const float* x, const fl
   sums[1] = static_cast<const double*>(d.host_scratch)[1];
 }
 
-int64_t count_nonfinite(const KernelContext& kc, const float* x, int64_t n) {
+// The number of x[i] the predicate holds for, handed to the host.
+template <typename Predicate>
+int64_t count_where(const KernelContext& kc, const float* x, int64_t n) {
   if (n <= 0) return 0;
   DeviceState& d = device_state(kc);
   auto* partial = static_cast<unsigned long long*>(d.scratch);
   auto* total = partial + kReductionBlocks;
   const unsigned int blocks = std::min(kReductionBlocks, blocks_for(n));
-  count_nonfinite_partial<<<blocks, kThreads, 0, d.stream>>>(partial, x, n);
+  count_partial<Predicate><<<blocks, kThreads, 0, d.stream>>>(partial, x, n);
   MS_CUDA_CHECK_LAUNCH();
   sum_partials<<<1, kThreads, 0, d.stream>>>(total, partial, static_cast<int>(blocks), 1);
   MS_CUDA_CHECK_LAUNCH();
@@ -188,6 +216,14 @@ int64_t count_nonfinite(const KernelContext& kc, const float* x, int64_t n) {
                                 cudaMemcpyDeviceToHost, d.stream));
   MS_CUDA_CHECK(cudaStreamSynchronize(d.stream));
   return static_cast<int64_t>(*static_cast<const unsigned long long*>(d.host_scratch));
+}
+
+int64_t count_nonfinite(const KernelContext& kc, const float* x, int64_t n) {
+  return count_where<IsNonFinite>(kc, x, n);
+}
+
+int64_t count_zeros(const KernelContext& kc, const float* x, int64_t n) {
+  return count_where<IsZero>(kc, x, n);
 }
 
 void copy_to_device(const KernelContext& kc, void* dst, const void* src, int64_t bytes) {
@@ -227,7 +263,9 @@ void fill_elementwise_kernels(KernelTable& t) {
   t.zero_bytes = zero_bytes;
   t.synchronize = synchronize;
   t.fill_zero = fill_zero;
+  t.fill = fill;
   t.copy = copy;
+  t.copy_2d = copy_2d;
   t.add_inplace = add_inplace;
   t.scale_inplace = scale_inplace;
   t.scale_copy = scale_copy;
@@ -244,6 +282,7 @@ void fill_elementwise_kernels(KernelTable& t) {
   t.scale_rows = scale_rows;
   t.masked_sums = masked_sums;
   t.count_nonfinite = count_nonfinite;
+  t.count_zeros = count_zeros;
 }
 
 }  // namespace mindspeed::cuda

@@ -11,8 +11,18 @@ void fill_zero(const KernelContext& kc, float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = 0.0f;
 }
 
+void fill(const KernelContext& kc, float* x, float value, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = value;
+}
+
 void copy(const KernelContext& kc, float* out, const float* in, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = in[i];
+}
+
+void copy_2d(const KernelContext& kc, float* out, const float* in, int64_t rows, int64_t width,
+             int64_t out_stride, int64_t in_stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < width; ++i) out[r * out_stride + i] = in[r * in_stride + i];
 }
 
 void add_inplace(const KernelContext& kc, float* y, const float* x, int64_t n) {
@@ -96,6 +106,12 @@ int64_t count_nonfinite(const KernelContext& kc, const float* x, int64_t n) {
   int64_t bad = 0;
   for (int64_t i = 0; i < n; ++i) bad += std::isfinite(x[i]) ? 0 : 1;
   return bad;
+}
+
+int64_t count_zeros(const KernelContext& kc, const float* x, int64_t n) {
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < n; ++i) zeros += x[i] == 0.0f ? 1 : 0;
+  return zeros;
 }
 
 // Host and device memory are the same on the CPU.

@@ -16,9 +16,9 @@ GPTInferenceWrapper::GPTInferenceWrapper(const GPTModel& model, const ForwardCon
   MS_CHECK(model.pre_process() && model.post_process(), "generation needs the whole model on one stage");
   if (use_kv_cache) {
     const ModelConfig& c = model.config();
-    cache_ = std::make_unique<StaticInferenceContext>(*ctx_.alloc, max_batch_size, c.max_position_embeddings,
-                                                      c.num_layers, c.query_groups() / ctx_.ps->sizes.tensor,
-                                                      c.kv_channels);
+    cache_ = std::make_unique<StaticInferenceContext>(
+        *ctx_.backend, *ctx_.alloc, max_batch_size, c.max_position_embeddings, c.num_layers,
+        c.query_groups() / ctx_.ps->sizes.tensor, c.kv_channels);
   }
 }
 
@@ -53,21 +53,26 @@ Status GPTInferenceWrapper::run_one_forward_step(const int32_t* tokens, int64_t 
   }
   mb.position_ids.resize(static_cast<size_t>(B * T));
   for (int64_t i = 0; i < B * T; ++i) mb.position_ids[i] = static_cast<int32_t>(first_position + i % T);
+  upload_micro_batch(mb, *ctx_.backend, *ctx_.alloc);  // a device's kernels read its copies
   const int64_t rows = last_only ? B : B * T;
-  local_.resize(static_cast<size_t>(B * T * V_local));
+  // The logits stay in the backend's memory until the gathered rows are copied to the host.
+  Tensor local(*ctx_.alloc, Shape{B * T, V_local}, DType::kFloat32, MemoryCategory::kActivations);
   if (cache_ != nullptr) {
-    model_.forward_inference(ctx_, mb, *cache_, last_only, local_.data());
+    model_.forward_inference(ctx_, mb, *cache_, last_only, local.f32());
     cache_->increment_sequence_len_offset(T);
   } else {
-    model_.compute_logits(ctx_, mb, local_.data());
-    if (last_only) {  // sample-major [B, T, V]: keep each sample's last row
-      for (int64_t b = 0; b < B; ++b) {
-        std::copy_n(local_.begin() + ((b * T) + T - 1) * V_local, V_local, local_.begin() + b * V_local);
-      }
+    model_.compute_logits(ctx_, mb, local.f32());
+    if (last_only && T > 1) {  // sample-major [B, T, V]: keep each sample's last row
+      Tensor last(*ctx_.alloc, Shape{B, V_local}, DType::kFloat32, MemoryCategory::kActivations);
+      ctx_.k().copy_2d(ctx_.kc(), last.f32(), local.f32() + (T - 1) * V_local, B, V_local, V_local,
+                       T * V_local);
+      local = std::move(last);
     }
   }
+  Tensor gathered(*ctx_.alloc, Shape{rows, Vp}, DType::kFloat32, MemoryCategory::kActivations);
+  GatherFromTensorModelParallelRegion::forward(ctx_, gathered.f32(), local.f32(), rows, Vp);
   logits->resize(static_cast<size_t>(rows * Vp));
-  GatherFromTensorModelParallelRegion::forward(ctx_, logits->data(), local_.data(), rows, Vp);
+  ctx_.backend->kernels.copy_to_host(ctx_.kc(), logits->data(), gathered.f32(), gathered.nbytes());
   return ok_status();
 }
 

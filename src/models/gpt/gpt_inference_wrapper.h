@@ -5,7 +5,8 @@
 // position embeddings see the right positions), runs the model with the key/value cache
 // (StaticInferenceContext of max_position_embeddings positions) or, without it, the whole
 // sequence through the training forward, and all-gathers the vocab-parallel logits so every
-// tensor-parallel rank holds the whole row (Megatron's parallel_output=False).
+// tensor-parallel rank holds the whole row (Megatron's parallel_output=False). On a device the
+// step's tokens are uploaded and only the gathered logits come back to the host.
 #pragma once
 
 #include <memory>
@@ -39,7 +40,6 @@ class GPTInferenceWrapper final : public AbstractModelInferenceWrapper {
   const GPTModel& model_;
   ForwardContext ctx_;
   std::unique_ptr<StaticInferenceContext> cache_;
-  std::vector<float> local_;  ///< this rank's vocab-parallel logits
 };
 
 }  // namespace mindspeed

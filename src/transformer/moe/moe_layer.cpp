@@ -36,10 +36,12 @@ void MoELayer::shared_forward(const ForwardContext& ctx, const float* x, int64_t
   saved.shared_out = Tensor(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kActivations);
   shared_experts_->forward(ctx, x, N, saved.shared_out.f32(), saved.shared);
   if (shared_gate_ == nullptr) return;
-  std::vector<float> logit(static_cast<size_t>(n));
-  ctx.k().linear_forward(ctx.kc(), logit.data(), x, ctx.w(*shared_gate_), nullptr, n, h, 1);
-  saved.gate_score.resize(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) saved.gate_score[r] = 1.0f / (1.0f + std::exp(-logit[r]));
+  // The n scores on the host (a sigmoid each), applied by the kernels.
+  Tensor logit(*ctx.alloc, Shape{n}, DType::kFloat32, MemoryCategory::kWorkspace);
+  ctx.k().linear_forward(ctx.kc(), logit.f32(), x, ctx.w(*shared_gate_), nullptr, n, h, 1);
+  std::vector<float> score = host_copy_of(*ctx.backend, logit.f32(), n);
+  for (float& s : score) s = 1.0f / (1.0f + std::exp(-s));
+  saved.gate_score = device_copy_of(*ctx.backend, *ctx.alloc, score, MemoryCategory::kActivations);
 }
 
 void MoELayer::shared_backward(const ForwardContext& ctx, Saved& saved, const float* x, const float* dout,
@@ -51,20 +53,26 @@ void MoELayer::shared_backward(const ForwardContext& ctx, Saved& saved, const fl
   }
   // out += shared * s, s = sigmoid(x . g): dshared = dout * s; dlogit = <dout, shared> s (1 - s).
   Tensor dshared(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
+  ctx.k().scale_rows(ctx.kc(), dshared.f32(), dout, saved.gate_score.f32(), n, h);
+  // The row dot products in double on the host (dout and the shared output copied there).
+  const std::vector<float> score = host_copy_of(*ctx.backend, saved.gate_score.f32(), n);
+  const std::vector<float> dout_host = host_copy_of(*ctx.backend, dout, n * h);
+  const std::vector<float> shared_host = host_copy_of(*ctx.backend, saved.shared_out.f32(), n * h);
   std::vector<float> dlogit(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) {
-    const float s = saved.gate_score[r];
+    const float s = score[r];
     double dot = 0.0;
-    for (int64_t c = 0; c < h; ++c) {
-      dshared.f32()[r * h + c] = dout[r * h + c] * s;
-      dot += static_cast<double>(dout[r * h + c]) * saved.shared_out.f32()[r * h + c];
-    }
+    for (int64_t c = 0; c < h; ++c)
+      dot += static_cast<double>(dout_host[r * h + c]) * shared_host[r * h + c];
     dlogit[r] = static_cast<float>(dot) * s * (1.0f - s);
   }
-  accumulate_weight_grad(ctx, shared_gate_, nullptr, dlogit.data(), x, Tensor(), n, h, 1);
+  const Tensor dlogit_device =
+      device_copy_of(*ctx.backend, *ctx.alloc, dlogit, MemoryCategory::kWorkspace);
+  accumulate_weight_grad(ctx, shared_gate_, nullptr, dlogit_device.f32(), x, Tensor(), n, h, 1);
   shared_experts_->backward(ctx, saved.shared, x, dshared.f32(), dx_shared, N);
   Tensor dgate(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
-  ctx.k().linear_backward_input(ctx.kc(), dgate.f32(), dlogit.data(), ctx.w(*shared_gate_), n, h, 1,
+  ctx.k().linear_backward_input(ctx.kc(), dgate.f32(), dlogit_device.f32(), ctx.w(*shared_gate_), n,
+                                h, 1,
                                 /*accumulate=*/false);
   ctx.k().add_inplace(ctx.kc(), dx_shared, dgate.f32(), n * h);
 }
@@ -90,10 +98,9 @@ void MoELayer::forward(const ForwardContext& ctx, const MicroBatch& mb, const fl
     saved.shared_out.reset();
     return;
   }
-  for (int64_t r = 0; r < n; ++r) {
-    const float s = saved.gate_score[r];
-    for (int64_t c = 0; c < h; ++c) out[r * h + c] += saved.shared_out.f32()[r * h + c] * s;
-  }
+  Tensor gated(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
+  ctx.k().scale_rows(ctx.kc(), gated.f32(), saved.shared_out.f32(), saved.gate_score.f32(), n, h);
+  ctx.k().add_inplace(ctx.kc(), out, gated.f32(), n * h);
 }
 
 void MoELayer::backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved, const float* x,

@@ -37,7 +37,7 @@ class MoELayer {
     Experts::Saved experts;
     MLP::Saved shared;
     Tensor shared_out;    ///< [n, h] the shared experts' output before the gate
-    std::vector<float> gate_score;  ///< [n] sigmoid(x · gate_weight)
+    Tensor gate_score;    ///< [n] sigmoid(x · gate_weight)
   };
 
   MoELayer(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config, int64_t layer_index,

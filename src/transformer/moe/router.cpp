@@ -57,9 +57,9 @@ void TopKRouter::forward(const ForwardContext& ctx, const MicroBatch& mb, const 
   if (moe_.input_jitter_eps > 0 && ctx.training) {
     // x * U(1 - eps, 1 + eps), keyed by (iteration, layer, sample position, channel) so every
     // layout draws the same noise for a token.
+    // The factors are drawn on the host and applied by the kernels (one product per element).
     const RngStream rng = ctx.dropout_stream(layer_index_, static_cast<DropoutSite>(0x6a6974));  // "jit"
-    saved.jitter.resize(static_cast<size_t>(n * h));
-    saved.jittered = Tensor(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kActivations);
+    std::vector<float> jitter(static_cast<size_t>(n * h));
     const int64_t offset = ctx.sequence_offset(mb.T);
     for (int64_t r = 0; r < n; ++r) {
       const int64_t s_local = r / mb.B + offset, b = r % mb.B;
@@ -67,15 +67,19 @@ void TopKRouter::forward(const ForwardContext& ctx, const MicroBatch& mb, const 
       const uint64_t token = static_cast<uint64_t>((mb.first_sample + b) * mb.sample_length() + s);
       for (int64_t c = 0; c < h; ++c) {
         const float u = rng.uniform(token * static_cast<uint64_t>(h) + static_cast<uint64_t>(c));
-        const float f = 1.0f - moe_.input_jitter_eps + 2.0f * moe_.input_jitter_eps * u;
-        saved.jitter[r * h + c] = f;
-        saved.jittered.f32()[r * h + c] = x[r * h + c] * f;
+        jitter[r * h + c] = 1.0f - moe_.input_jitter_eps + 2.0f * moe_.input_jitter_eps * u;
       }
     }
+    saved.jitter = device_copy_of(*ctx.backend, *ctx.alloc, jitter, MemoryCategory::kActivations);
+    saved.jittered = Tensor(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kActivations);
+    ctx.k().scale_rows(ctx.kc(), saved.jittered.f32(), x, saved.jitter.f32(), n * h,
+                       1);  // x * jitter
     gate_input = saved.jittered.f32();
   }
-  saved.logits.assign(static_cast<size_t>(n * E), 0.0f);
-  ctx.k().linear_forward(ctx.kc(), saved.logits.data(), gate_input, ctx.w(*weight_), nullptr, n, h, E);
+  // The logits on the device, the routing decisions from their copy on the host.
+  Tensor logits(*ctx.alloc, Shape{n, E}, DType::kFloat32, MemoryCategory::kWorkspace);
+  ctx.k().linear_forward(ctx.kc(), logits.f32(), gate_input, ctx.w(*weight_), nullptr, n, h, E);
+  saved.logits = host_copy_of(*ctx.backend, logits.f32(), n * E);
   const int partition = partition_group(ctx).size();
   saved.z = ctx.training && moe_.z_loss_coeff > 0;
   if (saved.z && ctx.moe_aux_losses != nullptr) {
@@ -170,12 +174,19 @@ void TopKRouter::backward(const ForwardContext& ctx, const MicroBatch& mb, const
     for (size_t i = 0; i < dlogits.size(); ++i) dlogits[i] += part[i];
   }
   const float* gate_input = saved.jittered.empty() ? x : saved.jittered.f32();
-  accumulate_weight_grad(ctx, weight_, nullptr, dlogits.data(), gate_input, Tensor(), n, h, E);
+  const Tensor dlogits_device =
+      device_copy_of(*ctx.backend, *ctx.alloc, dlogits, MemoryCategory::kWorkspace);
+  accumulate_weight_grad(ctx, weight_, nullptr, dlogits_device.f32(), gate_input, Tensor(), n, h,
+                         E);
   Tensor dgate(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
-  ctx.k().linear_backward_input(ctx.kc(), dgate.f32(), dlogits.data(), ctx.w(*weight_), n, h, E,
+  ctx.k().linear_backward_input(ctx.kc(), dgate.f32(), dlogits_device.f32(), ctx.w(*weight_), n, h,
+                                E,
                                 /*accumulate=*/false);
-  if (!saved.jittered.empty()) {
-    for (int64_t i = 0; i < n * h; ++i) dgate.f32()[i] *= saved.jitter[i];
+  if (!saved.jitter.empty()) {
+    Tensor djittered(*ctx.alloc, Shape{n, h}, DType::kFloat32, MemoryCategory::kWorkspace);
+    ctx.k().scale_rows(ctx.kc(), djittered.f32(), dgate.f32(), saved.jitter.f32(), n * h,
+                       1);  // dgate * jitter
+    dgate = std::move(djittered);
   }
   ctx.k().add_inplace(ctx.kc(), dx, dgate.f32(), n * h);
 }

@@ -34,7 +34,7 @@ class TopKRouter {
     AuxScoresSaved aux_scores;
     std::vector<int64_t> global_tokens_per_expert;  ///< aux_loss: counts over the partition group
     Tensor jittered;                   ///< [n, h] the gate's input with --moe-input-jitter-eps
-    std::vector<float> jitter;         ///< [n, h] the noise factors
+    Tensor jitter;                     ///< [n, h] the noise factors
   };
 
   TopKRouter(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config, int64_t layer_index,

@@ -1,6 +1,7 @@
 // TokenDispatcher (token_dispatcher.h).
 #include "transformer/moe/token_dispatcher.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -33,7 +34,8 @@ TokenDispatcher::TokenDispatcher(const ModelConfig& config, int64_t first_expert
       first_expert_(first_expert),
       num_local_(num_local) {}
 
-void TokenDispatcher::collect_copies(const float* probs, const uint8_t* map, int64_t T, int64_t e0, int64_t e1,
+void TokenDispatcher::collect_copies(const ForwardContext& ctx, const float* probs,
+                                     const uint8_t* map, int64_t T, int64_t e0, int64_t e1,
                                      Saved& saved) const {
   saved.rows.clear();
   saved.experts.clear();
@@ -46,6 +48,11 @@ void TokenDispatcher::collect_copies(const float* probs, const uint8_t* map, int
       saved.probs.push_back(probs[t * num_experts_ + e]);
     }
   }
+  // The routing is decided on the host; the permutation kernels read its result on the device.
+  saved.kernel_rows =
+      device_copy_of(*ctx.backend, *ctx.alloc, saved.rows, MemoryCategory::kActivations);
+  saved.kernel_probs =
+      device_copy_of(*ctx.backend, *ctx.alloc, saved.probs, MemoryCategory::kActivations);
 }
 
 void TokenDispatcher::plan_splits(const ForwardContext& ctx, const std::vector<int64_t>& local_counts,
@@ -155,13 +162,15 @@ void TokenDispatcher::unpermute(const ForwardContext& ctx, float* out, const flo
                                 const Saved& saved) const {
   const int64_t R = static_cast<int64_t>(saved.rows.size()), h = hidden_;
   if (config_.moe.permute_fusion) {
-    ctx.k().moe_unpermute_forward(ctx.kc(), out, rows_in, saved.probs.data(), saved.rows.data(), T, R, h);
+    ctx.k().moe_unpermute_forward(ctx.kc(), out, rows_in, saved.kernel_probs.f32(),
+                                  saved.kernel_rows.i32(), T, R, h);
     return;
   }
   // Megatron's unfused unpermute: the rows times their probabilities, then a scatter-add.
   Tensor weighted = workspace(ctx, R, h);
-  ctx.k().scale_rows(ctx.kc(), weighted.f32(), rows_in, saved.probs.data(), R, h);
-  ctx.k().moe_unpermute_forward(ctx.kc(), out, weighted.f32(), nullptr, saved.rows.data(), T, R, h);
+  ctx.k().scale_rows(ctx.kc(), weighted.f32(), rows_in, saved.kernel_probs.f32(), R, h);
+  ctx.k().moe_unpermute_forward(ctx.kc(), out, weighted.f32(), nullptr, saved.kernel_rows.i32(), T,
+                                R, h);
 }
 
 void TokenDispatcher::start_dispatch(const ForwardContext& ctx, const float* x, int64_t n, const float* probs,
@@ -176,18 +185,18 @@ void TokenDispatcher::start_dispatch(const ForwardContext& ctx, const float* x, 
     ProcessGroup& group = ps.tp_ep();
     const int64_t T = group.size() * n;
     p.recv = workspace(ctx, T, h);
-    p.recv2 = workspace(ctx, T, E);
+    p.recv_probs.resize(static_cast<size_t>(T * E));
     p.recv_map.resize(static_cast<size_t>(T * E));
     // The three gathers; with MindSpeed's allgather optimisation all in flight together.
     p.work3 = group.all_gather_bytes_async(p.recv_map.data(), routing_map, n * E);
     if (!async) p.work3->wait();
-    p.work2 = group.all_gather_async(p.recv2.f32(), probs, n * E);
+    p.work2 = group.all_gather_async(p.recv_probs.data(), probs, n * E);
     if (!async) p.work2->wait();
     p.work = group.all_gather_async(p.recv.f32(), x, n * h);
     return;
   }
   // alltoall: every routed copy of this rank's tokens, expert-major over all experts.
-  collect_copies(probs, routing_map, n, 0, E, saved);
+  collect_copies(ctx, probs, routing_map, n, 0, E, saved);
   std::vector<int64_t> local_counts(static_cast<size_t>(E), 0);
   for (int32_t e : saved.experts) ++local_counts[e];
   // The count exchange over tp_ep (MindSpeed --moe-permutation-async-comm: in flight while
@@ -202,7 +211,7 @@ void TokenDispatcher::start_dispatch(const ForwardContext& ctx, const float* x, 
   if (!async) counts->wait();
   const int64_t R_src = static_cast<int64_t>(saved.rows.size());
   p.send = workspace(ctx, R_src, h);
-  ctx.k().moe_permute_forward(ctx.kc(), p.send.f32(), x, saved.rows.data(), R_src, h);
+  ctx.k().moe_permute_forward(ctx.kc(), p.send.f32(), x, saved.kernel_rows.i32(), R_src, h);
   counts->wait();
   plan_splits(ctx, local_counts, all, saved);
   p.recv = workspace(ctx, sum(saved.output_splits), h);
@@ -219,12 +228,13 @@ Tensor TokenDispatcher::finish_dispatch(const ForwardContext& ctx, Saved& saved)
     p.work2->wait();
     p.work3->wait();
     const int64_t T = ps.tp_ep().size() * saved.n;
-    collect_copies(p.recv2.f32(), p.recv_map.data(), T, first_expert_, first_expert_ + num_local_, saved);
+    collect_copies(ctx, p.recv_probs.data(), p.recv_map.data(), T, first_expert_,
+                   first_expert_ + num_local_, saved);
     saved.tokens_per_expert.assign(num_local_, 0);
     for (int32_t e : saved.experts) ++saved.tokens_per_expert[e - first_expert_];
     const int64_t R = static_cast<int64_t>(saved.rows.size());
     Tensor input(*ctx.alloc, Shape{R, h}, DType::kFloat32, MemoryCategory::kActivations);
-    ctx.k().moe_permute_forward(ctx.kc(), input.f32(), p.recv.f32(), saved.rows.data(), R, h);
+    ctx.k().moe_permute_forward(ctx.kc(), input.f32(), p.recv.f32(), saved.kernel_rows.i32(), R, h);
     saved.pending = Pending{};
     return input;
   }
@@ -276,8 +286,9 @@ void TokenDispatcher::start_combine_backward(const ForwardContext& ctx, const fl
   const int64_t R_src = static_cast<int64_t>(saved.rows.size());
   p.send = workspace(ctx, R_src, h);
   p.recv2 = workspace(ctx, std::max<int64_t>(R_src, 1), 1);  // dp: the probabilities' gradients
-  ctx.k().moe_unpermute_backward(ctx.kc(), p.send.f32(), p.recv2.f32(), dout, saved.combined.f32(), saved.probs.data(),
-                                 saved.rows.data(), saved.n, R_src, h);
+  ctx.k().moe_unpermute_backward(ctx.kc(), p.send.f32(), p.recv2.f32(), dout, saved.combined.f32(),
+                                 saved.kernel_probs.f32(), saved.kernel_rows.i32(), saved.n, R_src,
+                                 h);
   p.recv = workspace(ctx, sum(saved.output_splits), h);
   p.work = ps.ep().all_to_all_async(p.recv.f32(), times(saved.output_splits, h), p.send.f32(),
                                     times(saved.input_splits, h));
@@ -292,22 +303,26 @@ Tensor TokenDispatcher::finish_combine_backward(const ForwardContext& ctx, float
   if (!all_to_all()) {
     ProcessGroup& group = ps.tp_ep();
     const int64_t T = group.size() * saved.n;
-    std::vector<float> dp(static_cast<size_t>(R_src));
+    Tensor dp(*ctx.alloc, Shape{std::max<int64_t>(R_src, 1)}, DType::kFloat32,
+              MemoryCategory::kWorkspace);
     Tensor dy(*ctx.alloc, Shape{R_src, h}, DType::kFloat32, MemoryCategory::kWorkspace);
-    ctx.k().moe_unpermute_backward(ctx.kc(), dy.f32(), dp.data(), p.recv.f32(), saved.combined.f32(),
-                                   saved.probs.data(), saved.rows.data(), T, R_src, h);
+    ctx.k().moe_unpermute_backward(ctx.kc(), dy.f32(), dp.f32(), p.recv.f32(), saved.combined.f32(),
+                                   saved.kernel_probs.f32(), saved.kernel_rows.i32(), T, R_src, h);
     saved.pending = Pending{};
-    Tensor dP = device_zeros(*ctx.backend, *ctx.alloc, Shape{T, E}, DType::kFloat32, MemoryCategory::kWorkspace);
-    for (int64_t i = 0; i < R_src; ++i) dP.f32()[saved.rows[i] * E + saved.experts[i]] = dp[i];
+    // The probabilities' gradients back into the router's [T, E] layout, on the host.
+    const std::vector<float> dp_host = host_copy_of(*ctx.backend, dp.f32(), R_src);
+    std::vector<float> dP(static_cast<size_t>(T * E), 0.0f);
+    for (int64_t i = 0; i < R_src; ++i) dP[saved.rows[i] * E + saved.experts[i]] = dp_host[i];
     if (group.size() > 1) {
-      group.reduce_scatter(dprobs, dP.f32(), saved.n * E);
+      group.reduce_scatter(dprobs, dP.data(), saved.n * E);
     } else {
-      ctx.k().copy(ctx.kc(), dprobs, dP.f32(), T * E);
+      std::copy(dP.begin(), dP.end(), dprobs);
     }
     return dy;
   }
+  const std::vector<float> dp_host = host_copy_of(*ctx.backend, p.recv2.f32(), R_src);
   std::memset(dprobs, 0, sizeof(float) * static_cast<size_t>(saved.n * E));
-  for (int64_t i = 0; i < R_src; ++i) dprobs[saved.rows[i] * E + saved.experts[i]] = p.recv2.f32()[i];
+  for (int64_t i = 0; i < R_src; ++i) dprobs[saved.rows[i] * E + saved.experts[i]] = dp_host[i];
   Tensor received = std::move(p.recv);
   saved.pending = Pending{};
   return arrive_at_experts(ctx, std::move(received), saved, MemoryCategory::kWorkspace);
@@ -322,7 +337,7 @@ void TokenDispatcher::start_dispatch_backward(const ForwardContext& ctx, const f
     const int64_t T = group.size() * saved.n;
     const int64_t R = static_cast<int64_t>(saved.rows.size());
     p.send = workspace(ctx, T, h);
-    ctx.k().moe_permute_backward(ctx.kc(), p.send.f32(), dinput, saved.rows.data(), T, R, h);
+    ctx.k().moe_permute_backward(ctx.kc(), p.send.f32(), dinput, saved.kernel_rows.i32(), T, R, h);
     p.recv = workspace(ctx, saved.n, h);
     p.work = group.reduce_scatter_async(p.recv.f32(), p.send.f32(), saved.n * h, ReduceOp::kSum);
     return;
@@ -338,7 +353,8 @@ void TokenDispatcher::finish_dispatch_backward(const ForwardContext& ctx, float*
     ctx.k().copy(ctx.kc(), dx, p.recv.f32(), saved.n * hidden_);
   } else {
     const int64_t R_src = static_cast<int64_t>(saved.rows.size());
-    ctx.k().moe_permute_backward(ctx.kc(), dx, p.recv.f32(), saved.rows.data(), saved.n, R_src, hidden_);
+    ctx.k().moe_permute_backward(ctx.kc(), dx, p.recv.f32(), saved.kernel_rows.i32(), saved.n,
+                                 R_src, hidden_);
   }
   saved.pending = Pending{};
 }

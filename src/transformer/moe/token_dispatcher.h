@@ -32,6 +32,8 @@ class TokenDispatcher {
   struct Pending {
     std::unique_ptr<Work> work, work2, work3;
     Tensor send, recv, recv2;
+    std::vector<float>
+        recv_probs;  ///< allgather: the gathered probabilities (host, as the router's)
     std::vector<uint8_t> recv_map;
   };
   struct Saved {
@@ -39,6 +41,8 @@ class TokenDispatcher {
     std::vector<int32_t> rows;        ///< [R_src] token (in the gathered rows for allgather) of each copy
     std::vector<int32_t> experts;     ///< [R_src] expert (global index) of each copy
     std::vector<float> probs;         ///< [R_src] routing probability of each copy
+    Tensor kernel_rows,
+        kernel_probs;  ///< rows and probs where the kernels read them (the backend's memory)
     std::vector<int64_t> tokens_per_expert;  ///< [E_loc] rows each local expert computes
     // alltoall: split sizes in rows.
     std::vector<int64_t> input_splits, output_splits;  ///< [ep]
@@ -76,7 +80,8 @@ class TokenDispatcher {
   bool all_to_all() const { return config_.moe.dispatcher != MoeDispatcher::kAllGather; }
   /// The copies of the routed tokens of `map` [T, E] for experts [e0, e1), expert-major,
   /// token order within an expert.
-  void collect_copies(const float* probs, const uint8_t* map, int64_t T, int64_t e0, int64_t e1, Saved& saved) const;
+  void collect_copies(const ForwardContext& ctx, const float* probs, const uint8_t* map, int64_t T,
+                      int64_t e0, int64_t e1, Saved& saved) const;
   /// alltoall: the split sizes from the per-expert counts of every tp_ep rank ([ep*etp][E]).
   void plan_splits(const ForwardContext& ctx, const std::vector<int64_t>& local_counts,
                    const std::vector<int64_t>& all_counts, Saved& saved) const;

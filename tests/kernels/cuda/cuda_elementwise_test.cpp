@@ -53,6 +53,29 @@ TEST_F(CudaKernelTest, ArithmeticEqualsTheReference) {
     EXPECT_EQ(out.download(), x);
     k().fill_zero(kc(), out, n);
     EXPECT_EQ(out.download(), std::vector<float>(n, 0.0f));
+    std::vector<float> filled(n);
+    ref::fill(kRefKc, filled.data(), -INFINITY, n);
+    k().fill(kc(), out, -INFINITY, n);
+    EXPECT_EQ(out.download(), filled);
+  }
+}
+
+TEST_F(CudaKernelTest, StridedBlockCopyEqualsTheReference) {
+  // (rows, width, out_stride, in_stride): one row (a plain copy), odd widths and strides.
+  const int64_t shapes[][4] = {
+      {1, 257, 257, 257}, {7, 13, 21, 17}, {300, 31, 64, 31}, {33, 1, 5, 3}};
+  for (const auto& s : shapes) {
+    const int64_t rows = s[0], width = s[1], out_stride = s[2], in_stride = s[3];
+    SCOPED_TRACE(::testing::Message()
+                 << rows << "x" << width << " strides " << out_stride << "/" << in_stride);
+    const auto in = random_vector(rows * in_stride, 21);
+    DeviceBuffer<float> din(in);
+    // The gaps between the blocks keep their poison: the reference starts from the same bytes.
+    auto out = poisoned<float>(rows * out_stride);
+    std::vector<float> want = out.download();
+    ref::copy_2d(kRefKc, want.data(), in.data(), rows, width, out_stride, in_stride);
+    k().copy_2d(kc(), out, din, rows, width, out_stride, in_stride);
+    EXPECT_TRUE(same_bits(out.download(), want));
   }
 }
 
@@ -164,6 +187,10 @@ TEST_F(CudaKernelTest, ChecksReturnTheReferenceCounts) {
       x[i] = (i / 97) % 3 == 0 ? NAN : (i / 97) % 3 == 1 ? INFINITY : -INFINITY;
     DeviceBuffer<float> dx(x), dmask(mask);
     EXPECT_EQ(k().count_nonfinite(kc(), dx, n), ref::count_nonfinite(kRefKc, x.data(), n));
+    auto sparse = random_vector(n, 11);
+    for (int64_t i = 0; i < n; i += 5) sparse[i] = (i / 5) % 2 == 0 ? 0.0f : -0.0f;
+    DeviceBuffer<float> dsparse(sparse);
+    EXPECT_EQ(k().count_zeros(kc(), dsparse, n), ref::count_zeros(kRefKc, sparse.data(), n));
     const auto finite = random_vector(n, 10);
     DeviceBuffer<float> dfinite(finite);
     double want[2], got[2];
