@@ -2,33 +2,75 @@
 # The prepared device check of the CUDA backend, for a session that is lent a GPU (device time
 # is scarce: one call, well under 9 minutes). Two steps:
 #
-#   scripts/gpu_check.sh prepare   # here, no GPU needed: builds build/gpu-check/ (the CUDA test
-#                                  # binaries, sm_90a + compute_90 PTX, OpenBLAS linked in) and
-#                                  # copies the non-CUDA shared libraries they need beside them
+#   scripts/gpu_check.sh prepare   # here, no GPU needed (about 25 minutes on 2 cores): builds
+#                                  # build/gpu-check/ (sm_90a + compute_90 PTX, OpenBLAS linked
+#                                  # in) and gathers what runs on the GPU machine into
+#                                  # build/gpu-check/payload/: the CUDA kernel tests, pretrain_gpt,
+#                                  # generate_text, the golden fixture, the shared libraries that
+#                                  # are neither the C runtime nor CUDA's, and Open MPI itself
+#                                  # (mpirun, its plugins and PMIx; the GPU machine has no MPI),
+#                                  # packed as build/gpu-check/payload.tar.xz (about 25 MB)
 #   scripts/gpu_check.sh run       # on the GPU machine, through the device tool:
-#       run(command="scripts/gpu_check.sh run", carry=["build/gpu-check"], timeout_s=540)
+#       run(command="scripts/gpu_check.sh run", carry=["build/gpu-check/payload.tar.xz"], timeout_s=560)
 #
-# `run` records the GPU (nvidia-smi), runs the CUDA kernel tests against the reference kernels
-# and writes into $OUT (or build/gpu-check/out): gpu_check_summary.txt (read it first), the
-# full test log and its JUnit XML. Without a prepared build it configures and builds one
-# there, if that machine has the build's dependencies. Exit code: 0 when every test passed.
+# `run` records the GPU (nvidia-smi) and writes into $OUT (or build/gpu-check/out), summary
+# first (gpu_check_summary.txt: read it first), each step's log beside it:
+#   1. the CUDA kernel tests against the reference kernels (tests/kernels/cuda/);
+#   2. training on the GPU against the CPU, 20 steps, one rank: GPT-2- and LLaMA-style fp32
+#      (losses within 1e-4 relative) and LLaMA bf16 (within 1e-2, the bf16 bar);
+#   3. the parallel layouts on the one GPU (collectives staged through host memory) against the
+#      single-rank GPU run: TP2+SP, PP2 interleaved, DP2 distributed optimizer, CP2 ring, EP2;
+#   4. a checkpoint saved on the GPU resumed there (bit-exact), and resumed on the CPU;
+#   5. generate_text on the GPU against the CPU (greedy tokens equal);
+#   6. throughput of a GPT-2 124M-shaped bf16 run (s 1024) on the GPU, from its log line.
+# Each training check prints PASS/FAIL with the largest difference (scripts/gpu_check_compare.py).
+# Exit code: 0 when every step passed. GPU_CHECK_DEVICE=cpu-fenced runs steps 2-5 here without a
+# GPU (the fenced device in place of cuda): a check of the script itself.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD=build/gpu-check
+BUILD=${GPU_CHECK_BUILD:-build/gpu-check}
+PAYLOAD=build/gpu-check/payload
+PACKED=build/gpu-check/payload.tar.xz
 mode=${1:-run}
 
-prepare() {
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMS_CUDA=ON -DMS_WERROR=ON -DMS_BUILD_BENCH=OFF \
-    -DMS_TEST_AREAS=kernels -DMS_STATIC_BLAS=ON || return 1
-  cmake --build "$BUILD" --target cuda_kernels_test -j "$(nproc)" || return 1
-  # The shared libraries that are neither the C runtime nor CUDA's (the GPU machine has its own
-  # CUDA 13 runtime and cuBLASLt).
-  mkdir -p "$BUILD/lib"
-  ldd "$BUILD/tests/kernels/cuda_kernels_test" | awk '/=> \// {print $3}' |
+# The shared libraries of the given binaries that neither the C runtime nor CUDA provides (the
+# GPU machine has its own CUDA 13 runtime and cuBLASLt), into $PAYLOAD/lib.
+copy_libraries() {
+  ldd "$@" 2>/dev/null | awk '/=> \// {print $3}' | sort -u |
     grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux|libstdc\+\+|libgcc_s)[.-]|/cuda|libcu' |
-    while read -r lib; do cp -L "$lib" "$BUILD/lib/"; done
-  du -sh "$BUILD/tests/kernels/cuda_kernels_test" "$BUILD/lib"
-  echo "prepared $BUILD: carry it to the GPU machine and call scripts/gpu_check.sh run"
+    while read -r lib; do cp -L -n "$lib" "$PAYLOAD/lib/"; done
+}
+
+# Open MPI relocated under $PAYLOAD/mpi/usr (OPAL_PREFIX): mpirun, orted, the MCA plugins, PMIx
+# and the help texts, laid out as Debian installs them below /usr.
+copy_open_mpi() {
+  local root="$PAYLOAD/mpi/usr" multiarch
+  multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+  mkdir -p "$root/bin" "$root/lib/$multiarch" "$root/share"
+  cp -L /usr/bin/orterun /usr/bin/orted "$root/bin/" || return 1
+  ln -sf orterun "$root/bin/mpirun"
+  cp -rL "/usr/lib/$multiarch/openmpi" "$root/lib/$multiarch/" || return 1
+  [ -d "/usr/lib/$multiarch/pmix2" ] && cp -rL "/usr/lib/$multiarch/pmix2" "$root/lib/$multiarch/"
+  cp -rL /usr/share/openmpi "$root/share/" || return 1
+  rm -rf "$root/lib/$multiarch/openmpi/include"
+  copy_libraries "$root/bin/orterun" "$root/bin/orted" $(find "$root/lib" -name '*.so*' -type f)
+}
+
+prepare() {
+  if [ -z "${GPU_CHECK_BUILD:-}" ]; then  # GPU_CHECK_BUILD=DIR: take the binaries of a CUDA build there
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMS_CUDA=ON -DMS_WERROR=ON -DMS_BUILD_BENCH=OFF \
+      -DMS_TEST_AREAS=kernels -DMS_STATIC_BLAS=ON || return 1
+    cmake --build "$BUILD" --target cuda_kernels_test pretrain_gpt generate_text -j "$(nproc)" || return 1
+  fi
+  rm -rf "$PAYLOAD"
+  mkdir -p "$PAYLOAD/bin" "$PAYLOAD/lib" "$PAYLOAD/golden"
+  cp "$BUILD/tests/kernels/cuda_kernels_test" "$BUILD/apps/pretrain_gpt" "$BUILD/tools/generate_text" "$PAYLOAD/bin/"
+  cp -r tests/golden/gpt2_tiny "$PAYLOAD/golden/"
+  copy_libraries "$PAYLOAD"/bin/*
+  copy_open_mpi || { echo "could not gather Open MPI (openmpi-bin installed?)"; return 1; }
+  tar -cf - -C "$PAYLOAD" . | xz -T0 -6 > "$PACKED" || return 1
+  du -sh "$PAYLOAD" "$PACKED"
+  echo "prepared $PACKED: carry it to the GPU machine and call scripts/gpu_check.sh run"
 }
 
 # Where the GPU machine keeps CUDA's libraries: the toolkit, or the NVIDIA wheels of its PyTorch.
@@ -48,8 +90,117 @@ EOF
   echo "${dirs#:}"
 }
 
+# The carried Open MPI, unless the machine has its own.
+use_open_mpi() {
+  if [ -d "$PAYLOAD/mpi/usr" ]; then
+    export OPAL_PREFIX="$PWD/$PAYLOAD/mpi/usr"
+    export PMIX_INSTALL_PREFIX="$OPAL_PREFIX/lib/$(ls "$OPAL_PREFIX/lib")/pmix2"
+    export PATH="$OPAL_PREFIX/bin:$PATH"
+    export OMPI_MCA_mca_base_component_show_load_errors=0  # plugins for fabrics the machine lacks
+  fi
+  MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS -x LD_LIBRARY_PATH"
+  [ -n "${OPAL_PREFIX:-}" ] && MPIRUN="$MPIRUN -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX"
+}
+
+# The training checks (steps 2-6). $1: the folder of logs. Appends PASS/FAIL lines to $2.
+training_checks() {
+  local logs=$1 summary=$2 failed=0
+  local pt="$PAYLOAD/bin/pretrain_gpt" gen="$PAYLOAD/bin/generate_text"
+  local cmp="python3 scripts/gpu_check_compare.py" dev=${GPU_CHECK_DEVICE:-cuda}
+  local h=256 s=256 threads=8
+  [ "$dev" = cuda ] || { h=64; s=64; threads=1; }  # the script's own check on a small CPU machine
+  export OMP_NUM_THREADS=$threads OMP_WAIT_POLICY=PASSIVE
+  local tiny="--num-layers 4 --hidden-size $h --num-attention-heads 8 --seq-length $s --max-position-embeddings $s"
+  tiny="$tiny --micro-batch-size 4 --global-batch-size 16 --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine"
+  tiny="$tiny --lr-warmup-iters 2 --mock-data --tokenizer-type NullTokenizer --vocab-size 8191 --use-flash-attn"
+  tiny="$tiny --seed 1234 --log-interval 1 --eval-iters 0 --train-iters 20"  # 8191 + EOD: no TP padding
+  local llama="--swiglu --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights"
+  llama="$llama --disable-bias-linear --group-query-attention --num-query-groups 4"
+  check() {  # name, tolerance, want log, got log
+    if $cmp "$1" "$logs/$3" "$logs/$4" "$2" >> "$summary"; then :; else failed=1; fi
+  }
+  train() {  # log name, launch prefix ("" for one rank), flags...
+    local log=$1 launch=$2
+    shift 2
+    timeout 120 $launch "$pt" $tiny "$@" > "$logs/$log" 2>&1 || echo "exit $? in $log" >> "$summary"
+  }
+  # 2. one rank, the GPU against the CPU
+  train gpt_cpu.log "" --device cpu
+  train gpt_cuda.log "" --device $dev
+  check "gpt fp32: cuda vs cpu" 1e-4 gpt_cpu.log gpt_cuda.log
+  train llama_cpu.log "" $llama --device cpu
+  train llama_cuda.log "" $llama --device $dev
+  check "llama fp32: cuda vs cpu" 1e-4 llama_cpu.log llama_cuda.log
+  train llama_bf16_cpu.log "" $llama --bf16 --device cpu
+  train llama_bf16_cuda.log "" $llama --bf16 --device $dev
+  check "llama bf16: cuda vs cpu" 1e-2 llama_bf16_cpu.log llama_bf16_cuda.log
+  # 3. layouts on the one GPU against its single-rank run
+  export OMP_NUM_THREADS=$(( (threads + 1) / 2 ))
+  local two="$MPIRUN -np 2"
+  train tp2_sp.log "$two" $llama --device $dev --tensor-model-parallel-size 2 --sequence-parallel
+  check "TP2+SP on one GPU vs one rank" 1e-4 llama_cuda.log tp2_sp.log
+  train pp2_vpp.log "$two" $llama --device $dev --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
+  check "PP2 interleaved on one GPU vs one rank" 1e-4 llama_cuda.log pp2_vpp.log
+  train dp2_distopt.log "$two" $llama --device $dev --use-distributed-optimizer --overlap-grad-reduce
+  check "DP2 distributed optimizer on one GPU vs one rank" 1e-4 llama_cuda.log dp2_distopt.log
+  train cp2_ring.log "$two" $llama --device $dev --context-parallel-size 2
+  check "CP2 ring on one GPU vs one rank" 1e-4 llama_cuda.log cp2_ring.log
+  local moe="--num-experts 4 --moe-router-topk 2 --moe-token-dispatcher-type alltoall --moe-grouped-gemm"
+  train moe_cuda.log "" $llama $moe --device $dev
+  train ep2.log "$two" $llama $moe --device $dev --expert-model-parallel-size 2
+  check "EP2 all-to-all on one GPU vs one rank" 1e-4 moe_cuda.log ep2.log
+  # 4. resume on the GPU (bit-exact) and on the CPU
+  export OMP_NUM_THREADS=$threads
+  local ckpt="$logs/ckpt"
+  rm -rf "$ckpt"
+  train first_half.log "" $llama --device $dev --exit-interval 10 --save "$ckpt" --save-interval 10
+  train resumed_cuda.log "" $llama --device $dev --load "$ckpt"
+  python3 - "$logs" <<'EOF' >> "$summary" || failed=1
+import re, sys
+def losses(p):
+    return [m.group(1) for l in open(p, errors="replace") if " iteration " in l
+            for m in [re.search(r"lm loss: ([0-9.E+-]+)", l)] if m]
+d = sys.argv[1]
+whole, resumed = losses(d + "/llama_cuda.log"), losses(d + "/resumed_cuda.log")
+ok = len(whole) == 20 and resumed == whole[10:]
+print(("PASS" if ok else "FAIL") + f" resume on the GPU bit-exact: {len(resumed)} losses after the resume"
+      + ("" if ok else f" {resumed[:2]} vs {whole[10:12]}"))
+sys.exit(0 if ok else 1)
+EOF
+  train resumed_cpu.log "" $llama --device cpu --load "$ckpt"
+  python3 - "$logs" <<'EOF' >> "$summary" || failed=1
+import re, sys
+def losses(p):
+    return [float(m.group(1)) for l in open(p, errors="replace") if " iteration " in l
+            for m in [re.search(r"lm loss: ([0-9.E+-]+)", l)] if m]
+d = sys.argv[1]
+whole, resumed = losses(d + "/llama_cpu.log"), losses(d + "/resumed_cpu.log")
+worst = max((abs(a - b) / abs(a) for a, b in zip(whole[10:], resumed)), default=float("inf"))
+ok = len(resumed) == 10 and worst <= 1e-4
+print(("PASS" if ok else "FAIL") + f" GPU checkpoint resumed on the CPU: {len(resumed)} losses, max relative"
+      f" difference {worst:.2e} from the CPU's own run")
+sys.exit(0 if ok else 1)
+EOF
+  # 5. generation
+  local prompt="--load $PAYLOAD/golden/gpt2_tiny --tokenizer-type NullTokenizer --vocab-size 99 --prompt '5 17 3 42'"
+  eval timeout 60 "$gen" $prompt --out-seq-length 12 --device cpu > "$logs/generate_cpu.log" 2>&1
+  eval timeout 60 "$gen" $prompt --out-seq-length 12 --device $dev > "$logs/generate_cuda.log" 2>&1
+  local want got
+  want=$(grep '^generated' "$logs/generate_cpu.log"); got=$(grep '^generated' "$logs/generate_cuda.log")
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "PASS generate_text on the GPU = CPU: $got" >> "$summary"
+  else echo "FAIL generate_text: cpu '$want' vs cuda '$got'" >> "$summary"; failed=1; fi
+  # 6. throughput of a GPT-2 124M-shaped model (s 1024, bf16) on the GPU
+  [ "$dev" = cuda ] || return $failed
+  timeout 150 "$pt" --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 \
+    --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 32 --lr 6e-4 --train-iters 8 \
+    --mock-data --tokenizer-type NullTokenizer --vocab-size 50257 --use-flash-attn --bf16 --log-interval 1 \
+    --eval-iters 0 --device $dev > "$logs/gpt2_124m_bf16.log" 2>&1 || echo "exit $? in gpt2_124m_bf16.log" >> "$summary"
+  grep ' iteration ' "$logs/gpt2_124m_bf16.log" | tail -1 | sed 's/^/gpt2-124m bf16 s1024 b8 on the GPU: /' >> "$summary"
+  return $failed
+}
+
 run() {
-  local out=${OUT:-$BUILD/out}
+  local out=${OUT:-build/gpu-check/out}
   mkdir -p "$out"
   local summary="$out/gpu_check_summary.txt"
   {
@@ -57,20 +208,29 @@ run() {
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   } > "$summary"
   nvidia-smi > "$out/nvidia_smi.txt" 2>&1
-  local test_bin="$BUILD/tests/kernels/cuda_kernels_test"
-  if [ ! -x "$test_bin" ]; then
-    echo "no prepared build: building here" | tee -a "$summary"
+  if [ ! -x "$PAYLOAD/bin/cuda_kernels_test" ] && [ -f "$PACKED" ]; then
+    mkdir -p "$PAYLOAD" && xz -dc "$PACKED" | tar -xf - -C "$PAYLOAD"
+  fi
+  if [ ! -x "$PAYLOAD/bin/cuda_kernels_test" ]; then
+    echo "no prepared payload: building here" | tee -a "$summary"
     prepare > "$out/build.log" 2>&1 || { echo "build failed (tail of build.log):" >> "$summary"; tail -20 "$out/build.log" >> "$summary"; cat "$summary"; return 1; }
   fi
-  export LD_LIBRARY_PATH="$PWD/$BUILD/lib:$(cuda_library_path):${LD_LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="$PWD/$PAYLOAD/lib:$(cuda_library_path):${LD_LIBRARY_PATH:-}"
+  use_open_mpi
   local status=0
-  timeout 420 "$test_bin" --gtest_output="xml:$out/cuda_kernels_test.xml" > "$out/cuda_kernels_test.log" 2>&1 || status=$?
+  timeout 240 "$PAYLOAD/bin/cuda_kernels_test" --gtest_output="xml:$out/cuda_kernels_test.xml" > "$out/cuda_kernels_test.log" 2>&1 || status=$?
   {
     echo "cuda_kernels_test exit $status"
     grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]' "$out/cuda_kernels_test.log"
     grep -E '^\[  FAILED  \]' "$out/cuda_kernels_test.log" | sort -u
-    grep -B2 -A6 'Failure$' "$out/cuda_kernels_test.log" | head -120
+    grep -B2 -A6 'Failure$' "$out/cuda_kernels_test.log" | head -60
   } >> "$summary"
+  local logs=build/gpu-check/logs
+  rm -rf "$logs" && mkdir -p "$logs"
+  echo "## training on the GPU" >> "$summary"
+  training_checks "$logs" "$summary" || status=1
+  # The logs come back as one archive (the device tool returns at most 8 files).
+  tar -czf "$out/training_logs.tar.gz" -C "$logs" --exclude ckpt . 2>/dev/null
   cat "$summary"
   return $status
 }

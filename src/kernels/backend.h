@@ -48,6 +48,9 @@ StatusOr<int> cuda_device_of_rank(int local_rank, const DeviceProbe& probe);
 struct CudaOptions {
   int device = 0;           ///< the GPU's index among the visible ones
   bool allow_tf32 = false;  ///< fp32 GEMMs may use TF32 tensor cores
+  /// --bf16: GEMM inputs rounded to bf16 on the tensor cores, fp32 accumulation and output
+  /// (Megatron's bf16 GEMMs); the CPU backend keeps fp32 GEMMs on bf16-exact weights.
+  bool bf16_gemm_inputs = false;
 };
 /// The CUDA backend on GPU `cuda.device`: its stream, cuBLASLt handle and workspace, and the
 /// CUDA kernel table (the ops it lacks are null: cuda::missing_cuda_kernels()). Fails with the

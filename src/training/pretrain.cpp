@@ -324,6 +324,7 @@ StatusOr<Backend> select_run_backend(const Configs& c, const KernelOptions& kopt
   const int threads = c.training.num_threads > 0 ? c.training.num_threads : default_threads_per_rank(world.local_size);
   CudaOptions cuda;
   cuda.allow_tf32 = c.training.allow_tf32;
+  cuda.bf16_gemm_inputs = c.training.bf16;  // Megatron's bf16 GEMMs: bf16 inputs, fp32 accumulation
   if (c.training.device == DeviceKind::kCuda) {
     const DeviceProbe probe = probe_devices();
     MS_ASSIGN_OR_RETURN(cuda.device, cuda_device_of_rank(world.local_rank, probe));

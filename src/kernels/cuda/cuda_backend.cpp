@@ -27,6 +27,7 @@ struct OwnedState {
     cudaSetDevice(state.device);
     if (state.stream != nullptr) cudaStreamSynchronize(state.stream);
     if (state.host_scratch != nullptr) cudaFreeHost(state.host_scratch);
+    if (state.bf16_gemm_scratch != nullptr) cudaFree(state.bf16_gemm_scratch);
     if (state.scratch != nullptr) cudaFree(state.scratch);
     if (state.gemm_workspace != nullptr) cudaFree(state.gemm_workspace);
     if (state.cublaslt != nullptr) cublasLtDestroy(state.cublaslt);
@@ -100,6 +101,7 @@ StatusOr<Backend> select_cuda_backend(const KernelOptions& options,
   cuda::DeviceState& s = owned->state;
   s.device = cuda_options.device;
   s.allow_tf32 = cuda_options.allow_tf32;
+  s.bf16_gemm_inputs = cuda_options.bf16_gemm_inputs;
   MS_RETURN_IF_ERROR(
       cuda::cuda_status(cudaSetDevice(s.device), str_cat("cudaSetDevice(", s.device, ")").c_str()));
   MS_RETURN_IF_ERROR(cuda::cuda_status(

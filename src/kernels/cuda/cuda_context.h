@@ -24,6 +24,10 @@ struct DeviceState {
   void* host_scratch = nullptr;  ///< pinned host memory the reductions' results come back to
   /// fp32 GEMMs may use TF32 tensor cores (off by default: fp32 results as the CPU's).
   bool allow_tf32 = false;
+  /// --bf16: the GEMMs' inputs rounded to bf16 (tensor cores), fp32 accumulation and output.
+  bool bf16_gemm_inputs = false;
+  void* bf16_gemm_scratch = nullptr;  ///< the rounded inputs (device; grows, never shrinks)
+  size_t bf16_gemm_scratch_bytes = 0;
 };
 
 inline DeviceState& device_state(const KernelContext& kc) {

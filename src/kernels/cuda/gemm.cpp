@@ -4,10 +4,14 @@
 // [cols, rows] to cuBLAS, so each product is written transposed: out = inp W^T is
 // out^T (OUT x N) = W (OUT x IN, i.e. the column-major IN x OUT transposed) . inp^T (IN x N).
 // fp32 in, fp32 accumulation and out; CUBLAS_COMPUTE_32F (no TF32) unless the backend allows
-// TF32 (--allow-tf32 style option, CudaOptions::allow_tf32). The bias of linear_forward rides
-// cuBLASLt's bias epilogue; the bias gradient is column_sums_accumulate (the CPU's order).
+// TF32 (--allow-tf32, CudaOptions::allow_tf32). With --bf16 (CudaOptions::bf16_gemm_inputs) both
+// inputs are rounded to bf16 first (convert_to_bf16 into a scratch area) and multiplied on the
+// tensor cores with fp32 accumulation and an fp32 result, as Megatron's bf16 GEMMs do. The bias of
+// linear_forward rides cuBLASLt's bias epilogue; the bias gradient is column_sums_accumulate (the
+// CPU's order).
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
@@ -17,11 +21,11 @@
 namespace mindspeed::cuda {
 namespace {
 
-// One column-major fp32 matrix layout (rows x cols, leading dimension ld), destroyed with it.
+// One column-major matrix layout (rows x cols, leading dimension ld), destroyed with it.
 class Layout {
  public:
-  Layout(int64_t rows, int64_t cols, int64_t ld) {
-    MS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_, CUDA_R_32F, static_cast<uint64_t>(rows),
+  Layout(int64_t rows, int64_t cols, int64_t ld, cudaDataType_t type = CUDA_R_32F) {
+    MS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_, type, static_cast<uint64_t>(rows),
                                                static_cast<uint64_t>(cols), ld));
   }
   ~Layout() { cublasLtMatrixLayoutDestroy(layout_); }
@@ -32,6 +36,20 @@ class Layout {
  private:
   cublasLtMatrixLayout_t layout_ = nullptr;
 };
+
+/// The bf16 scratch area of at least `elems` elements (grown with cudaFree/cudaMalloc, which wait
+/// for the device: the GEMMs queued before still read the old one).
+bf16* bf16_scratch(DeviceState& s, int64_t elems) {
+  const size_t bytes = static_cast<size_t>(elems) * sizeof(bf16);
+  if (bytes > s.bf16_gemm_scratch_bytes) {
+    if (s.bf16_gemm_scratch != nullptr) MS_CUDA_CHECK(cudaFree(s.bf16_gemm_scratch));
+    s.bf16_gemm_scratch = nullptr;
+    const size_t grown = std::max(bytes, s.bf16_gemm_scratch_bytes * 2);
+    MS_CUDA_CHECK(cudaMalloc(&s.bf16_gemm_scratch, grown));
+    s.bf16_gemm_scratch_bytes = grown;
+  }
+  return static_cast<bf16*>(s.bf16_gemm_scratch);
+}
 
 /// C (m x n, ldc) = alpha op(A) op(B) + beta C (+ bias[m] per row with a bias), column-major:
 /// op(A) is m x k, op(B) is k x n. A is stored (trans_a ? k x m : m x k) with lda, B likewise.
@@ -48,8 +66,24 @@ void matmul(const KernelContext& kc, bool trans_a, bool trans_b, int64_t m, int6
     }
     return;
   }
+  // The stored extents: A's (trans_a ? m : k) columns of lda elements, the last one ending at its
+  // row count; B's likewise. The rounded copies keep the leading dimensions.
+  const void* a_data = A;
+  const void* b_data = B;
+  cudaDataType_t input_type = CUDA_R_32F;
+  if (s.bf16_gemm_inputs) {
+    const int64_t a_elems = ((trans_a ? m : k) - 1) * lda + (trans_a ? k : m),
+                  b_elems = ((trans_b ? k : n) - 1) * ldb + (trans_b ? n : k);
+    const int64_t b_offset = (a_elems + 127) / 128 * 128;  // 256-byte aligned
+    bf16* scratch = bf16_scratch(s, b_offset + b_elems);
+    convert_to_bf16(kc, scratch, A, a_elems);
+    convert_to_bf16(kc, scratch + b_offset, B, b_elems);
+    a_data = scratch;
+    b_data = scratch + b_offset;
+    input_type = CUDA_R_16BF;
+  }
   const cublasComputeType_t compute =
-      s.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      s.allow_tf32 && !s.bf16_gemm_inputs ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t desc = nullptr;
   MS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -65,8 +99,8 @@ void matmul(const KernelContext& kc, bool trans_a, bool trans_b, int64_t m, int6
     MS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                    sizeof(bias)));
   }
-  const Layout a(trans_a ? k : m, trans_a ? m : k, lda), b(trans_b ? n : k, trans_b ? k : n, ldb),
-      c(m, n, ldc);
+  const Layout a(trans_a ? k : m, trans_a ? m : k, lda, input_type),
+      b(trans_b ? n : k, trans_b ? k : n, ldb, input_type), c(m, n, ldc);
   cublasLtMatmulPreference_t preference = nullptr;
   MS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const uint64_t workspace = s.gemm_workspace_bytes;
@@ -76,10 +110,11 @@ void matmul(const KernelContext& kc, bool trans_a, bool trans_b, int64_t m, int6
   int found = 0;
   MS_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(s.cublaslt, desc, a.get(), b.get(), c.get(),
                                                  c.get(), preference, 1, &heuristic, &found));
-  MS_CHECK(found > 0, "cuBLASLt has no algorithm for a ", m, " x ", n, " x ", k, " fp32 GEMM");
+  MS_CHECK(found > 0, "cuBLASLt has no algorithm for a ", m, " x ", n, " x ", k,
+           s.bf16_gemm_inputs ? " bf16-input GEMM" : " fp32 GEMM");
   const float alpha = 1.0f;
-  MS_CUBLAS_CHECK(cublasLtMatmul(s.cublaslt, desc, &alpha, A, a.get(), B, b.get(), &beta, C,
-                                 c.get(), C, c.get(), &heuristic.algo, s.gemm_workspace,
+  MS_CUBLAS_CHECK(cublasLtMatmul(s.cublaslt, desc, &alpha, a_data, a.get(), b_data, b.get(), &beta,
+                                 C, c.get(), C, c.get(), &heuristic.algo, s.gemm_workspace,
                                  s.gemm_workspace_bytes, s.stream));
   cublasLtMatmulPreferenceDestroy(preference);
   cublasLtMatmulDescDestroy(desc);

@@ -1,8 +1,8 @@
 // The CUDA GEMMs (cuBLASLt, fp32 without TF32) against the reference's BLAS on odd shapes:
 // linear forward with and without a bias, backward input overwriting and accumulating,
 // backward weight accumulating with the bias gradient (bit-identical: the CPU's order of
-// additions per column); the grouped GEMMs with empty groups; and with TF32 allowed, the
-// products within TF32's rounding.
+// additions per column); the grouped GEMMs with empty groups; with TF32 allowed, the products
+// within TF32's rounding; with bf16 inputs (--bf16), the products of the bf16-rounded inputs.
 #include "cuda_test_util.h"
 
 namespace mindspeed {
@@ -124,6 +124,54 @@ TEST_F(CudaKernelTest, Tf32IsOffByDefaultAndWithinItsRoundingWhenAllowed) {
   EXPECT_LE(exact_error, 1e-5);
   EXPECT_LE(fast_error, 5e-3);  // 10-bit mantissa products
   EXPECT_GT(fast_error, exact_error) << "TF32 allowed but the product is fp32-exact: is it used?";
+}
+
+TEST_F(CudaKernelTest, Bf16InputsAreTheBf16RoundedProductsAccumulatedInFp32) {
+  auto bf16 = select_cuda_backend(KernelOptions{}, CudaOptions{.bf16_gemm_inputs = true});
+  ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+  const KernelTable& k16 = bf16->kernels;
+  const KernelContext& kc16 = bf16->context;
+  for (const Shape3 s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << s.N << " x " << s.IN << " -> " << s.OUT);
+    const auto x = random_vector(s.N * s.IN, 40), w = random_vector(s.OUT * s.IN, 41),
+               b = random_vector(s.OUT, 42), dy = random_vector(s.N * s.OUT, 43);
+    // The reference on the inputs rounded as the GPU rounds them.
+    auto rounded = [](std::vector<float> v) {
+      ref::round_to_bf16(kRefKc, v.data(), static_cast<int64_t>(v.size()));
+      return v;
+    };
+    const auto x16 = rounded(x), w16 = rounded(w), dy16 = rounded(dy);
+    DeviceBuffer<float> dx(x), dw(w), db(b), ddy(dy);
+    std::vector<float> want(s.N * s.OUT);
+    ref::linear_forward(kRefKc, want.data(), x16.data(), w16.data(), b.data(), s.N, s.IN, s.OUT);
+    auto out = poisoned<float>(want.size());
+    k16.linear_forward(kc16, out, dx, dw, db, s.N, s.IN, s.OUT);
+    EXPECT_LE(normwise_error(out.download(), want), 1e-5);
+    std::vector<float> want_dx(s.N * s.IN);
+    ref::linear_backward_input(kRefKc, want_dx.data(), dy16.data(), w16.data(), s.N, s.IN, s.OUT,
+                               false);
+    auto got_dx = poisoned<float>(want_dx.size());
+    k16.linear_backward_input(kc16, got_dx, ddy, dw, s.N, s.IN, s.OUT, false);
+    EXPECT_LE(normwise_error(got_dx.download(), want_dx), 1e-5);
+    const auto dw_seed = random_vector(s.OUT * s.IN, 44);
+    std::vector<float> want_dw = dw_seed;
+    ref::linear_backward_weight(kRefKc, want_dw.data(), nullptr, dy16.data(), x16.data(), s.N, s.IN,
+                                s.OUT);
+    DeviceBuffer<float> got_dw(dw_seed);  // accumulated in fp32 onto the fp32 gradient
+    k16.linear_backward_weight(kc16, got_dw, nullptr, ddy, dx, s.N, s.IN, s.OUT);
+    EXPECT_LE(normwise_error(got_dw.download(), want_dw), 1e-5);
+  }
+  // Against the fp32 product the rounding shows: bf16 inputs are really used.
+  const int64_t N = 64, IN = 256, OUT = 64;
+  const auto x = random_vector(N * IN, 45), w = random_vector(OUT * IN, 46);
+  std::vector<float> exact(N * OUT);
+  ref::linear_forward(kRefKc, exact.data(), x.data(), w.data(), nullptr, N, IN, OUT);
+  DeviceBuffer<float> dx(x), dw(w);
+  auto out = poisoned<float>(exact.size());
+  k16.linear_forward(kc16, out, dx, dw, nullptr, N, IN, OUT);
+  const double error = normwise_error(out.download(), exact);
+  EXPECT_GT(error, 1e-4);
+  EXPECT_LT(error, 1e-2);
 }
 
 }  // namespace
