@@ -652,7 +652,10 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--npu-deterministic", ch.npu_deterministic, "MindSpeed spelling of --deterministic-mode");
   r.clear_flag("--no-check-for-nan-in-loss-and-grad", t.check_for_nan_in_loss_and_grad,
                "Do not stop on a non-finite loss or gradient (the update is skipped instead)");
-  r.number("--peak-tflops", t.peak_tflops, "mindspeed-cpp: per-rank peak TFLOP/s for the MFU column",
+  r.number("--peak-tflops", t.peak_tflops,
+           "mindspeed-cpp: per-rank peak TFLOP/s for the MFU column (default: none on the CPU; on "
+           "--device cuda the "
+           "GEMM rate measured at start-up)",
            at_least(0, "TFLOP/s"));
   r.value("--load", t.load,
           "Continue from a checkpoint directory (latest_checkpointed_iteration.txt), or start from a Hugging Face "

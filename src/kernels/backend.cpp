@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
+#include "core/rng.h"
 #include "kernels/blas/gemm.h"
 #include "kernels/fenced/fenced_device.h"
 
@@ -99,6 +101,26 @@ std::vector<float> host_copy_of(const Backend& backend, const float* device, int
   backend.kernels.copy_to_host(backend.context, host.data(), device,
                                n * static_cast<int64_t>(sizeof(float)));
   return host;
+}
+
+double measure_gemm_tflops(const Backend& backend, Allocator& allocator, int64_t n, int calls) {
+  std::vector<float> host(static_cast<size_t>(n * n));
+  fill_normal(host.data(), n * n, 0.0f, 1.0f, RngStream{1234, 0x67656d6d /*"gemm"*/});
+  const Tensor a = device_copy_of(backend, allocator, host, MemoryCategory::kWorkspace);
+  const Tensor b = device_copy_of(backend, allocator, host, MemoryCategory::kWorkspace);
+  Tensor c(allocator, Shape{n, n}, DType::kFloat32, MemoryCategory::kWorkspace);
+  const KernelTable& k = backend.kernels;
+  for (int i = 0; i < 3; ++i)
+    k.linear_forward(backend.context, c.f32(), a.f32(), b.f32(), nullptr, n, n, n);
+  k.synchronize(backend.context);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i)
+    k.linear_forward(backend.context, c.f32(), a.f32(), b.f32(), nullptr, n, n, n);
+  k.synchronize(backend.context);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) * calls /
+         seconds / 1e12;
 }
 
 bool is_device_memory(const Backend& backend, const void* ptr) {

@@ -80,6 +80,12 @@ Tensor device_copy_of(const Backend& backend, Allocator& allocator, std::span<co
 /// n values the kernels wrote, copied into host memory for host code to read.
 std::vector<float> host_copy_of(const Backend& backend, const float* device /*[n]*/, int64_t n);
 
+/// The backend's GEMM rate in TFLOP/s: linear_forward on random n x n x n operands (normal
+/// values: the power a real GEMM draws), after warm-up calls, timed over `calls` calls up to a
+/// synchronize. With CudaOptions::bf16_gemm_inputs it is the bf16 tensor-core rate. The peak the
+/// log's MFU is taken against on a GPU when --peak-tflops is not given.
+double measure_gemm_tflops(const Backend& backend, Allocator& allocator, int64_t n, int calls);
+
 /// Memory sources for an Allocator (core/allocator.h) on the CUDA backend: device memory of GPU
 /// `device` (cudaMalloc), and pinned host memory (cudaMallocHost) for host <-> device copies.
 /// Fail without that GPU, or in a CPU-only build.

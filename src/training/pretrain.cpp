@@ -387,6 +387,21 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   // backend's memory (the GPU's with --device cuda); host code reaches it through transfers.
   MS_ASSIGN_OR_RETURN(std::unique_ptr<MemorySource> device_memory, agreed(ps.world(), device_memory_source(backend)));
   Allocator alloc(std::move(device_memory));
+  // MFU on a GPU: against the GEMM rate measured here at start-up (bf16 tensor cores with --bf16),
+  // the fastest rank's, unless --peak-tflops names the peak. Its own allocator: nothing stays.
+  double peak_tflops = c.training.peak_tflops;
+  if (peak_tflops == 0.0 && backend.device == DeviceKind::kCuda) {
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<MemorySource> scratch_memory,
+                        device_memory_source(backend));
+    Allocator scratch(std::move(scratch_memory));
+    peak_tflops = ps.world().all_reduce_scalar(measure_gemm_tflops(backend, scratch, 8192, 10),
+                                               ReduceOp::kMax);
+    if (log_rank0) {
+      log_info("> MFU against the measured ", c.training.bf16 ? "bf16" : "fp32",
+               " GEMM rate of this GPU: ", str_cat(std::lround(peak_tflops)),
+               " TFLOP/s (8192^3 cuBLASLt; --peak-tflops sets another peak)");
+    }
+  }
   ParameterRegistry registry;
   // This rank's pipeline stages (validated): the layer split and the schedule.
   // Micro-batches per iteration: constant, or following --rampup-batch-size (Megatron's
@@ -796,7 +811,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
       if (c.logging.log_num_zeros_in_grad && !scaler_skipped) l.num_zeros = optimizer.count_zero_grads();
       if (c.logging.log_params_norm) l.params_norm = optimizer.params_norm();
       l.tokens_per_second_per_rank = interval_tokens / static_cast<double>(interval_iters) / seconds / world.size;
-      if (c.training.peak_tflops > 0.0) l.mfu = l.tflops_per_rank / c.training.peak_tflops;
+      if (peak_tflops > 0.0) l.mfu = l.tflops_per_rank / peak_tflops;
       // Time left at this run's pace so far (evaluations and saves included).
       l.time_left_seconds = run_timer.seconds() / static_cast<double>(it - start.iteration) *
                             static_cast<double>(c.training.train_iters - it);

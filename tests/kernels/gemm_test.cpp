@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <tuple>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "test_util.h"
 
 namespace mindspeed {
@@ -64,6 +66,18 @@ TEST(Linear, ForwardAndBackwardFollowTheirFormulas) {
   blas_linear_backward_input(kKc, dx.data(), dy.data(), w.data(), N, IN, OUT, /*accumulate=*/false);
   gemm_reference(false, false, N, IN, OUT, 1.0f, dy.data(), OUT, w.data(), IN, 0.0f, dx_ref.data(), IN);
   EXPECT_TRUE(all_close(dx, dx_ref, 1e-5, 1e-5));
+}
+
+// The start-up GEMM rate (the MFU peak on a GPU) on the CPU backend: a positive, finite rate
+// from the timed calls, and the allocator given back what it lent.
+TEST(GemmRate, MeasuredThroughTheKernelTableIsAPositiveRate) {
+  Allocator alloc;
+  const Backend cpu = select_backend(KernelOptions{}, 1);
+  const double tflops = measure_gemm_tflops(cpu, alloc, 96, 3);
+  EXPECT_GT(tflops, 0.0);
+  EXPECT_TRUE(std::isfinite(tflops));
+  EXPECT_EQ(alloc.stats().total_current, 0);
+  EXPECT_GT(alloc.stats().peak_of(MemoryCategory::kWorkspace), 3 * 96 * 96 * 4 - 1);
 }
 
 }  // namespace
