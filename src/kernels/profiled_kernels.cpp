@@ -1,10 +1,13 @@
 // The kernel table wrapped for --profile-level level1/level2 (profiled_kernels in kernels.h):
 // every call becomes a "kernel" event named after the op, with its FLOPs (GEMMs and
 // attention) or the bytes it reads and writes (the others); with --profile-record-shapes its
-// dimension arguments too. Outside the profiled steps a wrapper is one atomic load and the
-// call. The wrapped table lives in one process-wide slot (one backend per process).
+// dimension arguments too. On a GPU each profiled call waits for its kernel (the slice is the
+// kernel's time; the profiled steps lose the overlap of host and device work). Outside the
+// profiled steps a wrapper is one atomic load and the call. The wrapped table lives in one
+// process-wide slot (one backend per process).
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "core/profiler.h"
 #include "kernels/kernels.h"
@@ -45,7 +48,17 @@ struct Kernel<Member> {
       args.add("dims", dims);
     }
     profiler::Scope scope(profiler::category::kKernel, name, profiler::Level::kLevel1, args);
-    return (g_inner.*Member)(a...);
+    // On a GPU the call only queues the kernel: wait for it inside the slice, so the slice is
+    // the kernel's time (a no-op on the CPU, whose kernels return when done).
+    const KernelContext& kc = std::get<0>(std::forward_as_tuple(a...));
+    if constexpr (std::is_void_v<R>) {
+      (g_inner.*Member)(a...);
+      g_inner.synchronize(kc);
+    } else {
+      R result = (g_inner.*Member)(a...);
+      g_inner.synchronize(kc);
+      return result;
+    }
   }
 };
 
