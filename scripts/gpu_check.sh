@@ -120,9 +120,12 @@ training_checks() {
     if $cmp "$1" "$logs/$3" "$logs/$4" "$2" >> "$summary"; then :; else failed=1; fi
   }
   train() {  # log name, launch prefix ("" for one rank), flags...
-    local log=$1 launch=$2
+    local log=$1 launch=$2 left
     shift 2
-    timeout 120 $launch "$pt" $tiny "$@" > "$logs/$log" 2>&1 || echo "exit $? in $log" >> "$summary"
+    left=$(( DEADLINE - $(date +%s) ))
+    if [ "$left" -lt 10 ]; then echo "FAIL $log: not run, out of time" >> "$summary"; failed=1; return; fi
+    timeout $(( left < 90 ? left : 90 )) $launch "$pt" $tiny "$@" > "$logs/$log" 2>&1 ||
+      echo "exit $? in $log" >> "$summary"
   }
   # 2. one rank, the GPU against the CPU
   train gpt_cpu.log "" --device cpu
@@ -183,19 +186,21 @@ sys.exit(0 if ok else 1)
 EOF
   # 5. generation
   local prompt="--load $PAYLOAD/golden/gpt2_tiny --tokenizer-type NullTokenizer --vocab-size 99 --prompt '5 17 3 42'"
-  eval timeout 60 "$gen" $prompt --out-seq-length 12 --device cpu > "$logs/generate_cpu.log" 2>&1
-  eval timeout 60 "$gen" $prompt --out-seq-length 12 --device $dev > "$logs/generate_cuda.log" 2>&1
+  eval timeout 30 "$gen" $prompt --out-seq-length 12 --device cpu > "$logs/generate_cpu.log" 2>&1
+  eval timeout 30 "$gen" $prompt --out-seq-length 12 --device $dev > "$logs/generate_cuda.log" 2>&1
   local want got
   want=$(grep '^generated' "$logs/generate_cpu.log"); got=$(grep '^generated' "$logs/generate_cuda.log")
   if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "PASS generate_text on the GPU = CPU: $got" >> "$summary"
   else echo "FAIL generate_text: cpu '$want' vs cuda '$got'" >> "$summary"; failed=1; fi
   # 6. throughput of a GPT-2 124M-shaped model (s 1024, bf16) on the GPU
   [ "$dev" = cuda ] || return $failed
-  timeout 150 "$pt" --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 \
+  local left=$(( DEADLINE - $(date +%s) ))
+  [ "$left" -ge 20 ] || { echo "FAIL gpt2-124m throughput: not run, out of time" >> "$summary"; return 1; }
+  timeout $(( left < 150 ? left : 150 )) "$pt" --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 \
     --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 32 --lr 6e-4 --train-iters 8 \
     --mock-data --tokenizer-type NullTokenizer --vocab-size 50257 --use-flash-attn --bf16 --log-interval 1 \
-    --eval-iters 0 --device $dev > "$logs/gpt2_124m_bf16.log" 2>&1 || echo "exit $? in gpt2_124m_bf16.log" >> "$summary"
-  grep ' iteration ' "$logs/gpt2_124m_bf16.log" | tail -1 | sed 's/^/gpt2-124m bf16 s1024 b8 on the GPU: /' >> "$summary"
+    --eval-iters 0 --device $dev > "$logs/gpt2_124m_bf16.log" 2>&1 || { echo "exit $? in gpt2_124m_bf16.log" >> "$summary"; failed=1; }
+  grep -E '> MFU against| iteration ' "$logs/gpt2_124m_bf16.log" | tail -2 | sed 's/^/gpt2-124m bf16 s1024 b8 on the GPU: /' >> "$summary"
   return $failed
 }
 
@@ -218,7 +223,10 @@ run() {
   export LD_LIBRARY_PATH="$PWD/$PAYLOAD/lib:$(cuda_library_path):${LD_LIBRARY_PATH:-}"
   use_open_mpi
   local status=0
-  timeout 240 "$PAYLOAD/bin/cuda_kernels_test" --gtest_output="xml:$out/cuda_kernels_test.xml" > "$out/cuda_kernels_test.log" 2>&1 || status=$?
+  # Everything ends by DEADLINE (each step's timeout is cut to what is left), so the summary and
+  # the logs' archive are written inside the device call's limit (timeout_s=560).
+  DEADLINE=$(( $(date +%s) + ${GPU_CHECK_SECONDS:-500} ))
+  timeout 200 "$PAYLOAD/bin/cuda_kernels_test" --gtest_output="xml:$out/cuda_kernels_test.xml" > "$out/cuda_kernels_test.log" 2>&1 || status=$?
   {
     echo "cuda_kernels_test exit $status"
     grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]' "$out/cuda_kernels_test.log"

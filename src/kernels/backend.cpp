@@ -37,14 +37,18 @@ StatusOr<Backend> select_device_backend(DeviceKind device, const KernelOptions& 
   switch (device) {
     case DeviceKind::kCpu: return select_backend(options, threads);
     case DeviceKind::kCpuFenced: {
-      Backend backend = select_backend(options, threads);
+      // Profiling wraps the fence, as it wraps a GPU's kernels: its cost functions run on the host.
+      KernelOptions unprofiled = options;
+      unprofiled.profile_kernels = false;
+      Backend backend = select_backend(unprofiled, threads);
       backend.kernels = fenced::fenced_kernels(backend.kernels);
+      if (options.profile_kernels) backend.kernels = profiled_kernels(backend.kernels, true);
       backend.device = DeviceKind::kCpuFenced;
       return backend;
     }
     case DeviceKind::kCuda: {
       MS_ASSIGN_OR_RETURN(Backend backend, select_cuda_backend(options, cuda));
-      if (options.profile_kernels) backend.kernels = profiled_kernels(backend.kernels);
+      if (options.profile_kernels) backend.kernels = profiled_kernels(backend.kernels, true);
       return backend;
     }
   }

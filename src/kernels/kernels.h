@@ -96,8 +96,10 @@ double attention_visible_pairs(const AttentionMask& mask, const AttentionDims& d
 /// its reference kernel, with a warning.
 KernelTable select_kernels(const KernelOptions& options);
 /// `inner` with every kernel wrapped to record a profiler event (name, FLOPs or bytes,
-/// shapes); one wrapped table per process.
-KernelTable profiled_kernels(const KernelTable& inner);
+/// shapes); one wrapped table per process. `device_memory`: the kernels' arrays are device
+/// memory that host code cannot read, so attention FLOPs are counted from the mask's offsets
+/// and windows alone (its position and document arrays left out).
+KernelTable profiled_kernels(const KernelTable& inner, bool device_memory = false);
 /// All reference kernels (tests compare against these).
 inline KernelTable reference_kernels() { return select_kernels(KernelOptions{.fast = false}); }
 

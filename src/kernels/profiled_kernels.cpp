@@ -15,7 +15,8 @@
 namespace mindspeed {
 namespace {
 
-KernelTable g_inner;  // the table the wrappers call
+KernelTable g_inner;           // the table the wrappers call
+bool g_device_memory = false;  // its arrays are device memory: the host reads none of them
 
 void append_dim(std::string& out, int64_t v) {
   if (!out.empty()) out += ',';
@@ -74,6 +75,11 @@ profiler::Args flops(double f) { return profiler::Args{}.add("flops", f); }
 profiler::Args bytes(double b) { return profiler::Args{}.add("bytes", b); }
 // Attention: QK^T and PV over the visible (query, key) pairs, 2 FLOPs per multiply-add.
 double attention_flops(const AttentionMask& mask, const AttentionDims& d) {
+  if (g_device_memory) {  // the positions and document starts are out of reach: offsets only
+    AttentionMask host_part = mask;
+    host_part.doc_start = host_part.q_pos = host_part.k_pos = host_part.prefix = nullptr;
+    return 4.0 * static_cast<double>(d.NQ * d.D) * attention_visible_pairs(host_part, d);
+  }
   return 4.0 * static_cast<double>(d.NQ * d.D) * attention_visible_pairs(mask, d);
 }
 // Core attention's backward has no mask: half of the T x Tk pairs (causal).
@@ -91,8 +97,9 @@ double grouped_gemm_flops(const int64_t* counts, int64_t G, int64_t N, int64_t K
 
 }  // namespace
 
-KernelTable profiled_kernels(const KernelTable& inner) {
+KernelTable profiled_kernels(const KernelTable& inner, bool device_memory) {
   g_inner = inner;
+  g_device_memory = device_memory;
   KernelTable t = inner;
   using std::get;
   // clang-format off

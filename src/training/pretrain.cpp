@@ -394,12 +394,13 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     MS_ASSIGN_OR_RETURN(std::unique_ptr<MemorySource> scratch_memory,
                         device_memory_source(backend));
     Allocator scratch(std::move(scratch_memory));
-    peak_tflops = ps.world().all_reduce_scalar(measure_gemm_tflops(backend, scratch, 8192, 10),
+    peak_tflops = ps.world().all_reduce_scalar(measure_gemm_tflops(backend, scratch, 4096, 20),
                                                ReduceOp::kMax);
     if (log_rank0) {
       log_info("> MFU against the measured ", c.training.bf16 ? "bf16" : "fp32",
                " GEMM rate of this GPU: ", str_cat(std::lround(peak_tflops)),
-               " TFLOP/s (8192^3 cuBLASLt; --peak-tflops sets another peak)");
+               " TFLOP/s (4096^3 through the engine's GEMM, its input rounding included; "
+               "--peak-tflops sets another peak)");
     }
   }
   ParameterRegistry registry;

@@ -614,9 +614,11 @@ TEST(EndToEnd, FencedDeviceRunsLogTheBitsOfTheCpuRuns) {
 // The rest of the engine on the fenced device, each layout logging the bits of its CPU run:
 // MoE (expert parallel, all-to-all, grouped GEMM, shared expert, jitter, aux and z losses; the
 // routing staged through host memory), context parallelism (ring with EOD resets, hybrid
-// Ulysses + ring with GQA), custom FSDP with full recompute, DualPipeV, --swap-attention and
-// --swap-optimizer (the host swap tier), and the gradient statistics of the log.
+// Ulysses + ring with GQA; the ring profiled at level1), custom FSDP with full recompute,
+// DualPipeV, --swap-attention and --swap-optimizer (the host swap tier), and the gradient
+// statistics of the log.
 TEST(EndToEnd, FencedDeviceRunsMoECpFsdpDualPipeVAndSwapAsTheCpuDoes) {
+  const mindspeed::testing::ScratchDir scratch("e2e_fenced_more");
   const std::string base = kTiny +
                            " --num-layers 4 --global-batch-size 8 --train-iters 3 "
                            "--lr-warmup-iters 1 --log-interval 1 --eval-iters 1";
@@ -627,7 +629,13 @@ TEST(EndToEnd, FencedDeviceRunsMoECpFsdpDualPipeVAndSwapAsTheCpuDoes) {
        " --moe-grouped-gemm --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001 "
        "--moe-input-jitter-eps 0.01"
        " --moe-shared-expert-intermediate-size 128 --disable-bias-linear --swiglu --bf16"},
-      {2, " --context-parallel-size 2 --reset-position-ids --reset-attention-mask --eod-mask-loss"},
+      // Profiled as on a GPU: the kernel wrappers outside the fence (positions, document starts
+      // and masks in device memory).
+      {2,
+       " --context-parallel-size 2 --reset-position-ids --reset-attention-mask --eod-mask-loss "
+       "--profile"
+       " --profile-level level1 --profile-step-start 1 --profile-step-end 2 --profile-save-path " +
+           scratch.file("profile")},
       {4,
        " --context-parallel-size 4 --context-parallel-algo hybrid_cp_algo --ulysses-degree-in-cp 2"
        " --group-query-attention --num-query-groups 2 --position-embedding-type rope"},

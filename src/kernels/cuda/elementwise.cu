@@ -2,6 +2,7 @@
 // specification is ref/elementwise.cpp). The 16-bit conversions are core/dtype.h's own
 // functions compiled for the device, so their bits equal the CPU's. masked_sums and the counts
 // hand their result to the host: they wait for the stream.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -108,6 +109,13 @@ void copy_2d(const KernelContext& kc, float* out, const float* in, int64_t rows,
     return;
   }
   constexpr size_t f = sizeof(float);
+  // cudaMemcpy2D takes pitches below cudaDevAttrMaxPitch (2^31 bytes on current GPUs); longer
+  // rows (long-context re-layouts) are copied one row at a time.
+  constexpr int64_t kMaxPitch = int64_t{1} << 31;
+  if (std::max(out_stride, in_stride) * static_cast<int64_t>(f) >= kMaxPitch) {
+    for (int64_t r = 0; r < rows; ++r) copy(kc, out + r * out_stride, in + r * in_stride, width);
+    return;
+  }
   MS_CUDA_CHECK(cudaMemcpy2DAsync(out, static_cast<size_t>(out_stride) * f, in,
                                   static_cast<size_t>(in_stride) * f,
                                   static_cast<size_t>(width) * f, static_cast<size_t>(rows),
