@@ -10,6 +10,8 @@
 #                                  # are neither the C runtime nor CUDA's, and Open MPI itself
 #                                  # (mpirun, its plugins and PMIx; the GPU machine has no MPI),
 #                                  # packed as build/gpu-check/payload.tar.xz (about 25 MB)
+#                                  # GPU_CHECK_BUILD=build/ci takes the binaries of the CI build
+#                                  # instead (it has the CUDA backend wherever nvcc is): a minute
 #   scripts/gpu_check.sh run       # on the GPU machine, through the device tool:
 #       run(command="scripts/gpu_check.sh run", carry=["build/gpu-check/payload.tar.xz"], timeout_s=560)
 #
@@ -67,6 +69,9 @@ prepare() {
   cp "$BUILD/tests/kernels/cuda_kernels_test" "$BUILD/apps/pretrain_gpt" "$BUILD/tools/generate_text" "$PAYLOAD/bin/"
   cp -r tests/golden/gpt2_tiny "$PAYLOAD/golden/"
   copy_libraries "$PAYLOAD"/bin/*
+  # This machine's C++ runtime, for a GPU machine whose own is older (used only there and then).
+  mkdir -p "$PAYLOAD/lib/compat"
+  cp -L "$(g++ -print-file-name=libstdc++.so.6)" "$(g++ -print-file-name=libgcc_s.so.1)" "$PAYLOAD/lib/compat/"
   copy_open_mpi || { echo "could not gather Open MPI (openmpi-bin installed?)"; return 1; }
   tar -cf - -C "$PAYLOAD" . | xz -T0 -6 > "$PACKED" || return 1
   du -sh "$PAYLOAD" "$PACKED"
@@ -221,6 +226,15 @@ run() {
     prepare > "$out/build.log" 2>&1 || { echo "build failed (tail of build.log):" >> "$summary"; tail -20 "$out/build.log" >> "$summary"; cat "$summary"; return 1; }
   fi
   export LD_LIBRARY_PATH="$PWD/$PAYLOAD/lib:$(cuda_library_path):${LD_LIBRARY_PATH:-}"
+  # The payload was built against Debian 12 (glibc 2.36, GCC 12's libstdc++): take the carried C++
+  # runtime if this one is older, and say what is still missing.
+  if ldd "$PAYLOAD/bin/pretrain_gpt" 2>&1 | grep -q "GLIBCXX.*not found"; then
+    export LD_LIBRARY_PATH="$PWD/$PAYLOAD/lib/compat:$LD_LIBRARY_PATH"
+    echo "using the carried libstdc++ (this machine's is older)" >> "$summary"
+  fi
+  { echo "glibc here: $(ldd --version 2>&1 | head -1)"
+    ldd "$PAYLOAD/bin/pretrain_gpt" "$PAYLOAD/bin/cuda_kernels_test" 2>&1 | grep -E "not found" | sort -u | sed 's/^/MISSING: /'
+  } >> "$summary"
   use_open_mpi
   local status=0
   # Everything ends by DEADLINE (each step's timeout is cut to what is left), so the summary and
