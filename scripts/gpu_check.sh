@@ -14,6 +14,7 @@
 #                                  # instead (it has the CUDA backend wherever nvcc is): a minute
 #   scripts/gpu_check.sh run       # on the GPU machine, through the device tool:
 #       run(command="scripts/gpu_check.sh run", carry=["build/gpu-check/payload.tar.xz"], timeout_s=560)
+#   scripts/gpu_check.sh bench     # a second call: bench/gpu/run_gpu_bench.sh (ours vs PyTorch)
 #
 # `run` records the GPU (nvidia-smi) and writes into $OUT (or build/gpu-check/out), summary
 # first (gpu_check_summary.txt: read it first), each step's log beside it:
@@ -209,15 +210,10 @@ EOF
   return $failed
 }
 
-run() {
-  local out=${OUT:-build/gpu-check/out}
-  mkdir -p "$out"
-  local summary="$out/gpu_check_summary.txt"
-  {
-    echo "# gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
-  } > "$summary"
-  nvidia-smi > "$out/nvidia_smi.txt" 2>&1
+# Unpacks the carried payload (or builds one here) and sets the library paths and Open MPI.
+# $1: the output folder, $2: the summary file.
+setup_payload() {
+  local out=$1 summary=$2
   if [ ! -x "$PAYLOAD/bin/cuda_kernels_test" ] && [ -f "$PACKED" ]; then
     mkdir -p "$PAYLOAD" && xz -dc "$PACKED" | tar -xf - -C "$PAYLOAD"
   fi
@@ -236,6 +232,18 @@ run() {
     ldd "$PAYLOAD/bin/pretrain_gpt" "$PAYLOAD/bin/cuda_kernels_test" 2>&1 | grep -E "not found" | sort -u | sed 's/^/MISSING: /'
   } >> "$summary"
   use_open_mpi
+}
+
+run() {
+  local out=${OUT:-build/gpu-check/out}
+  mkdir -p "$out"
+  local summary="$out/gpu_check_summary.txt"
+  {
+    echo "# gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  } > "$summary"
+  nvidia-smi > "$out/nvidia_smi.txt" 2>&1
+  setup_payload "$out" "$summary" || return 1
   local status=0
   # Everything ends by DEADLINE (each step's timeout is cut to what is left), so the summary and
   # the logs' archive are written inside the device call's limit (timeout_s=560).
@@ -257,8 +265,19 @@ run() {
   return $status
 }
 
+# The GPU benchmark against PyTorch (bench/gpu/run_gpu_bench.sh), a call of its own:
+#   run(command="scripts/gpu_check.sh bench", carry=["build/gpu-check/payload.tar.xz"], timeout_s=560)
+bench() {
+  local out=${OUT:-build/gpu-check/out}
+  mkdir -p "$out"
+  setup_payload "$out" "$out/gpu_bench_setup.txt" || return 1
+  export OMP_NUM_THREADS=8
+  timeout 540 bench/gpu/run_gpu_bench.sh "$PAYLOAD/bin/pretrain_gpt" 10 2>&1 | tee "$out/gpu_bench.md"
+}
+
 case "$mode" in
   prepare) prepare ;;
   run) run ;;
-  *) echo "usage: $0 prepare|run" >&2; exit 2 ;;
+  bench) bench ;;
+  *) echo "usage: $0 prepare|run|bench" >&2; exit 2 ;;
 esac
