@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Compares the numbers two pretrain_gpt logs print (scripts/gpu_check.sh's training checks).
 
-    gpu_check_compare.py NAME WANT.log GOT.log REL_TOL [FIELD]
+    gpu_check_compare.py [--skip-want N] NAME WANT.log GOT.log REL_TOL [FIELD]
 
 FIELD is the log field to compare, "lm loss" by default (the iteration lines' values; the
-validation lines are left out). Prints one line, "PASS NAME ..." or "FAIL NAME ...", with the
+validation lines are left out). --skip-want N drops WANT's first N values (a resumed run against
+the uninterrupted one). Prints one line, "PASS NAME ..." or "FAIL NAME ...", with the
 largest relative difference and the values at it; REL_TOL 0 asks for identical text. Exit code:
 0 pass, 1 fail (also when a log has no such numbers or the counts differ).
 """
@@ -14,7 +15,11 @@ import sys
 
 def logged(path, field):
     values = []
-    with open(path, errors="replace") as f:
+    try:
+        f = open(path, errors="replace")
+    except OSError:
+        return values  # a run that never started: no numbers, so the comparison fails
+    with f:
         for line in f:
             if " iteration " not in line or "validation" in line:
                 continue
@@ -25,11 +30,14 @@ def logged(path, field):
 
 
 def main():
-    if len(sys.argv) not in (5, 6):
+    args, skip = sys.argv[1:], 0
+    if args[:1] == ["--skip-want"] and len(args) > 1:
+        skip, args = int(args[1]), args[2:]
+    if len(args) not in (4, 5):
         sys.exit(__doc__)
-    name, want_path, got_path, tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-    field = sys.argv[5] if len(sys.argv) == 6 else "lm loss"
-    want, got = logged(want_path, field), logged(got_path, field)
+    name, want_path, got_path, tol = args[0], args[1], args[2], float(args[3])
+    field = args[4] if len(args) == 5 else "lm loss"
+    want, got = logged(want_path, field)[skip:], logged(got_path, field)
     if not want or len(want) != len(got):
         print(f"FAIL {name}: {len(want)} vs {len(got)} '{field}' values ({want_path}, {got_path})")
         return 1

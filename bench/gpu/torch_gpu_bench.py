@@ -17,11 +17,16 @@ Not yet run on a GPU (no session has had one); --device cpu --config smoke check
 import argparse
 import json
 import math
+import os
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pytorch_train import megatron_flops  # noqa: E402  (the CPU benchmark's: one formula for both)
 
 CONFIGS = {
     "gpt2-124m": dict(layers=12, hidden=768, heads=12, groups=12, ffn=3072, seq=1024, mbs=8, vocab=50304,
@@ -32,13 +37,6 @@ CONFIGS = {
     "smoke": dict(layers=2, hidden=64, heads=4, groups=2, ffn=128, seq=32, mbs=2, vocab=256, llama=True),
 }
 DATASHEET_BF16_TFLOPS = 989.0  # H100 SXM, dense bf16
-
-
-def megatron_flops(c, batch):
-    """megatron/training/training.py num_floating_point_operations (dense, core_v0.12)."""
-    h, s, L, n, g, f, v = c["hidden"], c["seq"], c["layers"], c["heads"], c["groups"], c["ffn"], c["vocab"]
-    gamma = 1.5 if c["llama"] else 1.0
-    return 12 * batch * s * L * h * h * ((1 + g / n + s / (2 * h)) + (f / h) * gamma + v / (2 * L * h))
 
 
 def attention(q, k, v):

@@ -4,13 +4,12 @@
 namespace mindspeed {
 namespace {
 
+// A device copy of one array; an absent (empty) array stays absent, so MicroBatch's kernel_*()
+// accessors still see null.
 template <typename T>
-Tensor upload(const std::vector<T>& host, DType dtype, const Backend& backend, Allocator& alloc) {
+Tensor upload(const std::vector<T>& host, const Backend& backend, Allocator& alloc) {
   if (host.empty()) return Tensor();
-  Tensor t(alloc, Shape{static_cast<int64_t>(host.size())}, dtype, MemoryCategory::kActivations);
-  backend.kernels.copy_to_device(backend.context, t.data(), host.data(),
-                                 static_cast<int64_t>(host.size() * sizeof(T)));
-  return t;
+  return device_copy_of(backend, alloc, std::span<const T>(host), MemoryCategory::kActivations);
 }
 
 }  // namespace
@@ -18,12 +17,12 @@ Tensor upload(const std::vector<T>& host, DType dtype, const Backend& backend, A
 void upload_micro_batch(MicroBatch& mb, const Backend& backend, Allocator& alloc) {
   if (backend.unified_memory()) return;
   auto arrays = std::make_shared<MicroBatchDeviceArrays>();
-  arrays->tokens = upload(mb.tokens, DType::kInt32, backend, alloc);
-  arrays->labels = upload(mb.labels, DType::kInt32, backend, alloc);
-  arrays->loss_mask = upload(mb.loss_mask, DType::kFloat32, backend, alloc);
-  arrays->position_ids = upload(mb.position_ids, DType::kInt32, backend, alloc);
-  arrays->doc_start = upload(mb.doc_start, DType::kInt32, backend, alloc);
-  arrays->seq_index = upload(mb.seq_index, DType::kInt32, backend, alloc);
+  arrays->tokens = upload(mb.tokens, backend, alloc);
+  arrays->labels = upload(mb.labels, backend, alloc);
+  arrays->loss_mask = upload(mb.loss_mask, backend, alloc);
+  arrays->position_ids = upload(mb.position_ids, backend, alloc);
+  arrays->doc_start = upload(mb.doc_start, backend, alloc);
+  arrays->seq_index = upload(mb.seq_index, backend, alloc);
   mb.device = std::move(arrays);
 }
 
