@@ -117,11 +117,12 @@ KernelTable select_kernels(const KernelOptions& options) {
   t.moe_unpermute_forward = fast ? cpu::moe_unpermute_forward : ref::moe_unpermute_forward;
   t.moe_unpermute_backward = fast ? cpu::moe_unpermute_backward : ref::moe_unpermute_backward;
   t.scale_rows = fast ? cpu::scale_rows : ref::scale_rows;
-  t.copy_to_device = fast ? cpu::copy_to_device : ref::copy_to_device;
-  t.copy_to_host = fast ? cpu::copy_to_host : ref::copy_to_host;
-  t.copy_bytes = fast ? cpu::copy_bytes : ref::copy_bytes;
-  t.zero_bytes = fast ? cpu::zero_bytes : ref::zero_bytes;
-  t.synchronize = fast ? cpu::synchronize : ref::synchronize;
+  // The transfers have one CPU form (memcpy; host and device memory are one): the reference's.
+  t.copy_to_device = ref::copy_to_device;
+  t.copy_to_host = ref::copy_to_host;
+  t.copy_bytes = ref::copy_bytes;
+  t.zero_bytes = ref::zero_bytes;
+  t.synchronize = ref::synchronize;
   return t;
 }
 

@@ -136,23 +136,4 @@ int64_t count_zeros(const KernelContext& kc, const float* x, int64_t n) {
   return zeros;
 }
 
-// Host and device memory are the same on the CPU.
-void copy_to_device(const KernelContext& kc, void* dst, const void* src, int64_t bytes) {
-  if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
-}
-
-void copy_to_host(const KernelContext& kc, void* dst, const void* src, int64_t bytes) {
-  if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
-}
-
-void copy_bytes(const KernelContext& kc, void* dst, const void* src, int64_t bytes) {
-  if (bytes > 0 && dst != src) std::memcpy(dst, src, static_cast<size_t>(bytes));
-}
-
-void zero_bytes(const KernelContext& kc, void* x, int64_t bytes) {
-  if (bytes > 0) std::memset(x, 0, static_cast<size_t>(bytes));
-}
-
-void synchronize(const KernelContext& kc) {}
-
 }  // namespace mindspeed::cpu
