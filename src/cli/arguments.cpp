@@ -506,6 +506,17 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   register_moe_flags(r, m.moe, p, ch);
   register_recompute_flags(r, m.recompute, ch);
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
+  r.flag("--use-ascend-coc", p.use_ascend_coc,
+         "MindSpeed compute-communication overlap (script mode): tensor-parallel GEMMs split along "
+         "the tokens so "
+         "each chunk's collective overlaps another chunk's GEMM");
+  r.number("--coc-parallel-num", p.coc_parallel_num,
+           "With --use-ascend-coc: token chunks per linear layer (1, 2, 4 or 8)", between(1, 8));
+  r.number("--coc-mode", p.coc_mode,
+           "With --use-ascend-coc: -1 auto (CoC when --coc-parallel-num > 1), 0 original layers, 1 "
+           "rewrite (the "
+           "original layers here), 2 CoC",
+           between(-1, 2));
   CLI::Option* distopt = r.flag("--use-distributed-optimizer", p.use_distributed_optimizer,
                                 "Shard optimizer state over data parallelism (ZeRO-1)");
   r.flag("--use-custom-fsdp", p.use_custom_fsdp,
@@ -983,6 +994,28 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
     notes.push_back(
         "--enable-hf2mg-convert: the Hugging Face weights of --load " + c.training.load +
         " are read directly into this layout's shards (no Megatron copy is written first)");
+  }
+  const ParallelConfig& p = c.parallel;
+  if (p.use_ascend_coc) {
+    const int chunks = p.coc_chunks();
+    if (chunks > 1) {
+      notes.push_back(
+          "--use-ascend-coc: the tensor-parallel linear layers split their tokens into " +
+          std::to_string(chunks) + " chunks; each chunk's " +
+          (p.sequence_parallel ? "all-gather / reduce-scatter" : "all-reduce") +
+          " overlaps another chunk's GEMM (MindSpeed's script mode)");
+    } else if (p.tensor_model_parallel_size == 1) {
+      notes.push_back(
+          "--use-ascend-coc: nothing to overlap with one tensor-parallel rank (off, as in "
+          "MindSpeed)");
+    } else {
+      notes.push_back("--use-ascend-coc with --coc-mode " + std::to_string(p.coc_mode) +
+                      " and --coc-parallel-num " + std::to_string(p.coc_parallel_num) +
+                      ": the original linear layers (as in MindSpeed)");
+    }
+  } else if (p.coc_parallel_num != 1 || p.coc_mode != -1) {
+    notes.push_back(
+        "--coc-parallel-num / --coc-mode: no effect without --use-ascend-coc (as in MindSpeed)");
   }
   if (c.training.num_workers != 2) {
     notes.push_back("--num-workers " + std::to_string(c.training.num_workers) +

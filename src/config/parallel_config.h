@@ -41,6 +41,19 @@ struct ParallelConfig {
   /// experts (expert tensor parallel 1, expert parallel tp * ep).
   bool moe_tp_extend_ep = false;
   bool sequence_parallel = false;        ///< --sequence-parallel (turned off when tp == 1, as Megatron)
+  // MindSpeed's compute-communication overlap, script mode (tensor_parallel/coc.h).
+  bool use_ascend_coc = false;  ///< --use-ascend-coc
+  int coc_parallel_num = 1;     ///< --coc-parallel-num {1, 2, 4, 8}: token chunks per linear layer
+  int coc_mode =
+      -1;  ///< --coc-mode: -1 auto (2 when coc_parallel_num > 1), 0 original, 1 rewrite, 2 CoC
+  /// The chunks the tensor-parallel linear layers split their tokens into (1: not split), as
+  /// MindSpeed's MinCommConfig.acquire_module_type decides: CoC on, mode 2 (or auto with more
+  /// than one chunk) and more than one tensor-parallel rank. Modes 0 and 1 run the plain layers
+  /// (1, "rewrite", is MindSpeed's debugging re-implementation of them).
+  int coc_chunks() const {
+    const int mode = coc_mode == -1 ? (coc_parallel_num == 1 ? 0 : 2) : coc_mode;
+    return use_ascend_coc && tensor_model_parallel_size > 1 && mode == 2 ? coc_parallel_num : 1;
+  }
   bool use_distributed_optimizer = false;  ///< --use-distributed-optimizer
   /// Megatron's custom FSDP (--use-custom-fsdp --data-parallel-sharding-strategy); validation
   /// derives use_distributed_optimizer (no_shard: off) and overlap_grad_reduce (optim_grads: on).

@@ -1,10 +1,5 @@
 // validate_configs (validate.h).
 #include "config/validate.h"
-#include "config/validate_moe.h"
-#include "config/validate_recompute.h"
-
-#include "config/num_microbatches_calculator.h"
-#include "config/pipeline_layout.h"
 
 #include <unistd.h>
 
@@ -16,7 +11,12 @@
 #include <limits>
 #include <utility>
 
+#include "config/num_microbatches_calculator.h"
+#include "config/pipeline_layout.h"
+#include "config/validate_moe.h"
+#include "config/validate_recompute.h"
 #include "core/logging.h"
+#include "core/str_cat.h"
 
 namespace mindspeed {
 namespace {
@@ -301,6 +301,53 @@ Status validate_fsdp(ParallelConfig& p) {
   if (p.fsdp_sharding == FsdpShardingStrategy::kNoShard) p.use_distributed_optimizer = false;  // nothing sharded
   if (p.shard_gradients()) p.overlap_grad_reduce = true;
   if (p.shard_parameters()) p.overlap_param_gather = true;
+  return ok_status();
+}
+
+// MindSpeed's CoC (--use-ascend-coc, script mode): its choices, and its constraints on the models
+// and shapes it splits (the GEMM's M, the tokens of a linear layer on a rank, divisible into the
+// chunks; not with MoE). The plain layers run with modes 0 and 1 and with one tensor-parallel rank.
+Status validate_coc(const ParallelConfig& p, const ModelConfig& m, const TrainingConfig& t) {
+  if (p.coc_parallel_num != 1 && p.coc_parallel_num != 2 && p.coc_parallel_num != 4 &&
+      p.coc_parallel_num != 8) {
+    return invalid_argument("--coc-parallel-num must be 1, 2, 4 or 8 (MindSpeed's choices), not ",
+                            p.coc_parallel_num);
+  }
+  if (p.coc_mode < -1 || p.coc_mode > 2) {
+    return invalid_argument(
+        "--coc-mode must be -1 (auto), 0 (original), 1 (rewrite) or 2 (CoC), not ", p.coc_mode);
+  }
+  const int chunks = p.coc_chunks();
+  if (chunks == 1) return ok_status();
+  if (m.moe.num_experts > 0) {
+    return invalid_argument(
+        "--use-ascend-coc does not apply to MoE models (--num-experts ", m.moe.num_experts,
+        "): MindSpeed refuses CoC with MoE; drop --use-ascend-coc or use --coc-parallel-num 1");
+  }
+  if (p.variable_seq_lengths) {
+    return invalid_argument("--use-ascend-coc with --coc-parallel-num ", chunks,
+                            " needs every micro-batch's tokens ",
+                            "to divide into the chunks: not with --variable-seq-lengths");
+  }
+  const int64_t cp = p.context_parallel_size, tp = p.tensor_model_parallel_size;
+  // Unaligned Ulysses gives context-parallel ranks floor or ceil of s / CP positions.
+  for (const int64_t positions : {m.seq_length / cp, (m.seq_length + cp - 1) / cp}) {
+    const int64_t tokens = positions * t.micro_batch_size;
+    const int64_t rows = p.sequence_parallel ? tokens / tp : tokens;
+    if ((p.sequence_parallel && tokens % tp != 0) || rows % chunks != 0) {
+      return invalid_argument(
+          "--use-ascend-coc splits the tokens of each tensor-parallel linear layer (M = "
+          "--seq-length ",
+          m.seq_length, cp > 1 ? str_cat(" / --context-parallel-size ", cp) : std::string(),
+          " x --micro-batch-size ", t.micro_batch_size,
+          p.sequence_parallel ? str_cat(" / --tensor-model-parallel-size ", tp) : std::string(),
+          " = ", tokens / (p.sequence_parallel ? tp : 1),
+          p.sequence_parallel && tokens % tp != 0 ? " (not whole)" : "",
+          ") into --coc-parallel-num ", chunks,
+          " chunks: M must be divisible by it (MindSpeed's M % p == 0); choose "
+          "another --coc-parallel-num or --micro-batch-size");
+    }
+  }
   return ok_status();
 }
 
@@ -656,6 +703,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
     MS_RETURN_IF_ERROR(validate_schedule_unit(c.training, c.optimizer, std::max<int64_t>(dp, 1)));
   }
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
+  MS_RETURN_IF_ERROR(validate_coc(c.parallel, c.model, c.training));
   MS_RETURN_IF_ERROR(validate_checkpoint_formats(c));
   {
     // The layer split and schedule, with the schedule's minimum number of micro-batches per

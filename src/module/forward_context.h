@@ -113,6 +113,9 @@ struct ForwardContext {
   const ParallelState* ps = nullptr;
   bool training = true;           ///< dropout on, gradients wanted
   bool sequence_parallel = false;  ///< activations outside TP regions are [s/tp, b, h]
+  /// MindSpeed's --use-ascend-coc: the tensor-parallel linear layers split their tokens into
+  /// this many chunks to overlap each collective with GEMMs (tensor_parallel/coc.h); 1 = off.
+  int coc_chunks = 1;
   bool gradient_accumulation_fusion = true;  ///< false: --no-gradient-accumulation-fusion
   /// --bf16: activations are rounded to bf16 where written and saved for backward in bf16.
   bool bf16 = false;

@@ -15,7 +15,10 @@
 // gradient-accumulation fusion; --no-gradient-accumulation-fusion computes the product
 // into a temporary first and then adds it). With ForwardContext::wgrad_queue set, backward
 // computes the input gradient only and queues the weight-gradient GEMM (the B/W split).
-// Communication goes through the named pairs of mappings.h.
+// Communication goes through the named pairs of mappings.h. With ForwardContext::coc_chunks > 1
+// (MindSpeed's --use-ascend-coc) the GEMM next to each collective is split along the tokens so
+// the two overlap (coc.h); the column backward then also re-gathers its input under the input
+// gradient's GEMMs (MindSpeed's recompute_all_gather).
 // Activations are [N, C] with N = s*b rows ([s, b, h] flattened); N below is always the
 // full (unsplit) row count.
 #pragma once
@@ -58,6 +61,13 @@ class ColumnParallelLinear {
   Parameter* bias() const { return bias_; }
 
  private:
+  // The CoC forms (p > 1 chunks): forward under sequence parallelism (without it the column
+  // forward has no communication) and backward.
+  void forward_sequence_parallel_in_chunks(const ForwardContext& ctx, const float* x, float* y,
+                                           int64_t N, int p) const;
+  void backward_in_chunks(const ForwardContext& ctx, const float* x, const float* dy, float* dx,
+                          int64_t N, int p) const;
+
   int64_t in_, out_local_;
   Parameter* weight_;
   Parameter* bias_ = nullptr;
@@ -81,6 +91,13 @@ class RowParallelLinear {
   Parameter* bias() const { return bias_; }
 
  private:
+  // The CoC forms (p > 1 chunks): forward, and backward under sequence parallelism (without it
+  // the row backward has no communication).
+  void forward_in_chunks(const ForwardContext& ctx, const float* x, float* y, int64_t N,
+                         int p) const;
+  void backward_sequence_parallel_in_chunks(const ForwardContext& ctx, const float* x,
+                                            const float* dy, float* dx, int64_t N, int p) const;
+
   int64_t in_local_, out_;
   Parameter* weight_;
   Parameter* bias_ = nullptr;

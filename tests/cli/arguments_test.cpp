@@ -880,6 +880,85 @@ TEST(Arguments, MegatronSelectorsAndLaunchFlags) {
   refused({"--ai-framework", "jax"}, "--ai-framework");
 }
 
+// MindSpeed's CoC (--use-ascend-coc, script mode): the chunk count the layers get, MindSpeed's
+// mode rules, its choices and constraints refused by name, and what the flags do logged at start.
+TEST(Validate, ComputeCommunicationOverlapRules) {
+  auto chunks = [](std::vector<std::string> extra, int world) {
+    auto parsed = parse_with(std::move(extra));
+    EXPECT_TRUE(parsed.ok()) << parsed.status().to_string();
+    Configs c = parsed->configs;
+    const Status s = validate_configs(c, world);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return c.parallel.coc_chunks();
+  };
+  const std::vector<std::string> tp2 = {"--tensor-model-parallel-size", "2"};
+  auto with_tp2 = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = tp2;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  EXPECT_EQ(chunks(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "4"}), 2), 4);
+  EXPECT_EQ(
+      chunks(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "8", "--sequence-parallel"}), 2),
+      8);
+  EXPECT_EQ(chunks(with_tp2({"--coc-parallel-num", "4"}), 2),
+            1);  // without --use-ascend-coc: nothing
+  EXPECT_EQ(chunks(with_tp2({"--use-ascend-coc"}), 2),
+            1);  // auto mode, one chunk: the original layers
+  EXPECT_EQ(chunks(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "4", "--coc-mode", "0"}), 2),
+            1);
+  EXPECT_EQ(chunks(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "4", "--coc-mode", "1"}), 2),
+            1);
+  EXPECT_EQ(chunks(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "2", "--coc-mode", "2"}), 2),
+            2);
+  EXPECT_EQ(chunks({"--use-ascend-coc", "--coc-parallel-num", "4"}, 1),
+            1);  // one tensor-parallel rank
+
+  auto refused = [&](std::vector<std::string> extra, int world, const std::string& text) {
+    const std::string e = validation_error(std::move(extra), world);
+    EXPECT_NE(e.find(text), std::string::npos) << "got: " << e;
+  };
+  refused(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "3"}), 2,
+          "--coc-parallel-num must be 1, 2, 4 or 8");
+  refused(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "16"}), 2, "--coc-parallel-num");
+  refused(with_tp2({"--use-ascend-coc", "--coc-mode", "3"}), 2, "--coc-mode");
+  // M = 32 tokens x 2 samples / 2 ranks = 32 rows divide into 8 chunks; with --micro-batch-size 1
+  // and --seq-length 12, 12 / 2 = 6 rows do not divide into 4.
+  refused(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "4", "--sequence-parallel",
+                    "--seq-length", "12", "--max-position-embeddings", "12", "--micro-batch-size",
+                    "1"}),
+          2, "= 6) into --coc-parallel-num 4 chunks: M must be divisible by it");
+  refused(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "2", "--num-experts", "4",
+                    "--disable-bias-linear", "--sequence-parallel", "--moe-token-dispatcher-type",
+                    "alltoall"}),
+          2, "--use-ascend-coc does not apply to MoE models");
+  refused(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "2", "--variable-seq-lengths"}), 2,
+          "not with --variable-seq-lengths");
+  auto parse_refused = [](std::vector<std::string> extra, const std::string& text) {
+    auto p = parse_with(std::move(extra));
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_NE(p.status().to_string().find(text), std::string::npos) << p.status().to_string();
+  };
+  parse_refused(with_tp2({"--use-ascend-coc", "--coc-fused-kernel"}), "--coc-fused-kernel");
+
+  auto note = [](std::vector<std::string> extra) {
+    auto p = parse_with(std::move(extra));
+    EXPECT_TRUE(p.ok());
+    return p->notes.size() == 1 ? p->notes[0]
+                                : std::string("notes: ") + std::to_string(p->notes.size());
+  };
+  EXPECT_NE(note(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "4", "--sequence-parallel"}))
+                .find("split their tokens into 4 chunks; each chunk's all-gather / reduce-scatter"),
+            std::string::npos);
+  EXPECT_NE(note(with_tp2({"--coc-parallel-num", "4"})).find("no effect without --use-ascend-coc"),
+            std::string::npos);
+  EXPECT_NE(note({"--use-ascend-coc", "--coc-parallel-num", "4"}).find("one tensor-parallel rank"),
+            std::string::npos);
+  EXPECT_NE(note(with_tp2({"--use-ascend-coc", "--coc-mode", "1", "--coc-parallel-num", "4"}))
+                .find("the original linear layers"),
+            std::string::npos);
+}
+
 // MindSpeed-LLM's --padded-vocab-size (taken as is, but it must hold the vocabulary and split
 // over tp), Megatron's --persistent-save-interval alias, --vocab-extra-ids passed on (a start-up
 // note where the tokenizer type adds none).

@@ -34,6 +34,8 @@ struct LayoutOptions {
   /// send/recv between neighbours): the reference the schedules must equal.
   bool pipeline_by_hand = false;
   bool sequence_parallel = false;
+  int coc =
+      1;  ///< --use-ascend-coc --coc-parallel-num: token chunks of the TP linear layers (1: off)
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
