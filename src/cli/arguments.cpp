@@ -510,6 +510,10 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
          "MindSpeed compute-communication overlap (script mode): tensor-parallel GEMMs split along "
          "the tokens so "
          "each chunk's collective overlaps another chunk's GEMM");
+  r.flag("--use-ascend-mc2", p.use_ascend_mc2,
+         "MindSpeed MC2: sequence-parallel linear layers through fused all-gather + GEMM and GEMM "
+         "+ reduce-scatter "
+         "ops (needs --sequence-parallel)");
   r.number("--coc-parallel-num", p.coc_parallel_num,
            "With --use-ascend-coc: token chunks per linear layer (1, 2, 4 or 8)", between(1, 8));
   r.number("--coc-mode", p.coc_mode,
@@ -1013,6 +1017,13 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
                       " and --coc-parallel-num " + std::to_string(p.coc_parallel_num) +
                       ": the original linear layers (as in MindSpeed)");
     }
+  } else if (p.use_ascend_mc2) {
+    notes.push_back(
+        "--use-ascend-mc2: the sequence-parallel linear layers run as fused all-gather + GEMM and "
+        "GEMM + "
+        "reduce-scatter calls, each a schedule of up to " +
+        std::to_string(kMc2Chunks) +
+        " pipelined chunks on this backend (tensor_parallel/comm_gemm.h)");
   } else if (p.coc_parallel_num != 1 || p.coc_mode != -1) {
     notes.push_back(
         "--coc-parallel-num / --coc-mode: no effect without --use-ascend-coc (as in MindSpeed)");

@@ -971,7 +971,6 @@ constexpr Refusal kRefusals[] = {
     {"--ttp-server-port", kResilience},
     {"--ttp-wait-dump-file-timeout", kResilience},
     {"--unaligned-linear", kParallelCore},
-    {"--use-ascend-mc2", kDeviceBackend},
     {"--use-batch-invariant-ops", kDeviceBackend},
     {"--use-checkpoint-args", kCheckpoint},
     {"--use-checkpoint-opt-param-scheduler", kCheckpoint},

@@ -30,6 +30,10 @@ struct ContextParallelConfig {
 /// state and the gradients (ZeRO-2), or everything (ZeRO-3).
 enum class FsdpShardingStrategy { kNoShard, kOptim, kOptimGrads, kOptimGradsParams };
 
+/// MC2 (--use-ascend-mc2) on this engine: each fused collective + GEMM call runs as this many
+/// pipelined token chunks, halved until they divide the call's rows (tensor_parallel/comm_gemm.h).
+inline constexpr int kMc2Chunks = 4;
+
 struct ParallelConfig {
   int tensor_model_parallel_size = 1;    ///< --tensor-model-parallel-size
   int pipeline_model_parallel_size = 1;  ///< --pipeline-model-parallel-size
@@ -46,6 +50,8 @@ struct ParallelConfig {
   int coc_parallel_num = 1;     ///< --coc-parallel-num {1, 2, 4, 8}: token chunks per linear layer
   int coc_mode =
       -1;  ///< --coc-mode: -1 auto (2 when coc_parallel_num > 1), 0 original, 1 rewrite, 2 CoC
+  bool use_ascend_mc2 = false;  ///< --use-ascend-mc2: fused all-gather + GEMM / GEMM +
+                                ///< reduce-scatter (needs SP; kMc2Chunks above)
   /// The chunks the tensor-parallel linear layers split their tokens into (1: not split), as
   /// MindSpeed's MinCommConfig.acquire_module_type decides: CoC on, mode 2 (or auto with more
   /// than one chunk) and more than one tensor-parallel rank. Modes 0 and 1 run the plain layers

@@ -317,6 +317,22 @@ Status validate_coc(const ParallelConfig& p, const ModelConfig& m, const Trainin
     return invalid_argument(
         "--coc-mode must be -1 (auto), 0 (original), 1 (rewrite) or 2 (CoC), not ", p.coc_mode);
   }
+  if (p.use_ascend_mc2) {
+    if (p.tensor_model_parallel_size == 1 || !p.sequence_parallel) {
+      return invalid_argument(
+          "--use-ascend-mc2 needs --tensor-model-parallel-size > 1 and --sequence-parallel "
+          "(MindSpeed's MC2 fuses the sequence-parallel all-gather and reduce-scatter)");
+    }
+    if (p.use_ascend_coc) {
+      return invalid_argument(
+          "--use-ascend-mc2 and --use-ascend-coc exclude each other (MindSpeed): choose one");
+    }
+    if (m.moe.num_experts > 0) {
+      return invalid_argument("--use-ascend-mc2 does not apply to MoE models (--num-experts ",
+                              m.moe.num_experts,
+                              "; MindSpeed refuses MC2 with MoE): drop --use-ascend-mc2");
+    }
+  }
   const int chunks = p.coc_chunks();
   if (chunks == 1) return ok_status();
   if (m.moe.num_experts > 0) {

@@ -116,6 +116,9 @@ struct ForwardContext {
   /// MindSpeed's --use-ascend-coc: the tensor-parallel linear layers split their tokens into
   /// this many chunks to overlap each collective with GEMMs (tensor_parallel/coc.h); 1 = off.
   int coc_chunks = 1;
+  /// MindSpeed's --use-ascend-mc2 (with sequence parallelism): the same layers through the fused
+  /// all-gather + GEMM and GEMM + reduce-scatter ops of tensor_parallel/comm_gemm.h.
+  bool mc2 = false;
   bool gradient_accumulation_fusion = true;  ///< false: --no-gradient-accumulation-fusion
   /// --bf16: activations are rounded to bf16 where written and saved for backward in bf16.
   bool bf16 = false;

@@ -6,7 +6,7 @@
 
 #include "module/module_scope.h"
 #include "module/weight_grad_queue.h"
-#include "tensor_parallel/coc.h"
+#include "tensor_parallel/comm_gemm.h"
 
 namespace mindspeed {
 
@@ -32,6 +32,13 @@ ColumnParallelLinear::ColumnParallelLinear(ParameterRegistry& registry, const st
 }
 
 namespace {
+// The chunks of the fused GEMM + collective forms on `local_rows` rows: CoC's --coc-parallel-num,
+// or MC2's (--use-ascend-mc2, sequence parallel); 1 = the plain layers.
+int fused_chunks(const ForwardContext& ctx, int64_t local_rows) {
+  if (ctx.mc2 && ctx.sequence_parallel && ctx.ps->sizes.tensor > 1) return mc2_chunks(local_rows);
+  return coc_chunks(ctx, local_rows);
+}
+
 // Runs dW += dy^T x (+ db), fused into the gradient buffer or through a temporary.
 void compute_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* b, const float* dy, const float* x,
                          int64_t N, int64_t in, int64_t out) {
@@ -72,7 +79,7 @@ void accumulate_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* 
 
 void ColumnParallelLinear::forward(const ForwardContext& ctx, const float* x, float* y,
                                    int64_t N) const {
-  if (const int p = coc_chunks(ctx, ctx.local_rows(N)); p > 1 && ctx.sequence_parallel) {
+  if (const int p = fused_chunks(ctx, ctx.local_rows(N)); p > 1 && ctx.sequence_parallel) {
     forward_sequence_parallel_in_chunks(ctx, x, y, N, p);
     return;
   }
@@ -89,7 +96,7 @@ void ColumnParallelLinear::forward(const ForwardContext& ctx, const float* x, fl
 
 void ColumnParallelLinear::backward(const ForwardContext& ctx, const float* x, const float* dy,
                                     float* dx, int64_t N) const {
-  if (const int p = coc_chunks(ctx, ctx.local_rows(N)); p > 1) {
+  if (const int p = fused_chunks(ctx, ctx.local_rows(N)); p > 1) {
     backward_in_chunks(ctx, x, dy, dx, N, p);
     return;
   }
@@ -113,54 +120,35 @@ void ColumnParallelLinear::backward(const ForwardContext& ctx, const float* x, c
   accumulate_weight_grad(ctx, weight_, bias_, dy, x, std::move(gathered), N, in_, out_local_);
 }
 
-// Chunk i's all-gather overlaps chunk i-1's GEMM; each GEMM covers chunk i's rows of every rank
-// ([tp*c, in] -> [tp*c, out/tp]), written back to those rows of y.
+// The fused form: chunk i's all-gather under chunk i-1's GEMM (comm_gemm.h).
 void ColumnParallelLinear::forward_sequence_parallel_in_chunks(const ForwardContext& ctx,
                                                                const float* x, float* y, int64_t N,
                                                                int p) const {
-  const int64_t Nl = ctx.local_rows(N), c = Nl / p, rows = N / Nl * c;
-  Tensor part(*ctx.alloc, Shape{rows, out_local_}, DType::kFloat32, MemoryCategory::kWorkspace);
-  all_gather_in_chunks(ctx, x, Nl, in_, p, [&](int64_t i, const float* gathered) {
-    ctx.k().linear_forward(ctx.kc(), part.f32(), gathered, ctx.w(*weight_),
-                           bias_ ? ctx.w(*bias_) : nullptr, rows, in_, out_local_);
-    scatter_chunk_rows(ctx, y, part.f32(), i, c, Nl, out_local_);
-  });
+  const LinearWeight w{.weight = ctx.w(*weight_),
+                       .bias = bias_ ? ctx.w(*bias_) : nullptr,
+                       .in = in_,
+                       .out = out_local_};
+  all_gather_matmul(ctx, w, y, /*gathered=*/nullptr, x, ctx.local_rows(N), p);
 }
 
-// The input gradient's GEMM in chunks, each chunk's reduce-scatter (sequence parallel) or
-// all-reduce under the next chunk's GEMM; under sequence parallelism the input is all-gathered
-// again first, under those GEMMs; the weight gradient's GEMM runs under the last reductions.
+// The input gradient's GEMM fused with its reduce-scatter (sequence parallel) or all-reduce, each
+// chunk's reduction under the next chunk's GEMM; under sequence parallelism the input is
+// all-gathered again first, under those GEMMs (MindSpeed's recompute_all_gather); the weight
+// gradient's GEMM runs under the last reductions.
 void ColumnParallelLinear::backward_in_chunks(const ForwardContext& ctx, const float* x,
                                               const float* dy, float* dx, int64_t N, int p) const {
-  ProcessGroup& tp = ctx.ps->tp();
-  const int64_t Nl = ctx.local_rows(N), c = Nl / p;
   Tensor gathered;
   std::unique_ptr<Work> gather;
   if (ctx.sequence_parallel) {
     gathered = Tensor(*ctx.alloc, Shape{N, in_}, DType::kFloat32, MemoryCategory::kWorkspace);
-    gather = tp.all_gather_async(gathered.f32(), x, Nl * in_);
+    gather = ctx.ps->tp().all_gather_async(gathered.f32(), x, ctx.local_rows(N) * in_);
   }
-  std::optional<ReduceInChunks> reduce;
+  std::unique_ptr<ReduceInChunks> reduce;
   if (dx != nullptr) {
-    using Kind = ReduceInChunks::Kind;
-    reduce.emplace(ctx, ctx.sequence_parallel ? Kind::kReduceScatter : Kind::kAllReduce, dx, Nl,
-                   in_, p);
-    const int64_t rows = N / Nl * c;  // tp*c rows of dy under sequence parallelism, c without
-    Tensor dy_rows;
-    if (ctx.sequence_parallel) {
-      dy_rows =
-          Tensor(*ctx.alloc, Shape{rows, out_local_}, DType::kFloat32, MemoryCategory::kWorkspace);
-    }
-    for (int64_t i = 0; i < p; ++i) {
-      const float* dy_chunk = dy + i * c * out_local_;
-      if (ctx.sequence_parallel) {
-        gather_chunk_rows(ctx, dy_rows.f32(), dy, i, c, Nl, out_local_);
-        dy_chunk = dy_rows.f32();
-      }
-      ctx.k().linear_backward_input(ctx.kc(), reduce->chunk_buffer(i), dy_chunk, ctx.w(*weight_),
-                                    rows, in_, out_local_, /*accumulate=*/false);
-      reduce->reduce(i);
-    }
+    const LinearWeight w{
+        .weight = ctx.w(*weight_), .in = in_, .out = out_local_, .product = WeightProduct::kPlain};
+    reduce = ctx.sequence_parallel ? matmul_reduce_scatter_async(ctx, w, dx, dy, N, p)
+                                   : matmul_all_reduce_async(ctx, w, dx, dy, N, p);
   }
   if (gather) {
     gather->wait();
@@ -192,7 +180,7 @@ RowParallelLinear::RowParallelLinear(ParameterRegistry& registry, const std::str
 
 void RowParallelLinear::forward(const ForwardContext& ctx, const float* x, float* y,
                                 int64_t N) const {
-  if (const int p = coc_chunks(ctx, ctx.local_rows(N)); p > 1) {
+  if (const int p = fused_chunks(ctx, ctx.local_rows(N)); p > 1) {
     forward_in_chunks(ctx, x, y, N, p);
     return;
   }
@@ -208,7 +196,7 @@ void RowParallelLinear::forward(const ForwardContext& ctx, const float* x, float
 
 void RowParallelLinear::backward(const ForwardContext& ctx, const float* x, const float* dy,
                                  float* dx, int64_t N) const {
-  if (const int p = coc_chunks(ctx, ctx.local_rows(N)); p > 1 && ctx.sequence_parallel) {
+  if (const int p = fused_chunks(ctx, ctx.local_rows(N)); p > 1 && ctx.sequence_parallel) {
     backward_sequence_parallel_in_chunks(ctx, x, dy, dx, N, p);
     return;
   }
@@ -222,47 +210,27 @@ void RowParallelLinear::backward(const ForwardContext& ctx, const float* x, cons
   accumulate_weight_grad(ctx, weight_, nullptr, dy, x, Tensor{}, N, in_local_, out_);
 }
 
-// Chunk i's GEMM, then its reduce-scatter (sequence parallel: chunk i's rows of every rank's
-// block, [tp*c, out]) or all-reduce (rows [i*c, (i+1)*c)) under chunk i+1's GEMM.
+// The fused form: chunk i's GEMM, then its reduce-scatter (sequence parallel) or all-reduce under
+// chunk i+1's GEMM (comm_gemm.h).
 void RowParallelLinear::forward_in_chunks(const ForwardContext& ctx, const float* x, float* y,
                                           int64_t N, int p) const {
-  const int64_t Nl = ctx.local_rows(N), c = Nl / p, rows = N / Nl * c;
-  using Kind = ReduceInChunks::Kind;
-  ReduceInChunks reduce(ctx, ctx.sequence_parallel ? Kind::kReduceScatter : Kind::kAllReduce, y, Nl,
-                        out_, p);
-  Tensor x_rows;
+  const LinearWeight w{.weight = ctx.w(*weight_), .in = in_local_, .out = out_};
   if (ctx.sequence_parallel) {
-    x_rows =
-        Tensor(*ctx.alloc, Shape{rows, in_local_}, DType::kFloat32, MemoryCategory::kWorkspace);
+    matmul_reduce_scatter(ctx, w, y, x, N, p);
+  } else {
+    matmul_all_reduce(ctx, w, y, x, N, p);
   }
-  for (int64_t i = 0; i < p; ++i) {
-    const float* x_chunk = x + i * c * in_local_;
-    if (ctx.sequence_parallel) {
-      gather_chunk_rows(ctx, x_rows.f32(), x, i, c, Nl, in_local_);
-      x_chunk = x_rows.f32();
-    }
-    ctx.k().linear_forward(ctx.kc(), reduce.chunk_buffer(i), x_chunk, ctx.w(*weight_), nullptr,
-                           rows, in_local_, out_);
-    reduce.reduce(i);
-  }
-  reduce.wait();
 }
 
-// The output gradient all-gathered in chunks, chunk i's input-gradient GEMM under chunk i+1's
-// all-gather; the gathered chunks also fill the whole gradient for the weight gradient.
+// The output gradient's all-gather fused with the input gradient's GEMM; the gathered gradient
+// (the fused op's second output) feeds the weight gradient.
 void RowParallelLinear::backward_sequence_parallel_in_chunks(const ForwardContext& ctx,
                                                              const float* x, const float* dy,
                                                              float* dx, int64_t N, int p) const {
-  const int64_t Nl = ctx.local_rows(N), c = Nl / p, rows = N / Nl * c;
   Tensor dy_full(*ctx.alloc, Shape{N, out_}, DType::kFloat32, MemoryCategory::kWorkspace);
-  Tensor part(*ctx.alloc, Shape{rows, in_local_}, DType::kFloat32, MemoryCategory::kWorkspace);
-  all_gather_in_chunks(ctx, dy, Nl, out_, p, [&](int64_t i, const float* gathered) {
-    scatter_chunk_rows(ctx, dy_full.f32(), gathered, i, c, Nl, out_);
-    ctx.k().linear_backward_input(ctx.kc(), part.f32(), gathered, ctx.w(*weight_), rows, in_local_,
-                                  out_,
-                                  /*accumulate=*/false);
-    scatter_chunk_rows(ctx, dx, part.f32(), i, c, Nl, in_local_);
-  });
+  const LinearWeight w{
+      .weight = ctx.w(*weight_), .in = in_local_, .out = out_, .product = WeightProduct::kPlain};
+  all_gather_matmul(ctx, w, dx, dy_full.f32(), dy, ctx.local_rows(N), p);
   accumulate_weight_grad(ctx, weight_, nullptr, dy_full.f32(), x, Tensor{}, N, in_local_, out_);
 }
 

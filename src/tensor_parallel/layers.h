@@ -17,8 +17,10 @@
 // computes the input gradient only and queues the weight-gradient GEMM (the B/W split).
 // Communication goes through the named pairs of mappings.h. With ForwardContext::coc_chunks > 1
 // (MindSpeed's --use-ascend-coc) the GEMM next to each collective is split along the tokens so
-// the two overlap (coc.h); the column backward then also re-gathers its input under the input
-// gradient's GEMMs (MindSpeed's recompute_all_gather).
+// the two overlap, and with ForwardContext::mc2 (--use-ascend-mc2) the sequence-parallel
+// collectives and GEMMs run as MindSpeed's fused MC2 ops; both go through comm_gemm.h. The column
+// backward then re-gathers its input under the input gradient's GEMMs (MindSpeed's
+// recompute_all_gather).
 // Activations are [N, C] with N = s*b rows ([s, b, h] flattened); N below is always the
 // full (unsplit) row count.
 #pragma once

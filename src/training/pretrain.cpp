@@ -654,6 +654,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.seed = static_cast<uint64_t>(c.training.seed);
   ctx.sequence_parallel = c.parallel.sequence_parallel;
   ctx.coc_chunks = c.parallel.coc_chunks();
+  ctx.mc2 = c.parallel.use_ascend_mc2;
   ctx.gradient_accumulation_fusion = c.parallel.gradient_accumulation_fusion;
   ctx.bf16 = c.training.bf16;
   ctx.fp16 = c.training.fp16;

@@ -881,7 +881,8 @@ TEST(Arguments, MegatronSelectorsAndLaunchFlags) {
 }
 
 // MindSpeed's CoC (--use-ascend-coc, script mode): the chunk count the layers get, MindSpeed's
-// mode rules, its choices and constraints refused by name, and what the flags do logged at start.
+// mode rules, its choices and constraints refused by name, and what the flags do logged at start;
+// MC2's (--use-ascend-mc2) constraints.
 TEST(Validate, ComputeCommunicationOverlapRules) {
   auto chunks = [](std::vector<std::string> extra, int world) {
     auto parsed = parse_with(std::move(extra));
@@ -934,6 +935,16 @@ TEST(Validate, ComputeCommunicationOverlapRules) {
           2, "--use-ascend-coc does not apply to MoE models");
   refused(with_tp2({"--use-ascend-coc", "--coc-parallel-num", "2", "--variable-seq-lengths"}), 2,
           "not with --variable-seq-lengths");
+  // MC2: sequence-parallel tensor parallelism only, not with CoC or MoE.
+  EXPECT_EQ(validation_error(with_tp2({"--use-ascend-mc2", "--sequence-parallel"}), 2), "");
+  refused(with_tp2({"--use-ascend-mc2"}), 2,
+          "--use-ascend-mc2 needs --tensor-model-parallel-size > 1 and --sequence-parallel");
+  refused({"--use-ascend-mc2", "--sequence-parallel"}, 1, "--use-ascend-mc2 needs");
+  refused(with_tp2({"--use-ascend-mc2", "--sequence-parallel", "--use-ascend-coc"}), 2,
+          "exclude each other");
+  refused(with_tp2({"--use-ascend-mc2", "--sequence-parallel", "--num-experts", "4",
+                    "--disable-bias-linear", "--moe-token-dispatcher-type", "alltoall"}),
+          2, "--use-ascend-mc2 does not apply to MoE models");
   auto parse_refused = [](std::vector<std::string> extra, const std::string& text) {
     auto p = parse_with(std::move(extra));
     ASSERT_FALSE(p.ok()) << text;
@@ -954,6 +965,9 @@ TEST(Validate, ComputeCommunicationOverlapRules) {
             std::string::npos);
   EXPECT_NE(note({"--use-ascend-coc", "--coc-parallel-num", "4"}).find("one tensor-parallel rank"),
             std::string::npos);
+  EXPECT_NE(
+      note(with_tp2({"--use-ascend-mc2", "--sequence-parallel"})).find("fused all-gather + GEMM"),
+      std::string::npos);
   EXPECT_NE(note(with_tp2({"--use-ascend-coc", "--coc-mode", "1", "--coc-parallel-num", "4"}))
                 .find("the original linear layers"),
             std::string::npos);

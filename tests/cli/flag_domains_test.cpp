@@ -58,6 +58,8 @@ const std::map<std::string, Row> kExpected = {
     {"--context-parallel-size", {false, false, false}},
     {"--ulysses-degree-in-cp", {false, false, false}},
     {"--cp-window-size", {false, false, false}},
+    {"--coc-parallel-num", {false, false, false}},
+    {"--coc-mode", {true, true, false}},
     {"--sparse-mode", {true, false, false}},
     {"--pre-tockens", {false, false, false}},
     {"--next-tockens", {true, false, false}},

@@ -168,6 +168,9 @@ const Case kCases[] = {
     {"ring_cp2_tp2_sp_coc4", 4, {.tp = 2, .sequence_parallel = true, .coc = 4, .cp = 2, .cp_overlap = true}},
     {"tp2_pp2_sp_coc2_dualpipev_dw_detach", 4,
      {.tp = 2, .pp = 2, .dualpipev = true, .dw_detach = true, .sequence_parallel = true, .coc = 2}, 4, 8, true},
+    // MindSpeed's MC2: the sequence-parallel layers through the fused comm + GEMM ops.
+    {"tp2_sp_mc2", 2, {.tp = 2, .sequence_parallel = true, .mc2 = true}},
+    {"tp4_sp_mc2", 4, {.tp = 4, .sequence_parallel = true, .mc2 = true}},
     {"tp4", 4, {.tp = 4}},
     {"dp4", 4, {.tp = 1}},
     {"tp4_sp", 4, {.tp = 4, .sequence_parallel = true}},

@@ -320,6 +320,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.seed = run.seed;
   ctx.sequence_parallel = sp;
   ctx.coc_chunks = single ? 1 : layout.coc;
+  ctx.mc2 = !single && layout.mc2;
   ctx.gradient_accumulation_fusion = !layout.o2_gradient && (single || layout.gradient_accumulation_fusion);
   ctx.bf16 = layout.bf16;
   ctx.fp16 = layout.fp16;

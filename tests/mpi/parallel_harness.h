@@ -34,8 +34,9 @@ struct LayoutOptions {
   /// send/recv between neighbours): the reference the schedules must equal.
   bool pipeline_by_hand = false;
   bool sequence_parallel = false;
-  int coc =
-      1;  ///< --use-ascend-coc --coc-parallel-num: token chunks of the TP linear layers (1: off)
+  /// --use-ascend-coc --coc-parallel-num: token chunks of the TP linear layers (1: off).
+  int coc = 1;
+  bool mc2 = false;  ///< --use-ascend-mc2 (with sequence_parallel)
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
