@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Compute-communication overlap (MindSpeed's --use-ascend-coc, script mode): step time of
-# pretrain_gpt at TP2 (2 ranks) and TP4 (4 ranks), with and without sequence parallelism, with CoC
-# off and at --coc-parallel-num 2 and 4, on a GEMM-heavy model (2 layers, hidden 512, FFN 2048,
+# Compute-communication overlap (MindSpeed's --use-ascend-coc, script mode, and --use-ascend-mc2):
+# step time of pretrain_gpt at TP2 (2 ranks) and TP4 (4 ranks), with and without sequence
+# parallelism, with CoC off and at --coc-parallel-num 2 and 4, and with MC2 (sequence parallel), on a GEMM-heavy model (2 layers, hidden 512, FFN 2048,
 # 1024 tokens per micro-batch). For each configuration:
 #   * the mean logged step time of iterations 3..6 ("elapsed time per iteration", --log-interval 1),
 #     best of REPEATS runs in rounds (default 2; the VM is shared);
@@ -27,10 +27,10 @@ MODEL="--num-layers 2 --hidden-size 512 --ffn-hidden-size 2048 --num-attention-h
   --max-position-embeddings 256 --micro-batch-size 4 --global-batch-size 4 --lr 1e-4 --train-iters 6
   --log-interval 1 --eval-iters 0 --mock-data --tokenizer-type NullTokenizer --vocab-size 4095 --use-flash-attn"
 PROFILE="--profile --profile-step-start 2 --profile-step-end 4 --profile-level level1"
-CONFIGS=()  # TP|SP (yes/no)|CoC chunks (0: off)
+CONFIGS=()  # TP|SP (yes/no)|CoC chunks (0: off; mc2: --use-ascend-mc2)
 for tp in 2 4; do
   for sp in no yes; do
-    for chunks in 0 2 4; do
+    for chunks in 0 2 4 $([ "$sp" = yes ] && echo mc2); do
       CONFIGS+=("$tp|$sp|$chunks")
     done
   done
@@ -38,7 +38,7 @@ done
 flags_of() {  # entry -> pretrain_gpt flags
   IFS='|' read -r tp sp chunks <<<"$1"
   echo "--tensor-model-parallel-size $tp $([ "$sp" = yes ] && echo --sequence-parallel)" \
-    "$([ "$chunks" != 0 ] && echo "--use-ascend-coc --coc-parallel-num $chunks")"
+    "$(case $chunks in 0) ;; mc2) echo --use-ascend-mc2 ;; *) echo "--use-ascend-coc --coc-parallel-num $chunks" ;; esac)"
 }
 run() {  # entry, extra flags, log
   # shellcheck disable=SC2086
@@ -67,7 +67,7 @@ done
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; $(date -u +%F)"
 echo "model: 2 layers, hidden 512, FFN 2048, seq 256 x micro-batch 4; one micro-batch per step; best of $REPEATS"
 echo
-echo "| TP | SP | CoC chunks | step (ms) | vs CoC off | TP collectives/step | TP comm (ms/step) | under GEMMs (ms/step) | exposed (ms/step) |"
+echo "| TP | SP | CoC chunks / MC2 | step (ms) | vs CoC off | TP collectives/step | TP comm (ms/step) | under GEMMs (ms/step) | exposed (ms/step) |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for entry in "${CONFIGS[@]}"; do
   IFS='|' read -r tp sp chunks <<<"$entry"
