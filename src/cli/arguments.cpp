@@ -514,6 +514,16 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
          "MindSpeed MC2: sequence-parallel linear layers through fused all-gather + GEMM and GEMM "
          "+ reduce-scatter "
          "ops (needs --sequence-parallel)");
+  r.value("--hccl-group-buffer", p.hccl_group_buffer,
+          "MindSpeed per-group communication buffers in MB, e.g. \"dp:200;tp:300\" (a larger "
+          "collective runs as "
+          "several calls)");
+  r.flag("--hccl-group-buffer-adaptive", p.hccl_group_buffer_adaptive,
+         "MindSpeed: size each group's communication buffer from the model (its largest message)");
+  r.number("--hccl-ep-group-buffer-adaptive-factor", p.hccl_ep_group_buffer_adaptive_factor,
+           "With --hccl-group-buffer-adaptive: the expert groups' load-imbalance factor (<= 0: "
+           "their 200 MB)",
+           between(-1e6, 1e6));
   r.number("--coc-parallel-num", p.coc_parallel_num,
            "With --use-ascend-coc: token chunks per linear layer (1, 2, 4 or 8)", between(1, 8));
   r.number("--coc-mode", p.coc_mode,
@@ -1027,6 +1037,12 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
   } else if (p.coc_parallel_num != 1 || p.coc_mode != -1) {
     notes.push_back(
         "--coc-parallel-num / --coc-mode: no effect without --use-ascend-coc (as in MindSpeed)");
+  }
+  if (p.hccl_ep_group_buffer_adaptive_factor != -1.0 && !p.hccl_group_buffer_adaptive) {
+    notes.push_back(
+        "--hccl-ep-group-buffer-adaptive-factor: no effect without --hccl-group-buffer-adaptive "
+        "(as in "
+        "MindSpeed)");
   }
   if (c.training.num_workers != 2) {
     notes.push_back("--num-workers " + std::to_string(c.training.num_workers) +

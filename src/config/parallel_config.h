@@ -52,6 +52,11 @@ struct ParallelConfig {
       -1;  ///< --coc-mode: -1 auto (2 when coc_parallel_num > 1), 0 original, 1 rewrite, 2 CoC
   bool use_ascend_mc2 = false;  ///< --use-ascend-mc2: fused all-gather + GEMM / GEMM +
                                 ///< reduce-scatter (needs SP; kMc2Chunks above)
+  // MindSpeed's per-group communication buffers (config/group_buffers.h).
+  std::string hccl_group_buffer;  ///< --hccl-group-buffer "dp:200;tp:300" (MB per group key)
+  bool hccl_group_buffer_adaptive = false;  ///< --hccl-group-buffer-adaptive
+  double hccl_ep_group_buffer_adaptive_factor =
+      -1.0;  ///< --hccl-ep-group-buffer-adaptive-factor (<= 0: off)
   /// The chunks the tensor-parallel linear layers split their tokens into (1: not split), as
   /// MindSpeed's MinCommConfig.acquire_module_type decides: CoC on, mode 2 (or auto with more
   /// than one chunk) and more than one tensor-parallel rank. Modes 0 and 1 run the plain layers

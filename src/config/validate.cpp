@@ -11,6 +11,7 @@
 #include <limits>
 #include <utility>
 
+#include "config/group_buffers.h"
 #include "config/num_microbatches_calculator.h"
 #include "config/pipeline_layout.h"
 #include "config/validate_moe.h"
@@ -307,7 +308,8 @@ Status validate_fsdp(ParallelConfig& p) {
 // MindSpeed's CoC (--use-ascend-coc, script mode): its choices, and its constraints on the models
 // and shapes it splits (the GEMM's M, the tokens of a linear layer on a rank, divisible into the
 // chunks; not with MoE). The plain layers run with modes 0 and 1 and with one tensor-parallel rank.
-Status validate_coc(const ParallelConfig& p, const ModelConfig& m, const TrainingConfig& t) {
+Status validate_communication(const ParallelConfig& p, const ModelConfig& m,
+                              const TrainingConfig& t) {
   if (p.coc_parallel_num != 1 && p.coc_parallel_num != 2 && p.coc_parallel_num != 4 &&
       p.coc_parallel_num != 8) {
     return invalid_argument("--coc-parallel-num must be 1, 2, 4 or 8 (MindSpeed's choices), not ",
@@ -317,6 +319,8 @@ Status validate_coc(const ParallelConfig& p, const ModelConfig& m, const Trainin
     return invalid_argument(
         "--coc-mode must be -1 (auto), 0 (original), 1 (rewrite) or 2 (CoC), not ", p.coc_mode);
   }
+  if (!p.hccl_group_buffer.empty())
+    MS_RETURN_IF_ERROR(parse_group_buffers(p.hccl_group_buffer).status());
   if (p.use_ascend_mc2) {
     if (p.tensor_model_parallel_size == 1 || !p.sequence_parallel) {
       return invalid_argument(
@@ -719,7 +723,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
     MS_RETURN_IF_ERROR(validate_schedule_unit(c.training, c.optimizer, std::max<int64_t>(dp, 1)));
   }
   MS_RETURN_IF_ERROR(validate_training(c.training, c.parallel, world_size));
-  MS_RETURN_IF_ERROR(validate_coc(c.parallel, c.model, c.training));
+  MS_RETURN_IF_ERROR(validate_communication(c.parallel, c.model, c.training));
   MS_RETURN_IF_ERROR(validate_checkpoint_formats(c));
   {
     // The layer split and schedule, with the schedule's minimum number of micro-batches per

@@ -44,26 +44,27 @@ void mpi_check(int rc, const char* what, const std::string& group) {
 // one bucket) holds more. Larger collectives run as several calls of at most this many.
 int64_t g_max_count = INT_MAX;
 
-// Calls fn(offset, count) for consecutive pieces of [0, n) of at most g_max_count elements.
+// Calls fn(offset, count) for consecutive pieces of [0, n) of at most max_count elements.
 template <typename Fn>
-void for_each_piece(int64_t n, Fn&& fn) {
-  for (int64_t off = 0; off < n; off += g_max_count) fn(off, static_cast<int>(std::min(g_max_count, n - off)));
+void for_each_piece(int64_t n, int64_t max_count, Fn&& fn) {
+  for (int64_t off = 0; off < n; off += max_count)
+    fn(off, static_cast<int>(std::min(max_count, n - off)));
 }
 
 // Allgather of `n` elements of `type` (`width` bytes) per rank: one call when the count fits,
 // otherwise every rank broadcasts its block in pieces.
-void all_gather_pieces(void* out, const void* in, int64_t n, MPI_Datatype type, int width, int rank, int size,
-                       MPI_Comm comm, const std::string& group) {
+void all_gather_pieces(void* out, const void* in, int64_t n, MPI_Datatype type, int width, int rank,
+                       int size, MPI_Comm comm, const std::string& group, int64_t max_count) {
   char* o = static_cast<char*>(out);
   const bool in_place = in == o + static_cast<int64_t>(rank) * n * width;
-  if (n <= g_max_count) {
+  if (n <= max_count) {
     const int count = static_cast<int>(n);
     mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in, count, type, out, count, type, comm), "Allgather", group);
     return;
   }
   if (!in_place) std::memcpy(o + static_cast<int64_t>(rank) * n * width, in, static_cast<size_t>(n * width));
   for (int root = 0; root < size; ++root) {
-    for_each_piece(n, [&](int64_t off, int count) {
+    for_each_piece(n, max_count, [&](int64_t off, int count) {
       mpi_check(MPI_Bcast(o + (static_cast<int64_t>(root) * n + off) * width, count, type, root, comm), "Bcast",
                 group);
     });
@@ -207,12 +208,17 @@ class MpiProcessGroup final : public ProcessGroup {
   int size() const override { return size_; }
   const std::vector<int>& global_ranks() const override { return ranks_; }
   const std::string& name() const override { return name_; }
+  void set_buffer_bytes(int64_t bytes) override {
+    MS_CHECK(bytes >= 0, "buffer of group ", name_, ": ", bytes, " bytes");
+    buffer_bytes_ = bytes;
+  }
+  int64_t buffer_bytes() const override { return buffer_bytes_; }
 
   std::unique_ptr<Work> all_reduce_async(float* data, int64_t n, ReduceOp op) override {
     stats_.record(CollectiveKind::kAllReduce, 4 * n);
     if (size_ == 1) return done();
     return async(CollectiveKind::kAllReduce, 4 * n, [=, this] {
-      for_each_piece(n, [&](int64_t off, int count) {
+      for_each_piece(n, max_count(4), [&](int64_t off, int count) {
         mpi_check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, to_mpi(op), async_comm_), "Allreduce",
                   name_);
       });
@@ -225,7 +231,7 @@ class MpiProcessGroup final : public ProcessGroup {
       return done();
     }
     return async(CollectiveKind::kAllGather, 4 * n * size_, [=, this] {
-      all_gather_pieces(out, in, n, MPI_FLOAT, 4, rank_, size_, async_comm_, name_);
+      all_gather_pieces(out, in, n, MPI_FLOAT, 4, rank_, size_, async_comm_, name_, max_count(4));
     });
   }
   std::unique_ptr<Work> reduce_scatter_async(float* out, const float* in, int64_t n, ReduceOp op) override {
@@ -236,7 +242,7 @@ class MpiProcessGroup final : public ProcessGroup {
     }
     return async(CollectiveKind::kReduceScatter, 4 * n * size_, [=, this] {
       const bool in_place = out == in + static_cast<int64_t>(rank_) * n;
-      if (n <= g_max_count) {
+      if (n <= max_count(4)) {
         if (!in_place) {
           mpi_check(MPI_Reduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, to_mpi(op), async_comm_),
                     "Reduce_scatter", name_);
@@ -251,7 +257,7 @@ class MpiProcessGroup final : public ProcessGroup {
         return;
       }
       for (int root = 0; root < size_; ++root) {  // each rank's block reduced onto it, in pieces
-        for_each_piece(n, [&](int64_t off, int count) {
+        for_each_piece(n, max_count(4), [&](int64_t off, int count) {
           const float* send = in + static_cast<int64_t>(root) * n + off;
           const bool mine = root == rank_;
           mpi_check(MPI_Reduce(mine && in_place ? MPI_IN_PLACE : send, mine ? out + off : nullptr, count, MPI_FLOAT,
@@ -268,14 +274,15 @@ class MpiProcessGroup final : public ProcessGroup {
       return done();
     }
     return async(CollectiveKind::kAllGather, bytes * size_, [=, this] {
-      all_gather_pieces(out, in, bytes, MPI_BYTE, 1, rank_, size_, async_comm_, name_);
+      all_gather_pieces(out, in, bytes, MPI_BYTE, 1, rank_, size_, async_comm_, name_,
+                        max_count(1));
     });
   }
   std::unique_ptr<Work> broadcast_async(void* data, int64_t bytes, int root) override {
     stats_.record(CollectiveKind::kBroadcast, bytes);
     if (size_ == 1) return done();
     return async(CollectiveKind::kBroadcast, bytes, [=, this] {
-      for_each_piece(bytes, [&](int64_t off, int count) {
+      for_each_piece(bytes, max_count(1), [&](int64_t off, int count) {
         mpi_check(MPI_Bcast(static_cast<char*>(data) + off, count, MPI_BYTE, root, async_comm_), "Bcast", name_);
       });
     });
@@ -383,12 +390,20 @@ class MpiProcessGroup final : public ProcessGroup {
     return {std::move(name), id};
   }
   static std::unique_ptr<Work> done() { return std::make_unique<DoneWork>(); }
+  // The most elements of `width` bytes one MPI call of a collective moves: MPI's int count, or
+  // what the group's buffer holds (MindSpeed's per-group HCCL buffer: a larger collective runs
+  // as several calls through it).
+  int64_t max_count(int width) const {
+    if (buffer_bytes_ <= 0) return g_max_count;
+    return std::clamp<int64_t>(buffer_bytes_ / width, 1, g_max_count);
+  }
 
   MPI_Comm comm_;
   MPI_Comm async_comm_ = MPI_COMM_NULL;
   std::string name_;
   std::vector<int> ranks_;
   int rank_ = 0, size_ = 1;
+  int64_t buffer_bytes_ = 0;  ///< the group's communication buffer (0: unbounded)
   std::unique_ptr<Worker> worker_;
 };
 

@@ -1,6 +1,8 @@
 // The single-process ParallelState (the MPI one is built in initialize.cpp).
 #include "parallel/parallel_state.h"
 
+#include "core/str_cat.h"
+
 namespace mindspeed {
 
 std::unique_ptr<ParallelState> ParallelState::single_process() {
@@ -31,6 +33,43 @@ void ParallelState::stage_collectives_through_host(const DeviceTransfers& transf
                                            &expert_dp_}) {
     if (*g) *g = make_staged_process_group(std::move(*g), transfers);
   }
+}
+
+std::vector<std::string> ParallelState::set_group_buffers(
+    const std::map<std::string, int64_t>& megabytes) {
+  // MindSpeed's keys and this engine's groups (Megatron's pg names; MindSpeed's older expert
+  // names).
+  const std::map<std::string, ProcessGroup*> groups = {{"dp", dp_.get()},
+                                                       {"dp_cp", dp_cp_.get()},
+                                                       {"cp", cp_.get()},
+                                                       {"mp", mp_.get()},
+                                                       {"tp", tp_.get()},
+                                                       {"pp", pp_.get()},
+                                                       {"embd", embedding_.get()},
+                                                       {"tp_dp_cp", tp_dp_cp_.get()},
+                                                       {"tp_cp", tp_cp_.get()},
+                                                       {"exp", ep_.get()},
+                                                       {"ep", ep_.get()},
+                                                       {"tp_exp", tp_ep_.get()},
+                                                       {"tp_ep_mp", tp_ep_pp_.get()},
+                                                       {"mp_exp", tp_ep_pp_.get()},
+                                                       {"dp_modulo_exp", expert_dp_.get()},
+                                                       {"cp_ulysses", cp_ulysses_.get()},
+                                                       {"cp_ring", cp_ring_.get()}};
+  std::vector<std::string> lines;
+  for (const auto& [key, mb] : megabytes) {
+    const auto it = groups.find(key);
+    if (it == groups.end() || it->second == nullptr) {
+      lines.push_back(str_cat(key, ": ", mb, " MB, no such group in this engine (not applied)"));
+      continue;
+    }
+    ProcessGroup& g = *it->second;
+    g.set_buffer_bytes(mb << 20);
+    lines.push_back(str_cat(key, ": ", mb, " MB on group ", g.name(), " (", g.size(),
+                            g.size() == 1 ? " rank" : " ranks",
+                            g.size() == 1 ? ", moves nothing" : "", ")"));
+  }
+  return lines;
 }
 
 }  // namespace mindspeed

@@ -3,8 +3,11 @@
 // rather than kept in module globals). It is the only process-wide state of a run.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/process_group.h"
 #include "parallel/staged_process_group.h"
@@ -59,6 +62,11 @@ class ParallelState {
   /// Every group behind staged collectives (parallel/staged_process_group.h): for a backend whose
   /// buffers live in device memory and whose groups move host memory.
   void stage_collectives_through_host(const DeviceTransfers& transfers);
+
+  /// Sets the communication buffer (ProcessGroup::set_buffer_bytes) of the group each MindSpeed
+  /// key names (config/group_buffers.h), sizes in MB; returns a line per key saying which group
+  /// got what, or that this engine has no group of that key.
+  std::vector<std::string> set_group_buffers(const std::map<std::string, int64_t>& megabytes);
 
   std::unique_ptr<ProcessGroup> world_, tp_, pp_, cp_, cp_ulysses_, cp_ring_, dp_, dp_cp_, mp_, embedding_;
   std::unique_ptr<ProcessGroup> tp_cp_, tp_dp_cp_, ep_, expert_tp_, tp_ep_, tp_ep_pp_, expert_dp_;

@@ -74,6 +74,13 @@ class ProcessGroup {
   /// Sum of `value` over the group in double (loss and norm bookkeeping).
   virtual double all_reduce_scalar(double value, ReduceOp op) = 0;
 
+  /// The group's communication buffer in bytes (MindSpeed's per-group HCCL buffer,
+  /// --hccl-group-buffer / --hccl-group-buffer-adaptive): a collective larger than it runs as
+  /// several transfers of at most that size. 0 = unbounded (the default). A group without such
+  /// a buffer (a group of one moves nothing) keeps 0.
+  virtual void set_buffer_bytes(int64_t bytes) {}
+  virtual int64_t buffer_bytes() const { return 0; }
+
   virtual const CommStats& stats() const { return stats_; }
   virtual void reset_stats() { stats_ = CommStats{}; }
 

@@ -49,6 +49,8 @@ class StagedProcessGroup final : public ProcessGroup {
   const std::string& name() const override { return inner_->name(); }
   const CommStats& stats() const override { return inner_->stats(); }
   void reset_stats() override { inner_->reset_stats(); }
+  void set_buffer_bytes(int64_t bytes) override { inner_->set_buffer_bytes(bytes); }
+  int64_t buffer_bytes() const override { return inner_->buffer_bytes(); }
 
   std::unique_ptr<Work> all_reduce_async(float* data, int64_t n, ReduceOp op) override {
     if (!t_.is_device(data)) return inner_->all_reduce_async(data, n, op);

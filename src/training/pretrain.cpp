@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "config/group_buffers.h"
 #include "config/num_microbatches_calculator.h"
 #include "config/validate.h"
 #include "context_parallel/cp_split.h"
@@ -366,6 +367,20 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   MS_ASSIGN_OR_RETURN(const Backend backend, agreed(ps.world(), select_run_backend(c, kopts, world)));
   // On a device the buffers live in its memory; the MPI groups move host memory: stage them.
   if (!backend.unified_memory()) ps_owner->stage_collectives_through_host(device_transfers(backend));
+  // MindSpeed's per-group communication buffers (--hccl-group-buffer[-adaptive]).
+  MS_ASSIGN_OR_RETURN(const auto buffers, group_buffers(c));
+  if (!buffers.empty()) {
+    const std::vector<std::string> lines = ps_owner->set_group_buffers(buffers);
+    if (log_rank0) {
+      log_info("> communication buffer per group (",
+               c.parallel.hccl_group_buffer_adaptive ? "adaptive" : "",
+               c.parallel.hccl_group_buffer_adaptive && !c.parallel.hccl_group_buffer.empty() ? ", "
+                                                                                              : "",
+               c.parallel.hccl_group_buffer.empty() ? "" : "--hccl-group-buffer",
+               "; a larger collective runs as several MPI calls; other groups unbounded):");
+      for (const std::string& line : lines) log_info(">   ", line);
+    }
+  }
   const KernelTable& kernels = backend.kernels;
   const int threads = backend.context.num_threads;
   if (c.training.deterministic_mode) set_deterministic_threads();

@@ -945,6 +945,14 @@ TEST(Validate, ComputeCommunicationOverlapRules) {
   refused(with_tp2({"--use-ascend-mc2", "--sequence-parallel", "--num-experts", "4",
                     "--disable-bias-linear", "--moe-token-dispatcher-type", "alltoall"}),
           2, "--use-ascend-mc2 does not apply to MoE models");
+  // Per-group communication buffers: the string is checked before anything runs.
+  EXPECT_EQ(
+      validation_error(
+          with_tp2({"--hccl-group-buffer", "dp:200;tp:300", "--hccl-group-buffer-adaptive"}), 2),
+      "");
+  refused(with_tp2({"--hccl-group-buffer", "tp:0"}), 2,
+          "--hccl-group-buffer: 0 MB for key \"tp\" must be greater than 0");
+  refused(with_tp2({"--hccl-group-buffer", "dp:200;gpu:3"}), 2, "unknown group key \"gpu\"");
   auto parse_refused = [](std::vector<std::string> extra, const std::string& text) {
     auto p = parse_with(std::move(extra));
     ASSERT_FALSE(p.ok()) << text;
@@ -962,6 +970,9 @@ TEST(Validate, ComputeCommunicationOverlapRules) {
                 .find("split their tokens into 4 chunks; each chunk's all-gather / reduce-scatter"),
             std::string::npos);
   EXPECT_NE(note(with_tp2({"--coc-parallel-num", "4"})).find("no effect without --use-ascend-coc"),
+            std::string::npos);
+  EXPECT_NE(note({"--hccl-ep-group-buffer-adaptive-factor", "2"})
+                .find("no effect without --hccl-group-buffer-adaptive"),
             std::string::npos);
   EXPECT_NE(note({"--use-ascend-coc", "--coc-parallel-num", "4"}).find("one tensor-parallel rank"),
             std::string::npos);

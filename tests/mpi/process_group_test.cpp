@@ -55,10 +55,11 @@ TEST(MpiProcessGroup, DroppedAsyncWorkCompletesBeforeTheBufferIsReused) {
   buffer.reset();  // freed while no collective refers to it
 }
 
-// Collectives beyond MPI's int count run in pieces; with the piece size lowered to 5 elements
-// every collective of 13 (and 16) elements per rank takes that path and must give the bits of
-// the single-call path, in place and out of place (reductions: the same sums, possibly added
-// in another order by MPI's algorithm for the smaller messages).
+// Collectives beyond MPI's int count, or beyond the group's communication buffer
+// (set_buffer_bytes: MindSpeed's --hccl-group-buffer), run in pieces; with the piece size lowered
+// to 5 elements (either way) every collective of 13 (and 16) elements per rank takes that path and
+// must give the bits of the single-call path, in place and out of place (reductions: the same sums,
+// possibly added in another order by MPI's algorithm for the smaller messages).
 TEST(MpiProcessGroup, CollectivesLargerThanOneMpiCallRunInPieces) {
   const MpiWorld& world = mpi_world();
   std::unique_ptr<ProcessGroup> group = world_group();
@@ -98,10 +99,23 @@ TEST(MpiProcessGroup, CollectivesLargerThanOneMpiCallRunInPieces) {
     set_mpi_max_count_for_testing(5);
     const Results pieces = run_all(n);
     set_mpi_max_count_for_testing(INT_MAX);
+    group->set_buffer_bytes(20);  // the group's own buffer (--hccl-group-buffer): 5 floats per call
+    EXPECT_EQ(group->buffer_bytes(), 20);
+    const Results buffered = run_all(n);
+    group->set_buffer_bytes(0);
     auto expect_same_sums = [&](const std::vector<float>& got, const std::vector<float>& want) {
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i])) << n << " " << i;
     };
+    for (const Results* r : {&pieces, &buffered}) {
+      expect_same_sums(r->reduced, whole.reduced);
+      expect_same_sums(r->scattered, whole.scattered);
+      expect_same_sums(r->scattered_in_place, whole.scattered);
+      EXPECT_EQ(r->gathered, whole.gathered) << n;
+      EXPECT_EQ(r->gathered_in_place, whole.gathered_in_place) << n;
+      EXPECT_EQ(r->bytes, whole.bytes) << n;
+      EXPECT_EQ(r->broadcast, whole.broadcast) << n;
+    }
     expect_same_sums(pieces.reduced, whole.reduced);
     expect_same_sums(pieces.scattered, whole.scattered);
     expect_same_sums(pieces.scattered_in_place, whole.scattered);
