@@ -166,6 +166,8 @@ struct Choices {
   bool no_position_embedding = false;
   std::string distributed_backend;   ///< --distributed-backend; empty = not given
   std::string ai_framework;          ///< MindSpeed --ai-framework; empty = not given
+  bool disable_gloo_group = false;   ///< MindSpeed --disable-gloo-group
+  bool disable_gloo_process_groups = false;  ///< Megatron --disable-gloo-process-groups
   int64_t timing_log_level = 0;      ///< --timing-log-level
   // Mixture of experts.
   std::string moe_layer_freq;
@@ -771,6 +773,11 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.value("--distributed-backend", ch.distributed_backend,
           "nccl or gloo: MPI carries every collective here, whichever is named")
       ->check(CLI::IsMember({"nccl", "gloo"}));
+  r.flag("--disable-gloo-group", ch.disable_gloo_group,
+         "MindSpeed: no Gloo groups for checkpointing; this engine creates none (every rank writes "
+         "its own shards)");
+  r.flag("--disable-gloo-process-groups", ch.disable_gloo_process_groups,
+         "Megatron: no Gloo process groups; this engine creates none (MPI carries everything)");
   r.value("--ai-framework", ch.ai_framework,
           "MindSpeed: pytorch or mindspore; this native engine serves the launch scripts of either")
       ->check(CLI::IsMember({"pytorch", "mindspore"}));
@@ -978,6 +985,13 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
   if (!ch.distributed_backend.empty()) {
     notes.push_back("--distributed-backend " + ch.distributed_backend +
                     ": MPI carries every collective and point-to-point transfer (nccl and gloo alike)");
+  }
+  if (ch.disable_gloo_group || ch.disable_gloo_process_groups) {
+    notes.push_back(
+        std::string(ch.disable_gloo_group ? "--disable-gloo-group"
+                                          : "--disable-gloo-process-groups") +
+        ": no Gloo group is created here in any case; checkpoints are saved without a side channel "
+        "(every rank writes its own shards over no group at all, so there is no gather to slice)");
   }
   if (!ch.ai_framework.empty()) {
     notes.push_back("--ai-framework " + ch.ai_framework + ": this native engine serves the launch scripts of "

@@ -971,6 +971,10 @@ TEST(Validate, ComputeCommunicationOverlapRules) {
             std::string::npos);
   EXPECT_NE(note(with_tp2({"--coc-parallel-num", "4"})).find("no effect without --use-ascend-coc"),
             std::string::npos);
+  EXPECT_NE(note({"--disable-gloo-group"}).find("no Gloo group is created here"),
+            std::string::npos);
+  EXPECT_NE(note({"--disable-gloo-process-groups"}).find("no Gloo group is created here"),
+            std::string::npos);
   EXPECT_NE(note({"--hccl-ep-group-buffer-adaptive-factor", "2"})
                 .find("no effect without --hccl-group-buffer-adaptive"),
             std::string::npos);
