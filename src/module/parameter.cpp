@@ -9,24 +9,38 @@
 
 namespace mindspeed {
 
-Parameter* ParameterRegistry::add(ParameterSpec spec, int tp_size) {
+UnitShare unaligned_share(int64_t units, int tp_size, int tp_rank) {
+  const int64_t base = units / tp_size, extra = units % tp_size;
+  return {tp_rank * base + std::min<int64_t>(tp_rank, extra), base + (tp_rank < extra ? 1 : 0)};
+}
+
+SplitPiece split_piece(const ParameterSpec& spec, int64_t length, int tp_rank, int tp_size) {
+  if (spec.split_units <= 0) return {tp_rank * (length / tp_size), length / tp_size};
+  const int64_t unit = length / spec.split_units;
+  const UnitShare share = unaligned_share(spec.split_units, tp_size, tp_rank);
+  return {share.first * unit, share.count * unit};
+}
+
+Parameter* ParameterRegistry::add(ParameterSpec spec, int tp_size, int tp_rank) {
   MS_CHECK(by_name_.count(spec.name) == 0, "parameter ", spec.name, " declared twice");
   auto p = std::make_unique<Parameter>();
   Shape local = spec.global_shape;
-  switch (spec.split) {
-    case TensorParallelSplit::kReplicated: break;
-    case TensorParallelSplit::kRows:
-    case TensorParallelSplit::kGluRows: {
-      const int64_t pieces = spec.split == TensorParallelSplit::kGluRows ? 2 * tp_size : tp_size;
-      MS_CHECK(local[0] % pieces == 0, spec.name, ": dim 0 (", local[0], ") not divisible by ", pieces);
-      local[0] /= tp_size;
-      break;
+  const bool glu = spec.split == TensorParallelSplit::kGluRows;
+  const int dim = spec.split == TensorParallelSplit::kColumns ? 1 : 0;
+  if (spec.split != TensorParallelSplit::kReplicated) {
+    MS_CHECK(dim < local.ndim() && (dim == 0 || local.ndim() == 2), spec.name, ": no dimension ",
+             dim, " to split");
+    const int64_t length = glu ? local[0] / 2 : local[dim];
+    if (spec.split_units > 0) {
+      MS_CHECK(length % spec.split_units == 0 && (!glu || local[0] % 2 == 0), spec.name,
+               ": dimension ", dim, " (", local[dim], ") is not ", spec.split_units,
+               " equal units");
+    } else {
+      MS_CHECK((!glu || local[0] % 2 == 0) && length % tp_size == 0, spec.name, ": dimension ", dim,
+               " (", local[dim], ") not divisible by ", glu ? 2 * tp_size : tp_size);
     }
-    case TensorParallelSplit::kColumns:
-      MS_CHECK(local.ndim() == 2 && local[1] % tp_size == 0, spec.name, ": dim 1 not divisible by ",
-               tp_size);
-      local[1] /= tp_size;
-      break;
+    const int64_t mine = split_piece(spec, length, tp_rank, tp_size).length;
+    local[dim] = glu ? 2 * mine : mine;
   }
   p->spec = std::move(spec);
   p->local_shape = local;
@@ -70,16 +84,23 @@ std::vector<ShardRun> shard_runs(const ParameterSpec& spec, int tp_rank, int tp_
   };
   switch (spec.split) {
     case TensorParallelSplit::kReplicated: add_rows(0, rows); break;
-    case TensorParallelSplit::kRows: add_rows(tp_rank * (rows / tp_size), rows / tp_size); break;
+    case TensorParallelSplit::kRows: {
+      const SplitPiece mine = split_piece(spec, rows, tp_rank, tp_size);
+      add_rows(mine.offset, mine.length);
+      break;
+    }
     case TensorParallelSplit::kGluRows: {
-      const int64_t half = rows / 2, mine = half / tp_size;
-      add_rows(tp_rank * mine, mine);
-      add_rows(half + tp_rank * mine, mine);
+      const int64_t half = rows / 2;
+      const SplitPiece mine = split_piece(spec, half, tp_rank, tp_size);
+      add_rows(mine.offset, mine.length);
+      add_rows(half + mine.offset, mine.length);
       break;
     }
     case TensorParallelSplit::kColumns: {
-      const int64_t cols = width / tp_size;
-      for (int64_t r = 0; r < rows; ++r) runs.push_back({r, tp_rank * cols, (tp_rank + 1) * cols, r * cols});
+      const SplitPiece mine = split_piece(spec, width, tp_rank, tp_size);
+      for (int64_t r = 0; r < rows; ++r) {
+        runs.push_back({r, mine.offset, mine.offset + mine.length, r * mine.length});
+      }
       break;
     }
   }
@@ -90,24 +111,34 @@ std::vector<ShardPlace> locate_in_shards(const ParameterSpec& spec, int tp_size,
   const Shape& g = spec.global_shape;
   const int64_t rows = g.ndim() > 0 ? g[0] : 1, width = g.ndim() > 1 ? g.numel() / g[0] : 1;
   const int64_t n = run.col_end - run.col_begin;
+  // The rank whose piece of a split dimension of `length` holds index i, and the piece.
+  auto owner = [&](int64_t length, int64_t i) {
+    for (int t = 0; t < tp_size; ++t) {
+      const SplitPiece piece = split_piece(spec, length, t, tp_size);
+      if (i < piece.offset + piece.length) return std::pair<int, SplitPiece>{t, piece};
+    }
+    MS_CHECK(false, spec.name, ": index ", i, " outside its split dimension of ", length);
+    return std::pair<int, SplitPiece>{};
+  };
   switch (spec.split) {
     case TensorParallelSplit::kReplicated: return {{0, run.row * width + run.col_begin, n}};
     case TensorParallelSplit::kRows: {
-      const int64_t mine = rows / tp_size;
-      return {{static_cast<int>(run.row / mine), (run.row % mine) * width + run.col_begin, n}};
+      const auto [t, piece] = owner(rows, run.row);
+      return {{t, (run.row - piece.offset) * width + run.col_begin, n}};
     }
     case TensorParallelSplit::kGluRows: {
-      const int64_t half = rows / 2, mine = half / tp_size;
+      const int64_t half = rows / 2;
       const bool up = run.row >= half;
       const int64_t r = up ? run.row - half : run.row;
-      return {{static_cast<int>(r / mine), ((up ? mine : 0) + r % mine) * width + run.col_begin, n}};
+      const auto [t, piece] = owner(half, r);
+      return {{t, ((up ? piece.length : 0) + r - piece.offset) * width + run.col_begin, n}};
     }
     case TensorParallelSplit::kColumns: {
-      const int64_t cols = width / tp_size;
       std::vector<ShardPlace> places;
       for (int64_t c = run.col_begin; c < run.col_end;) {
-        const int64_t t = c / cols, end = std::min(run.col_end, (t + 1) * cols);
-        places.push_back({static_cast<int>(t), run.row * cols + (c - t * cols), end - c});
+        const auto [t, piece] = owner(width, c);
+        const int64_t end = std::min(run.col_end, piece.offset + piece.length);
+        places.push_back({t, run.row * piece.length + (c - piece.offset), end - c});
         c = end;
       }
       return places;

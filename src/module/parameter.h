@@ -24,6 +24,14 @@ enum class TensorParallelSplit {
   kGluRows,     ///< [gate; up] on dim 0: each rank takes its rows of both halves (SwiGLU fc1)
 };
 
+/// `units` things (attention heads, query groups, FFN channels) shared by `tp_size` ranks as
+/// evenly as they go: ranks below units % tp_size hold one more (MindSpeed's unaligned_divide,
+/// --unaligned-linear). Rank `tp_rank`'s first unit and count.
+struct UnitShare {
+  int64_t first = 0, count = 0;
+};
+UnitShare unaligned_share(int64_t units, int tp_size, int tp_rank);
+
 enum class InitMethod { kNormal, kZeros, kOnes };
 
 struct ParameterSpec {
@@ -45,7 +53,18 @@ struct ParameterSpec {
   /// expert-tensor-parallel group instead of tp, its gradient reduced over expert-data-parallel
   /// in its own buckets, its norm summed over the expert-model-parallel group.
   bool expert_parallel = false;
+  /// --unaligned-linear: the split dimension (of each half for kGluRows) is this many equal
+  /// units, shared by unaligned_share (ranks below units % tp hold one unit more). 0: tp equal
+  /// pieces (the dimension must divide).
+  int64_t split_units = 0;
 };
+
+/// Where rank `tp_rank`'s piece of a split dimension of `length` elements starts, and its length
+/// (spec.split_units's unaligned share, or the even piece).
+struct SplitPiece {
+  int64_t offset = 0, length = 0;
+};
+SplitPiece split_piece(const ParameterSpec& spec, int64_t length, int tp_rank, int tp_size);
 
 struct Parameter {
   ParameterSpec spec;
@@ -76,8 +95,9 @@ struct ModelBuffer {
 /// owns the model's buffers.
 class ParameterRegistry {
  public:
-  /// Declares a parameter; local_shape follows from `split` and the tensor-parallel size.
-  Parameter* add(ParameterSpec spec, int tp_size);
+  /// Declares a parameter; local_shape follows from `split`, the tensor-parallel size and (for
+  /// an unaligned split, spec.split_units) this rank's place in it.
+  Parameter* add(ParameterSpec spec, int tp_size, int tp_rank = 0);
   const std::vector<std::unique_ptr<Parameter>>& params() const { return params_; }
   Parameter* find(const std::string& name) const;
   int64_t num_local_elements() const;

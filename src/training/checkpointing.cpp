@@ -175,6 +175,7 @@ class CheckpointIndex {
       for (const auto& [name, entry] : index.meta_.at("tensors").items()) {
         index.shapes_[name] = entry.at("global_shape").get<std::vector<int64_t>>();
         index.splits_[name] = entry.at("split").get<int>();
+        index.split_units_[name] = entry.value("split_units", int64_t{0});  // absent: an even split
       }
     } catch (const json::exception& e) {
       return invalid_argument("'", path, "' is damaged: ", e.what());
@@ -217,6 +218,7 @@ class CheckpointIndex {
     saved.name = want.name;
     saved.global_shape = Shape::from(shapes_.at(want.name));
     saved.split = static_cast<TensorParallelSplit>(splits_.at(want.name));
+    saved.split_units = split_units_.at(want.name);
     MS_RETURN_IF_ERROR(check_shape_fits(saved, want));
     std::vector<Chunk>& chunks = it->second;
     MS_RETURN_IF_ERROR(check_tiling(kind, saved, chunks));
@@ -265,12 +267,20 @@ class CheckpointIndex {
     const int T = chunks.front().tp_size;
     const Shape& g = saved.global_shape;
     const int64_t rows = g.ndim() > 0 ? g[0] : 1, width = g.ndim() > 1 ? g.numel() / g[0] : 1;
-    bool divides = T >= 1;
+    // Even splits divide the dimension; unaligned ones (--unaligned-linear) its units.
+    const int64_t pieces = saved.split_units > 0 ? saved.split_units : T;
+    bool divides = T >= 1 && saved.split_units >= 0;
     switch (saved.split) {
       case TensorParallelSplit::kReplicated: divides = T == 1; break;
-      case TensorParallelSplit::kRows: divides = divides && rows % T == 0; break;
-      case TensorParallelSplit::kGluRows: divides = divides && rows % (2 * T) == 0; break;
-      case TensorParallelSplit::kColumns: divides = divides && g.ndim() == 2 && width % T == 0; break;
+      case TensorParallelSplit::kRows:
+        divides = divides && rows % pieces == 0;
+        break;
+      case TensorParallelSplit::kGluRows:
+        divides = divides && rows % (2 * pieces) == 0;
+        break;
+      case TensorParallelSplit::kColumns:
+        divides = divides && g.ndim() == 2 && width % pieces == 0;
+        break;
       default: divides = false;
     }
     if (!divides) {
@@ -278,12 +288,12 @@ class CheckpointIndex {
                               " cannot be split ", static_cast<int>(saved.split), " over ", T,
                               " tensor-parallel slices (damaged index)");
     }
-    const int64_t local = g.numel() / T;
     std::sort(chunks.begin(), chunks.end(),
               [](const Chunk& a, const Chunk& b) { return std::tie(a.tp_rank, a.begin) < std::tie(b.tp_rank, b.begin); });
     size_t next = 0;
     for (int t = 0; t < T; ++t) {
-      int64_t covered = 0;
+      int64_t covered = 0, local = 0;  // slice t's elements
+      for (const ShardRun& run : shard_runs(saved, t, T)) local += run.col_end - run.col_begin;
       for (; next < chunks.size() && chunks[next].tp_rank == t; ++next) {
         const Chunk& c = chunks[next];
         if (c.tp_size != T || c.begin != covered || c.end > local) {
@@ -349,6 +359,7 @@ class CheckpointIndex {
   std::map<std::pair<std::string, std::string>, std::vector<Chunk>> chunks_;
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, int> splits_;
+  std::map<std::string, int64_t> split_units_;
   std::map<std::string, SafetensorsFile> files_;
 };
 
@@ -394,6 +405,7 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
       }
       (*specs)[p->spec.name] = {{"global_shape", dims_of(p->spec.global_shape)},
                                 {"split", static_cast<int>(p->spec.split)}};
+      if (p->spec.split_units > 0) (*specs)[p->spec.name]["split_units"] = p->spec.split_units;
     }
   }
   // The model's persistent buffers (the MoE routers' expert biases): replicated, written by
