@@ -54,6 +54,8 @@ struct Options {
   int optimization_level = 2;
   bool use_flash_attn = false;
   bool no_kv_cache = false;
+  bool unaligned_linear =
+      false;  ///< MindSpeed --unaligned-linear: heads and FFN channels split unevenly
   std::string device = "cpu";
 };
 
@@ -111,11 +113,22 @@ Status prepare(Options& o, int world_size, Prepared& p) {
   }
   ModelConfig& m = p.model;
   m.attention_dropout = m.hidden_dropout = 0.0f;
-  if (m.query_groups() % o.tensor_parallel != 0 || m.num_attention_heads % o.tensor_parallel != 0) {
-    return invalid_argument("--tensor-model-parallel-size ", o.tensor_parallel, " does not divide the model's ",
-                            m.num_attention_heads, " attention heads and ", m.query_groups(), " query groups");
+  m.unaligned_linear = o.unaligned_linear;
+  if (o.unaligned_linear &&
+      (m.query_groups() < o.tensor_parallel || m.ffn_hidden_size < o.tensor_parallel)) {
+    return invalid_argument(
+        "--unaligned-linear needs a query group and an FFN channel per tensor-parallel rank: ",
+        m.query_groups(), " groups, ", m.ffn_hidden_size, " channels for ", o.tensor_parallel,
+        " ranks");
   }
-  if (m.ffn_hidden_size % o.tensor_parallel != 0) {
+  if (!o.unaligned_linear && (m.query_groups() % o.tensor_parallel != 0 ||
+                              m.num_attention_heads % o.tensor_parallel != 0)) {
+    return invalid_argument("--tensor-model-parallel-size ", o.tensor_parallel,
+                            " does not divide the model's ", m.num_attention_heads,
+                            " attention heads and ", m.query_groups(),
+                            " query groups (--unaligned-linear splits them unevenly)");
+  }
+  if (!o.unaligned_linear && m.ffn_hidden_size % o.tensor_parallel != 0) {
     return invalid_argument("--tensor-model-parallel-size ", o.tensor_parallel, " does not divide the model's ",
                             "ffn hidden size ", m.ffn_hidden_size);
   }
@@ -234,6 +247,9 @@ int run(int argc, char** argv) {
   app.add_option("--pipeline-model-parallel-size", o.pipeline_parallel, "Only 1 (generation runs one stage) [1]");
   app.add_option("--optimization-level", o.optimization_level, "0: reference kernels, 1-2: fast kernels [2]")
       ->check(CLI::Range(0, 2));
+  app.add_flag("--unaligned-linear", o.unaligned_linear,
+               "MindSpeed: heads (by query group) and FFN channels need not divide "
+               "--tensor-model-parallel-size");
   app.add_flag("--use-flash-attn", o.use_flash_attn, "Flash attention for the no-cache forward (--no-kv-cache)");
   app.add_option("--device", o.device,
                  "cpu; cuda (one GPU per rank); cpu-fenced (device memory fenced off from "

@@ -508,6 +508,10 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   register_moe_flags(r, m.moe, p, ch);
   register_recompute_flags(r, m.recompute, ch);
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
+  r.flag("--unaligned-linear", m.unaligned_linear,
+         "MindSpeed: query groups (with their heads) and FFN channels need not divide the "
+         "tensor-parallel size; "
+         "ranks below n % TP hold one more");
   r.flag("--use-ascend-coc", p.use_ascend_coc,
          "MindSpeed compute-communication overlap (script mode): tensor-parallel GEMMs split along "
          "the tokens so "

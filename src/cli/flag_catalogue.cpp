@@ -967,7 +967,6 @@ constexpr Refusal kRefusals[] = {
     {"--ttp-server-ip", kResilience},
     {"--ttp-server-port", kResilience},
     {"--ttp-wait-dump-file-timeout", kResilience},
-    {"--unaligned-linear", kParallelCore},
     {"--use-batch-invariant-ops", kDeviceBackend},
     {"--use-checkpoint-args", kCheckpoint},
     {"--use-checkpoint-opt-param-scheduler", kCheckpoint},

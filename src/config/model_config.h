@@ -49,6 +49,9 @@ struct ModelConfig {
   int64_t rope_original_max_position_embeddings = 8192;  ///< --original-max-position-embeddings
   bool untie_embeddings_and_output_weights = false;  ///< --untie-embeddings-and-output-weights
   bool add_bias_linear = true;       ///< false with --disable-bias-linear
+  /// --unaligned-linear (MindSpeed): query groups (with their heads) and FFN channels need not
+  /// divide the tensor-parallel size; ranks below n % tp hold one more (module/parameter.h).
+  bool unaligned_linear = false;
   bool add_qkv_bias = false;         ///< --add-qkv-bias (QKV bias even with --disable-bias-linear)
   /// ALiBi (--position-embedding-type alibi): MindSpeed's --alibi-fusion-attn-type (0, 2 or 3;
   /// -1 = not given: the unfused attention's form), --alibi-diagonal-opposite,

@@ -148,6 +148,39 @@ Status validate_parallel_sizes(const ParallelConfig& p, int world_size) {
   return ok_status();
 }
 
+// MindSpeed's --unaligned-linear: query groups (with their heads) and FFN channels shared
+// unevenly over tensor parallelism; its exclusions refused by name. The uneven sequence split of
+// sequence parallelism (s % TP != 0) is not here yet.
+Status validate_unaligned_linear(const ModelConfig& m, const ParallelConfig& p) {
+  const int tp = p.tensor_model_parallel_size;
+  const char* excluded = p.context_parallel_size > 1
+                             ? "context parallelism (MindSpeed needs heads % (TP x CP) == 0)"
+                         : m.moe.num_experts > 0 ? "MoE models"
+                         : p.use_ascend_mc2      ? "--use-ascend-mc2"
+                         : p.use_ascend_coc      ? "--use-ascend-coc"
+                                                 : nullptr;
+  if (excluded != nullptr)
+    return invalid_argument("--unaligned-linear does not work with ", excluded, " (MindSpeed)");
+  if (m.query_groups() < tp) {
+    return invalid_argument(
+        "--unaligned-linear needs a query group per tensor-parallel rank: ", m.query_groups(),
+        m.group_query_attention ? " --num-query-groups" : " --num-attention-heads", " for ", tp,
+        " ranks");
+  }
+  if (m.ffn_hidden_size < tp) {
+    return invalid_argument(
+        "--unaligned-linear needs an FFN channel per tensor-parallel rank: --ffn-hidden-size ",
+        m.ffn_hidden_size, " for ", tp, " ranks");
+  }
+  if (p.sequence_parallel && m.seq_length % tp != 0) {
+    return unimplemented(
+        "--unaligned-linear with --sequence-parallel splits the sequence evenly only here: "
+        "--seq-length (",
+        m.seq_length, ") must be divisible by --tensor-model-parallel-size (", tp, ") for now");
+  }
+  return ok_status();
+}
+
 Status validate_model(ModelConfig& m, const ParallelConfig& p) {
   const bool alibi = m.position_embedding_type == PositionEmbeddingType::kAlibi;
   if (!alibi && (m.alibi_fusion_attn_type >= 0 || m.alibi_diagonal_opposite || m.square_alibi_mask || m.fill_neg_inf)) {
@@ -157,7 +190,7 @@ Status validate_model(ModelConfig& m, const ParallelConfig& p) {
   if (m.alibi_fusion_attn_type == 1) {
     return invalid_argument("--alibi-fusion-attn-type 1 is not released in MindSpeed; use 0, 2 or 3");
   }
-  if (alibi && m.num_attention_heads % p.tensor_model_parallel_size != 0) {
+  if (alibi && !m.unaligned_linear && m.num_attention_heads % p.tensor_model_parallel_size != 0) {
     return invalid_argument("ALiBi slopes are split by head: --num-attention-heads (", m.num_attention_heads,
                             ") must be divisible by --tensor-model-parallel-size");
   }
@@ -206,6 +239,7 @@ Status validate_model(ModelConfig& m, const ParallelConfig& p) {
     return invalid_argument("--make-vocab-size-divisible-by must be positive");
   }
   const int tp = p.tensor_model_parallel_size;
+  if (m.unaligned_linear) return validate_unaligned_linear(m, p);
   if (m.num_attention_heads % tp != 0) {
     return invalid_argument("--num-attention-heads (", m.num_attention_heads,
                             ") must be divisible by --tensor-model-parallel-size (", tp, ")");
@@ -582,6 +616,8 @@ Status validate_checkpoint_formats(const Configs& c) {
         : c.parallel.shard_parameters()
             ? "--data-parallel-sharding-strategy optim_grads_params (the "
               "parameters are sharded over data-parallel ranks)"
+        : c.model.unaligned_linear
+            ? "--unaligned-linear (Megatron's files hold even tensor-parallel slices)"
             : nullptr;
     if (why != nullptr) {
       return unimplemented("--ckpt-format torch with ", why,

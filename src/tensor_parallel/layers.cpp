@@ -13,21 +13,24 @@ namespace mindspeed {
 ColumnParallelLinear::ColumnParallelLinear(ParameterRegistry& registry, const std::string& prefix,
                                            int64_t in, int64_t out, const LinearOptions& options,
                                            int tp_size)
-    : in_(in), out_local_(out / tp_size) {
+    : in_(in) {
   const auto split = options.glu ? TensorParallelSplit::kGluRows : TensorParallelSplit::kRows;
   weight_ = registry.add({.name = prefix + ".weight",
                           .global_shape = Shape{out, in},
                           .split = split,
                           .init = InitMethod::kNormal,
-                          .init_std = options.init_std},
-                         tp_size);
+                          .init_std = options.init_std,
+                          .split_units = options.split_units},
+                         tp_size, options.tp_rank);
+  out_local_ = weight_->local_shape[0];
   if (options.bias) {
     bias_ = registry.add({.name = prefix + ".bias",
                           .global_shape = Shape{out},
                           .split = split,
                           .init = InitMethod::kZeros,
-                          .weight_decay = false},
-                         tp_size);
+                          .weight_decay = false,
+                          .split_units = options.split_units},
+                         tp_size, options.tp_rank);
   }
 }
 
@@ -161,13 +164,15 @@ void ColumnParallelLinear::backward_in_chunks(const ForwardContext& ctx, const f
 RowParallelLinear::RowParallelLinear(ParameterRegistry& registry, const std::string& prefix,
                                      int64_t in, int64_t out, const LinearOptions& options,
                                      int tp_size)
-    : in_local_(in / tp_size), out_(out) {
+    : out_(out) {
   weight_ = registry.add({.name = prefix + ".weight",
                           .global_shape = Shape{out, in},
                           .split = TensorParallelSplit::kColumns,
                           .init = InitMethod::kNormal,
-                          .init_std = options.init_std},
-                         tp_size);
+                          .init_std = options.init_std,
+                          .split_units = options.split_units},
+                         tp_size, options.tp_rank);
+  in_local_ = weight_->local_shape[1];
   if (options.bias) {
     bias_ = registry.add({.name = prefix + ".bias",
                           .global_shape = Shape{out},

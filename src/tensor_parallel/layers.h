@@ -39,6 +39,10 @@ struct LinearOptions {
   bool sequence_parallel = false;  ///< Row bias: its gradient is summed over tp under SP
   float init_std = 0.02f;
   bool glu = false;  ///< fc1 of SwiGLU: the output is [gate; up] and each half is split by tp
+  /// --unaligned-linear: the split dimension (of each half with glu) is this many units (query
+  /// groups, FFN channels) shared unevenly (ParameterSpec::split_units); 0 = an even split.
+  int64_t split_units = 0;
+  int tp_rank = 0;  ///< this rank's place in the split (needed for an unaligned one)
 };
 
 /// dW += dy^T x and db += colsum(dy) (b may be null), now or -- with ctx.wgrad_queue -- as a

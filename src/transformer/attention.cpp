@@ -13,6 +13,16 @@ namespace {
 const float* rope_table(const ForwardContext& ctx, const ConstantTable* table) {
   return table != nullptr ? table->on(*ctx.backend, *ctx.alloc) : nullptr;
 }
+
+// The query groups (each with its heads) this rank holds: an even share, or with
+// --unaligned-linear MindSpeed's uneven one (ranks below groups % tp hold one more).
+UnitShare group_share(const ModelConfig& c, int tp_size, int tp_rank) {
+  const int64_t groups = c.query_groups();
+  if (c.unaligned_linear) return unaligned_share(groups, tp_size, tp_rank);
+  return {tp_rank * (groups / tp_size), groups / tp_size};
+}
+// ParameterSpec::split_units of the QKV rows and the projection columns: one unit per group.
+int64_t group_units(const ModelConfig& c) { return c.unaligned_linear ? c.query_groups() : 0; }
 }  // namespace
 
 SelfAttention::SelfAttention(ParameterRegistry& registry, const std::string& prefix,
@@ -20,27 +30,38 @@ SelfAttention::SelfAttention(ParameterRegistry& registry, const std::string& pre
                              int tp_rank, bool sequence_parallel, const ConstantTable* rope_cos,
                              const ConstantTable* rope_sin)
     : linear_qkv_(registry, prefix + ".linear_qkv", config.hidden_size, config.qkv_size(),
-                  LinearOptions{.bias = config.qkv_bias(), .init_std = config.init_method_std},
+                  LinearOptions{.bias = config.qkv_bias(),
+                                .init_std = config.init_method_std,
+                                .split_units = group_units(config),
+                                .tp_rank = tp_rank},
                   tp_size),
-      linear_proj_(registry, prefix + ".linear_proj", config.num_attention_heads * config.kv_channels,
-                   config.hidden_size,
-                   LinearOptions{.bias = config.add_bias_linear,
-                                 .sequence_parallel = sequence_parallel,
-                                 .init_std = config.init_method_std /
-                                             std::sqrt(2.0f * static_cast<float>(config.num_layers))},
-                   tp_size),
+      linear_proj_(
+          registry, prefix + ".linear_proj", config.num_attention_heads * config.kv_channels,
+          config.hidden_size,
+          LinearOptions{.bias = config.add_bias_linear,
+                        .sequence_parallel = sequence_parallel,
+                        .init_std = config.init_method_std /
+                                    std::sqrt(2.0f * static_cast<float>(config.num_layers)),
+                        .split_units = group_units(config),
+                        .tp_rank = tp_rank},
+          tp_size),
       layer_index_(layer_index),
-      heads_local_(config.num_attention_heads / tp_size),
-      groups_local_(config.query_groups() / tp_size),
+      heads_local_(group_share(config, tp_size, tp_rank).count *
+                   (config.num_attention_heads / config.query_groups())),
+      groups_local_(group_share(config, tp_size, tp_rank).count),
       head_dim_(config.kv_channels),
       heads_total_(config.num_attention_heads),
-      head_offset_(tp_rank * (config.num_attention_heads / tp_size)),
+      head_offset_(group_share(config, tp_size, tp_rank).first *
+                   (config.num_attention_heads / config.query_groups())),
       attention_dropout_(config.attention_dropout),
       attention_window_(config.attention_window),
       rope_cos_(rope_cos),
       rope_sin_(rope_sin) {
   if (config.position_embedding_type == PositionEmbeddingType::kAlibi) {
-    alibi_slopes_ = ConstantTable(alibi_slopes_for_rank(config.num_attention_heads, tp_size, tp_rank));
+    const std::vector<float> all =
+        alibi_slopes(config.num_attention_heads);  // this rank's heads' slopes
+    alibi_slopes_ = ConstantTable(
+        std::vector<float>(all.begin() + head_offset_, all.begin() + head_offset_ + heads_local_));
     const StatusOr<AlibiKernelForm> form =
         alibi_kernel_form({.fusion_attn_type = config.alibi_fusion_attn_type,
                            .diagonal_opposite = config.alibi_diagonal_opposite,

@@ -6,25 +6,39 @@
 #include <cmath>
 
 namespace mindspeed {
+namespace {
+// --unaligned-linear: the FFN channels as the units of an uneven split (0: an even one).
+int64_t ffn_units(const ModelConfig& config, int64_t ffn_hidden_size) {
+  return config.unaligned_linear ? (ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size)
+                                 : 0;
+}
+}  // namespace
 
 MLP::MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
-         int tp_size, bool sequence_parallel, int64_t ffn_hidden_size)
+         int tp_size, bool sequence_parallel, int64_t ffn_hidden_size, int tp_rank)
     : swiglu_(config.swiglu),
       gelu_(config.openai_gelu ? GeluApproximation::kTanh : GeluApproximation::kErf),
-      ffn_local_((ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size) / tp_size),
       linear_fc1_(registry, prefix + ".linear_fc1", config.hidden_size,
-                  (ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size) * (config.swiglu ? 2 : 1),
+                  (ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size) *
+                      (config.swiglu ? 2 : 1),
                   LinearOptions{.bias = config.add_bias_linear,
                                 .init_std = config.init_method_std,
-                                .glu = config.swiglu},
+                                .glu = config.swiglu,
+                                .split_units = ffn_units(config, ffn_hidden_size),
+                                .tp_rank = tp_rank},
                   tp_size),
-      linear_fc2_(registry, prefix + ".linear_fc2", ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size,
+      linear_fc2_(registry, prefix + ".linear_fc2",
+                  ffn_hidden_size > 0 ? ffn_hidden_size : config.ffn_hidden_size,
                   config.hidden_size,
                   LinearOptions{.bias = config.add_bias_linear,
                                 .sequence_parallel = sequence_parallel,
                                 .init_std = config.init_method_std /
-                                            std::sqrt(2.0f * static_cast<float>(config.num_layers))},
-                  tp_size) {}
+                                            std::sqrt(2.0f * static_cast<float>(config.num_layers)),
+                                .split_units = ffn_units(config, ffn_hidden_size),
+                                .tp_rank = tp_rank},
+                  tp_size) {
+  ffn_local_ = linear_fc2_.in_local();
+}
 
 void MLP::activation_forward(const ForwardContext& ctx, Saved& saved, int64_t N) const {
   saved.act_out = Tensor(*ctx.alloc, Shape{N, ffn_local_}, DType::kFloat32, MemoryCategory::kActivations);

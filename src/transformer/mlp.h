@@ -26,8 +26,9 @@ class MLP {
   enum class Recompute { kNone, kActivation, kFc1AndActivation };
 
   /// ffn_hidden_size 0: config.ffn_hidden_size (MoE shared experts pass their own size).
+  /// tp_rank: this rank's place in an unaligned FFN split (--unaligned-linear).
   MLP(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
-      int tp_size, bool sequence_parallel, int64_t ffn_hidden_size = 0);
+      int tp_size, bool sequence_parallel, int64_t ffn_hidden_size = 0, int tp_rank = 0);
   /// out = linear_fc2(act(linear_fc1(x))), reduced over tp, without fc2 bias. N is the full
   /// row count; x and out are [N/tp, h] with sequence parallelism.
   void forward(const ForwardContext& ctx, const float* x, int64_t N, float* out, Saved& saved) const;

@@ -27,7 +27,8 @@ TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfi
                                               config, sequence_parallel, tp_size);
   switch (spec.mlp) {
     case MlpKind::kDense:
-      mlp_ = std::make_unique<MLP>(registry, prefix + ".mlp", config, tp_size, sequence_parallel);
+      mlp_ = std::make_unique<MLP>(registry, prefix + ".mlp", config, tp_size, sequence_parallel, 0,
+                                   tp_rank);
       break;
     case MlpKind::kMoE:
       moe_ = std::make_unique<MoELayer>(registry, prefix + ".mlp", config, layer_index, experts, tp_size,

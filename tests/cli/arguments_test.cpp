@@ -988,6 +988,49 @@ TEST(Validate, ComputeCommunicationOverlapRules) {
             std::string::npos);
 }
 
+// MindSpeed's --unaligned-linear: heads (by query group) and FFN channels that do not divide the
+// tensor-parallel size are accepted with it and refused without; its exclusions named.
+TEST(Validate, UnalignedLinearRules) {
+  const std::vector<std::string> five = {"--tensor-model-parallel-size",
+                                         "4",
+                                         "--num-attention-heads",
+                                         "5",
+                                         "--kv-channels",
+                                         "16",
+                                         "--ffn-hidden-size",
+                                         "70"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = five;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  EXPECT_EQ(validation_error(with({"--unaligned-linear"}), 4), "");
+  EXPECT_EQ(validation_error(with({"--unaligned-linear", "--sequence-parallel"}), 4),
+            "");  // s = 32 splits evenly
+  EXPECT_NE(validation_error(with({}), 4).find("--num-attention-heads (5) must be divisible by"),
+            std::string::npos);
+  auto refused = [&](std::vector<std::string> extra, int world, const std::string& text) {
+    const std::string e = validation_error(with(std::move(extra)), world);
+    EXPECT_NE(e.find(text), std::string::npos) << "got: " << e;
+  };
+  refused({"--unaligned-linear", "--context-parallel-size", "2"}, 8,
+          "does not work with context parallelism");
+  refused({"--unaligned-linear", "--sequence-parallel", "--use-ascend-mc2"}, 4,
+          "does not work with --use-ascend-mc2");
+  refused({"--unaligned-linear", "--use-ascend-coc", "--coc-parallel-num", "2"}, 4,
+          "does not work with --use-ascend-coc");
+  refused({"--unaligned-linear", "--num-experts", "4", "--disable-bias-linear",
+           "--sequence-parallel", "--moe-token-dispatcher-type", "alltoall"},
+          4, "does not work with MoE models");
+  refused({"--unaligned-linear", "--num-attention-heads", "3"}, 4,
+          "needs a query group per tensor-parallel rank");
+  refused({"--unaligned-linear", "--sequence-parallel", "--seq-length", "30",
+           "--max-position-embeddings", "30"},
+          4, "splits the sequence evenly only here");
+  refused({"--unaligned-linear", "--ckpt-format", "torch"}, 4,
+          "--unaligned-linear (Megatron's files hold even");
+}
+
 // MindSpeed-LLM's --padded-vocab-size (taken as is, but it must hold the vocabulary and split
 // over tp), Megatron's --persistent-save-interval alias, --vocab-extra-ids passed on (a start-up
 // note where the tokenizer type adds none).

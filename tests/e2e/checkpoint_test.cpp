@@ -189,6 +189,46 @@ TEST(Checkpoint, ReshardsToOtherLayouts) {
   }
 }
 
+// MindSpeed's --unaligned-linear: 5 heads and 70 FFN channels saved at TP4 (heads 2/1/1/1,
+// channels 18/18/17/17; the index records each tensor's units) continue at TP2 (heads 3/2,
+// channels 35/35) and on one rank, the final weights and the losses equal to the never-stopped
+// TP4 run's within 1e-5.
+TEST(Checkpoint, UnalignedLinearReshardsAcrossTensorParallelSizes) {
+  ScratchDir scratch;
+  const std::string model =
+      " --num-attention-heads 5 --kv-channels 16 --ffn-hidden-size 70 --disable-bias-linear "
+      "--unaligned-linear";
+  const std::string base = scratch.file("base");
+  const CommandResult a = train(4, model + " --tensor-model-parallel-size 4",
+                                " --train-iters 8 --save " + scratch.file("straight"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const CommandResult half = train(4, model + " --tensor-model-parallel-size 4",
+                                   " --train-iters 8 --exit-interval 4 --save " + base);
+  ASSERT_EQ(half.exit_code, 0) << half.output;
+  const auto want = tensors(scratch.file("straight"), 8, "param");
+  ASSERT_FALSE(want.empty());
+  const Layout targets[] = {{"tp2", 2, model + " --tensor-model-parallel-size 2"},
+                            {"tp1", 1, model}};
+  for (const Layout& l : targets) {
+    SCOPED_TRACE(l.name);
+    const std::string out = scratch.file(l.name);
+    const CommandResult b =
+        train(l.np, l.flags, " --train-iters 8 --load " + base + " --save " + out);
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    const auto got = tensors(out, 8, "param");
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [name, values] : want) {
+      ASSERT_EQ(got.count(name), 1u) << name;
+      EXPECT_LE(normwise_error(got.at(name), values), 1e-5) << name;
+    }
+    const auto la = losses(a.output), lb = losses(b.output);
+    for (int it = 5; it <= 8; ++it) {
+      EXPECT_NEAR(std::stod(lb.at(it)), std::stod(la.at(it)), 1e-5 * std::stod(la.at(it)))
+          << "iteration " << it;
+    }
+  }
+}
+
 // Mixture of experts: each routed expert is its own tensor under its global index (and each
 // router's aux-loss-free expert bias a saved buffer), so a
 // checkpoint saved at EP2 x DP2 (distributed optimizer, experts sharded over expert-DP)

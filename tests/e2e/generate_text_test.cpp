@@ -49,6 +49,26 @@ TEST(GenerateText, GreedyFromAHuggingFaceDirectoryWithAndWithoutTheCache) {
   EXPECT_EQ(generations(tp2.output), lines) << "tensor parallel 2 generates what one rank does";
 }
 
+// MindSpeed's --unaligned-linear: the GPT-2 fixture's 4 heads and 128 FFN channels over 3 ranks
+// (heads 2/1/1, channels 43/43/42), sliced from the Hugging Face files at that layout, generate
+// what one rank does, with the key/value cache and without; without the flag the layout is refused.
+TEST(GenerateText, UnalignedTensorParallelGeneratesWhatOneRankDoes) {
+  const std::string cmd =
+      kGenerate + " --load " + kGpt2Fixture + kNull + " --prompt '5 17 3 42' --out-seq-length 12";
+  const Result one = run(cmd);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  for (const std::string cache : {"", " --no-kv-cache --use-flash-attn"}) {
+    const Result tp3 = run(kMpirun + " -np 3 " + cmd + cache +
+                           " --tensor-model-parallel-size 3 --unaligned-linear");
+    ASSERT_EQ(tp3.exit_code, 0) << tp3.output;
+    EXPECT_EQ(generations(tp3.output), generations(one.output)) << cache;
+  }
+  const Result refused = run(kMpirun + " -np 3 " + cmd + " --tensor-model-parallel-size 3");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("--unaligned-linear splits them unevenly"), std::string::npos)
+      << refused.output;
+}
+
 TEST(GenerateText, SamplingIsReproducibleFromTheSeed) {
   ScratchDir dir("gen");
   mindspeed::testing::write_file(dir.file("prompts.txt"), "1 2 3\n\n40 41\n");

@@ -46,6 +46,10 @@ struct Case {
   int64_t llama_kv_heads = 0;     ///< the LLaMA model's key/value heads (0: its 4)
   int64_t window = 0;             ///< sliding-window attention (ModelConfig::attention_window)
   bool alibi = false;             ///< --position-embedding-type alibi --alibi-fusion-attn-type 2
+  // --unaligned-linear: this many heads of head dimension 4 (the LLaMA model in groups of
+  // heads / llama_kv_heads) and FFN channels, split unevenly over TP.
+  int64_t unaligned_heads = 0;
+  int64_t unaligned_ffn = 0;
 };
 
 std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
@@ -72,6 +76,17 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
   if (c.seq_length > 0) run.model.seq_length = run.model.max_position_embeddings = c.seq_length;
   if (llama && c.llama_kv_heads > 0) run.model.num_query_groups = c.llama_kv_heads;
   run.model.attention_window = c.window;
+  if (c.unaligned_heads > 0) {
+    run.model.unaligned_linear = true;
+    run.model.num_attention_heads = c.unaligned_heads;
+    run.model.kv_channels = 4;
+    run.model.num_query_groups = llama ? c.llama_kv_heads : c.unaligned_heads;
+    run.model.group_query_attention = llama;
+    run.model.ffn_hidden_size = c.unaligned_ffn;
+    // Heads of dimension 4 leave some value-bias elements with gradients at rounding-noise size;
+    // an epsilon above it keeps Adam from turning that noise into full steps (RunOptions::adam_eps).
+    run.adam_eps = 1e-5f;
+  }
   if (c.alibi) {
     run.model.position_embedding_type = PositionEmbeddingType::kAlibi;
     run.model.alibi_fusion_attn_type = 2;
@@ -171,6 +186,14 @@ const Case kCases[] = {
     // MindSpeed's MC2: the sequence-parallel layers through the fused comm + GEMM ops.
     {"tp2_sp_mc2", 2, {.tp = 2, .sequence_parallel = true, .mc2 = true}},
     {"tp4_sp_mc2", 4, {.tp = 4, .sequence_parallel = true, .mc2 = true}},
+    // MindSpeed's unaligned linear: 25 heads (LLaMA: 5 groups of 5) and 70 FFN channels over TP4
+    // (groups 2/1/1/1, channels 18/18/17/17); 5 heads over TP2 with sequence parallelism; ALiBi.
+    {.name = "tp4_unaligned_heads25", .world = 4, .layout = {.tp = 4}, .llama_kv_heads = 5, .unaligned_heads = 25,
+     .unaligned_ffn = 70},
+    {.name = "tp2_sp_unaligned_heads5", .world = 2, .layout = {.tp = 2, .sequence_parallel = true},
+     .llama_kv_heads = 5, .unaligned_heads = 5, .unaligned_ffn = 66},
+    {.name = "tp4_unaligned_heads5_alibi", .world = 4, .layout = {.tp = 4}, .llama_kv_heads = 5, .alibi = true,
+     .unaligned_heads = 5, .unaligned_ffn = 70},
     {"tp4", 4, {.tp = 4}},
     {"dp4", 4, {.tp = 1}},
     {"tp4_sp", 4, {.tp = 4, .sequence_parallel = true}},

@@ -16,9 +16,13 @@ GPTInferenceWrapper::GPTInferenceWrapper(const GPTModel& model, const ForwardCon
   MS_CHECK(model.pre_process() && model.post_process(), "generation needs the whole model on one stage");
   if (use_kv_cache) {
     const ModelConfig& c = model.config();
-    cache_ = std::make_unique<StaticInferenceContext>(
-        *ctx_.backend, *ctx_.alloc, max_batch_size, c.max_position_embeddings, c.num_layers,
-        c.query_groups() / ctx_.ps->sizes.tensor, c.kv_channels);
+    const int tp = ctx_.ps->sizes.tensor;  // this rank's key/value heads (an unaligned share too)
+    const int64_t kv_heads = c.unaligned_linear
+                                 ? unaligned_share(c.query_groups(), tp, ctx_.ps->tp_rank).count
+                                 : c.query_groups() / tp;
+    cache_ = std::make_unique<StaticInferenceContext>(*ctx_.backend, *ctx_.alloc, max_batch_size,
+                                                      c.max_position_embeddings, c.num_layers,
+                                                      kv_heads, c.kv_channels);
   }
 }
 
