@@ -148,9 +148,9 @@ Status validate_parallel_sizes(const ParallelConfig& p, int world_size) {
   return ok_status();
 }
 
-// MindSpeed's --unaligned-linear: query groups (with their heads) and FFN channels shared
-// unevenly over tensor parallelism; its exclusions refused by name. The uneven sequence split of
-// sequence parallelism (s % TP != 0) is not here yet.
+// MindSpeed's --unaligned-linear: query groups (with their heads), FFN channels and, with sequence
+// parallelism, the sequence positions shared unevenly over tensor parallelism; its exclusions
+// refused by name.
 Status validate_unaligned_linear(const ModelConfig& m, const ParallelConfig& p) {
   const int tp = p.tensor_model_parallel_size;
   const char* excluded = p.context_parallel_size > 1
@@ -172,11 +172,16 @@ Status validate_unaligned_linear(const ModelConfig& m, const ParallelConfig& p) 
         "--unaligned-linear needs an FFN channel per tensor-parallel rank: --ffn-hidden-size ",
         m.ffn_hidden_size, " for ", tp, " ranks");
   }
-  if (p.sequence_parallel && m.seq_length % tp != 0) {
-    return unimplemented(
-        "--unaligned-linear with --sequence-parallel splits the sequence evenly only here: "
-        "--seq-length (",
-        m.seq_length, ") must be divisible by --tensor-model-parallel-size (", tp, ") for now");
+  if (p.sequence_parallel && m.seq_length < tp) {
+    return invalid_argument(
+        "--unaligned-linear with --sequence-parallel needs a position per tensor-parallel rank: "
+        "--seq-length ",
+        m.seq_length, " for ", tp, " ranks");
+  }
+  if (p.sequence_parallel && p.variable_seq_lengths && m.seq_length % tp != 0) {
+    return invalid_argument("--unaligned-linear splits the sequence of --seq-length (",
+                            m.seq_length,
+                            ") unevenly over tensor parallelism: not with --variable-seq-lengths");
   }
   return ok_status();
 }
@@ -424,7 +429,8 @@ Status validate_parallel(ParallelConfig& p, const ModelConfig& m, int world_size
                             p.context_parallel_size, ") = ", model_size);
   }
   if (p.tensor_model_parallel_size == 1) p.sequence_parallel = false;  // as Megatron
-  if (p.sequence_parallel && m.seq_length % p.tensor_model_parallel_size != 0) {
+  if (p.sequence_parallel && !m.unaligned_linear &&
+      m.seq_length % p.tensor_model_parallel_size != 0) {
     return invalid_argument("--sequence-parallel needs --seq-length (", m.seq_length,
                             ") divisible by --tensor-model-parallel-size (", p.tensor_model_parallel_size, ")");
   }

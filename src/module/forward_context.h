@@ -119,6 +119,9 @@ struct ForwardContext {
   /// MindSpeed's --use-ascend-mc2 (with sequence parallelism): the same layers through the fused
   /// all-gather + GEMM and GEMM + reduce-scatter ops of tensor_parallel/comm_gemm.h.
   bool mc2 = false;
+  /// --unaligned-linear with sequence parallelism: the positions of a sample, split over tp as
+  /// unaligned_share does (ranks below s % tp hold one more) when they do not divide; 0 = even.
+  int64_t unaligned_sequence = 0;
   bool gradient_accumulation_fusion = true;  ///< false: --no-gradient-accumulation-fusion
   /// --bf16: activations are rounded to bf16 where written and saved for backward in bf16.
   bool bf16 = false;
@@ -165,12 +168,28 @@ struct ForwardContext {
   /// parameters, the current ModuleScope's converted copy for bf16 / fp16 ones.
   const float* w(const Parameter& p) const;
   /// Rows of a [s, b, h] activation outside the tensor-parallel regions on this rank.
-  int64_t local_rows(int64_t full_rows) const {
-    return sequence_parallel ? full_rows / ps->sizes.tensor : full_rows;
-  }
+  int64_t local_rows(int64_t full_rows) const { return rows_of_rank(full_rows, ps->tp_rank); }
   /// Local position of this rank's first row block along the sequence (sequence parallelism).
   int64_t sequence_offset(int64_t T) const {
-    return sequence_parallel ? ps->tp_rank * (T / ps->sizes.tensor) : 0;
+    if (!sequence_parallel) return 0;
+    return unaligned_sequence > 0 ? unaligned_share(T, ps->sizes.tensor, ps->tp_rank).first
+                                  : ps->tp_rank * (T / ps->sizes.tensor);
+  }
+  /// local_rows of tensor-parallel rank k: its share of the sequence positions (an uneven one
+  /// with unaligned_sequence) times the batch.
+  int64_t rows_of_rank(int64_t full_rows, int k) const {
+    if (!sequence_parallel) return full_rows;
+    const int tp = ps->sizes.tensor;
+    if (unaligned_sequence <= 0) return full_rows / tp;
+    MS_CHECK(full_rows % unaligned_sequence == 0, full_rows, " rows are not whole samples of ",
+             unaligned_sequence, " positions (--unaligned-linear sequence split)");
+    return unaligned_share(unaligned_sequence, tp, k).count * (full_rows / unaligned_sequence);
+  }
+  /// The first row of tensor-parallel rank k's block (sequence parallelism).
+  int64_t first_row_of_rank(int64_t full_rows, int k) const {
+    int64_t row = 0;
+    for (int j = 0; j < k; ++j) row += rows_of_rank(full_rows, j);
+    return sequence_parallel ? row : 0;
   }
   /// Philox stream of a dropout site; element indices inside it are global (sample, position,
   /// channel) coordinates, so masks do not depend on the parallel layout.

@@ -60,38 +60,83 @@ void GatherFromTensorModelParallelRegion::backward(const ForwardContext& ctx, fl
   split_last_dim(ctx, din, dout, rows, C);
 }
 
+namespace {
+
+// Whether rank blocks along the sequence differ in size (--unaligned-linear's uneven split).
+bool uneven(const ForwardContext& ctx, int64_t N) {
+  const int tp = ctx.ps->sizes.tensor;
+  return ctx.rows_of_rank(N, 0) != ctx.rows_of_rank(N, tp - 1);
+}
+
+// out [N, C] = the ranks' blocks along the first dim (rank k's rows_of_rank(N, k) rows), from
+// in (this rank's block). Uneven blocks travel padded to the largest (rank 0's).
+void all_gather_first_dim(const ForwardContext& ctx, float* out, const float* in, int64_t N,
+                          int64_t C) {
+  ProcessGroup& tp = tp_group(ctx);
+  if (!uneven(ctx, N)) {
+    tp.all_gather(out, in, ctx.local_rows(N) * C);
+    return;
+  }
+  const int64_t most = ctx.rows_of_rank(N, 0);
+  Tensor send = device_zeros(*ctx.backend, *ctx.alloc, Shape{most, C}, DType::kFloat32,
+                             MemoryCategory::kWorkspace);
+  Tensor padded(*ctx.alloc, Shape{tp.size(), most, C}, DType::kFloat32, MemoryCategory::kWorkspace);
+  ctx.k().copy(ctx.kc(), send.f32(), in, ctx.local_rows(N) * C);
+  tp.all_gather(padded.f32(), send.f32(), most * C);
+  for (int k = 0; k < tp.size(); ++k) {
+    ctx.k().copy(ctx.kc(), out + ctx.first_row_of_rank(N, k) * C, padded.f32() + k * most * C,
+                 ctx.rows_of_rank(N, k) * C);
+  }
+}
+
+// out [rows of this rank, C] = the sum over ranks of this rank's block of in [N, C].
+void reduce_scatter_first_dim(const ForwardContext& ctx, float* out, const float* in, int64_t N,
+                              int64_t C) {
+  ProcessGroup& tp = tp_group(ctx);
+  if (!uneven(ctx, N)) {
+    tp.reduce_scatter(out, in, ctx.local_rows(N) * C);
+    return;
+  }
+  const int64_t most = ctx.rows_of_rank(N, 0);
+  Tensor padded = device_zeros(*ctx.backend, *ctx.alloc, Shape{tp.size(), most, C}, DType::kFloat32,
+                               MemoryCategory::kWorkspace);
+  Tensor mine(*ctx.alloc, Shape{most, C}, DType::kFloat32, MemoryCategory::kWorkspace);
+  for (int k = 0; k < tp.size(); ++k) {
+    ctx.k().copy(ctx.kc(), padded.f32() + k * most * C, in + ctx.first_row_of_rank(N, k) * C,
+                 ctx.rows_of_rank(N, k) * C);
+  }
+  tp.reduce_scatter(mine.f32(), padded.f32(), most * C);
+  ctx.k().copy(ctx.kc(), out, mine.f32(), ctx.local_rows(N) * C);
+}
+
+}  // namespace
+
 void ScatterToSequenceParallelRegion::forward(const ForwardContext& ctx, float* out, const float* in, int64_t N,
                                               int64_t C) {
-  ProcessGroup& tp = tp_group(ctx);
-  const int64_t n = N / tp.size() * C;
-  ctx.k().copy(ctx.kc(), out, in + tp.rank() * n, n);
+  ctx.k().copy(ctx.kc(), out, in + ctx.first_row_of_rank(N, ctx.ps->tp_rank) * C,
+               ctx.local_rows(N) * C);
 }
 void ScatterToSequenceParallelRegion::backward(const ForwardContext& ctx, float* din, const float* dout, int64_t N,
                                                int64_t C) {
-  ProcessGroup& tp = tp_group(ctx);
-  tp.all_gather(din, dout, N / tp.size() * C);
+  all_gather_first_dim(ctx, din, dout, N, C);
 }
 
 void GatherFromSequenceParallelRegion::forward(const ForwardContext& ctx, float* out, const float* in, int64_t N,
                                                int64_t C) {
-  ProcessGroup& tp = tp_group(ctx);
-  tp.all_gather(out, in, N / tp.size() * C);
+  all_gather_first_dim(ctx, out, in, N, C);
 }
 void GatherFromSequenceParallelRegion::backward(const ForwardContext& ctx, float* din, const float* dout, int64_t N,
                                                 int64_t C) {
-  ProcessGroup& tp = tp_group(ctx);
-  tp.reduce_scatter(din, dout, N / tp.size() * C);
+  reduce_scatter_first_dim(ctx, din, dout, N, C);
 }
 
 void ReduceScatterToSequenceParallelRegion::forward(const ForwardContext& ctx, float* out, const float* in,
                                                     int64_t N, int64_t C) {
-  ProcessGroup& tp = tp_group(ctx);
-  tp.reduce_scatter(out, in, N / tp.size() * C);
+  reduce_scatter_first_dim(ctx, out, in, N, C);
 }
 void ReduceScatterToSequenceParallelRegion::backward(const ForwardContext& ctx, float* din, const float* dout,
                                                      int64_t N, int64_t C) {
-  ProcessGroup& tp = tp_group(ctx);
-  tp.all_gather(din, dout, N / tp.size() * C);
+  all_gather_first_dim(ctx, din, dout, N, C);
 }
 
 void AllToAll::forward(ProcessGroup& group, float* out, const std::vector<int64_t>& recv_counts, const float* in,

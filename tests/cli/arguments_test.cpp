@@ -1024,9 +1024,20 @@ TEST(Validate, UnalignedLinearRules) {
           4, "does not work with MoE models");
   refused({"--unaligned-linear", "--num-attention-heads", "3"}, 4,
           "needs a query group per tensor-parallel rank");
+  // MindSpeed's s = 1026 at TP4 (257, 257, 256, 256 positions) is accepted; not with variable
+  // lengths.
+  EXPECT_EQ(validation_error(with({"--unaligned-linear", "--sequence-parallel", "--seq-length",
+                                   "1026", "--max-position-embeddings", "1026"}),
+                             4),
+            "");
+  EXPECT_NE(validation_error({"--tensor-model-parallel-size", "4", "--sequence-parallel",
+                              "--seq-length", "30", "--max-position-embeddings", "30"},
+                             4)
+                .find("--sequence-parallel needs --seq-length (30) divisible by"),
+            std::string::npos);
   refused({"--unaligned-linear", "--sequence-parallel", "--seq-length", "30",
-           "--max-position-embeddings", "30"},
-          4, "splits the sequence evenly only here");
+           "--max-position-embeddings", "30", "--variable-seq-lengths"},
+          4, "not with --variable-seq-lengths");
   refused({"--unaligned-linear", "--ckpt-format", "torch"}, 4,
           "--unaligned-linear (Megatron's files hold even");
 }

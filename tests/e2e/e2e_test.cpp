@@ -111,6 +111,42 @@ TEST(EndToEnd, ContextParallelRunsLogTheLossesOfThePlainRun) {
   }
 }
 
+// MindSpeed's --unaligned-linear acceptance through pretrain_gpt: 25 heads at TP4 (7/6/6/6) and
+// s = 1026 at TP4 with sequence parallelism (257/257/256/256 positions) log the losses of one rank
+// within 1e-5 (dropout on), and CoC and the MindSpeed constraints refuse the combination by name.
+TEST(EndToEnd, UnalignedLinearRunsLogTheLossesOfOneRank) {
+  // --vocab-size 4095 (+ EOD): the same padded vocabulary at TP1 and TP4.
+  const std::string heads25 =
+      kTiny +
+      " --vocab-size 4095 --num-attention-heads 25 --kv-channels 4 --ffn-hidden-size 130"
+      " --train-iters 3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0 --unaligned-linear";
+  const std::string s1026 =
+      kTiny +
+      " --vocab-size 4095 --num-attention-heads 5 --kv-channels 16 --ffn-hidden-size 130"
+      " --seq-length 1026 --max-position-embeddings 1026 --micro-batch-size 1"
+      " --global-batch-size 2 --train-iters 3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0"
+      " --unaligned-linear";
+  for (const std::string& args : {heads25, s1026}) {
+    const Result one = run(kBin + args);
+    const Result tp4 = run(kMpirun + " -np 4 " + kBin + args +
+                           " --tensor-model-parallel-size 4 --sequence-parallel");
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    ASSERT_EQ(tp4.exit_code, 0) << tp4.output;
+    const auto want = logged_losses(one.output), got = logged_losses(tp4.output);
+    ASSERT_EQ(want.size(), 3u) << one.output;
+    ASSERT_EQ(got.size(), want.size()) << tp4.output;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << "iteration " << i + 1;
+  }
+  const Result coc = run(kMpirun + " -np 4 " + kBin + heads25 +
+                         " --tensor-model-parallel-size 4 --use-ascend-coc"
+                         " --coc-parallel-num 2");
+  EXPECT_EQ(coc.exit_code, 2) << coc.output;
+  EXPECT_NE(coc.output.find("--unaligned-linear does not work with --use-ascend-coc"),
+            std::string::npos)
+      << coc.output;
+}
+
 // Activation recompute through the flags of a launch script: the logged losses and gradient
 // norms are the plain run's to the last printed digit (dropout on), for Megatron's full
 // recompute with distributed saved activations, for selective + MindSpeed's

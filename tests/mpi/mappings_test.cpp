@@ -31,6 +31,7 @@ class Mappings : public ::testing::Test {
     ctx_.backend = &backend_;
     ctx_.alloc = &alloc_;
     ctx_.ps = ps_.get();
+    ctx_.sequence_parallel = true;  // the sequence mappings split the first dim over tp
     tp_ = ps_->sizes.tensor;
     r_ = ps_->tp_rank;
   }

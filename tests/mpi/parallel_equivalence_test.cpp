@@ -192,6 +192,9 @@ const Case kCases[] = {
      .unaligned_ffn = 70},
     {.name = "tp2_sp_unaligned_heads5", .world = 2, .layout = {.tp = 2, .sequence_parallel = true},
      .llama_kv_heads = 5, .unaligned_heads = 5, .unaligned_ffn = 66},
+    // The uneven sequence split: 18 positions over TP4 with sequence parallelism (5, 5, 4, 4).
+    {.name = "tp4_sp_unaligned_s18", .world = 4, .layout = {.tp = 4, .sequence_parallel = true}, .seq_length = 18,
+     .llama_kv_heads = 5, .unaligned_heads = 5, .unaligned_ffn = 70},
     {.name = "tp4_unaligned_heads5_alibi", .world = 4, .layout = {.tp = 4}, .llama_kv_heads = 5, .alibi = true,
      .unaligned_heads = 5, .unaligned_ffn = 70},
     {"tp4", 4, {.tp = 4}},

@@ -321,6 +321,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.sequence_parallel = sp;
   ctx.coc_chunks = single ? 1 : layout.coc;
   ctx.mc2 = !single && layout.mc2;
+  if (run.model.unaligned_linear && sp) ctx.unaligned_sequence = run.model.seq_length;
   ctx.gradient_accumulation_fusion = !layout.o2_gradient && (single || layout.gradient_accumulation_fusion);
   ctx.bf16 = layout.bf16;
   ctx.fp16 = layout.fp16;

@@ -56,7 +56,7 @@ void LanguageModelEmbedding::forward(const ForwardContext& ctx, const MicroBatch
   ctx.k().transpose_01_i32(ctx.kc(), saved.positions.i32(), mb.kernel_position_ids(), B, T, 1);
   // Vocab-parallel lookup: rows off this rank's shard are 0, the partial rows are summed over
   // tp (all-reduce; reduce-scatter along s with sequence parallelism).
-  const int64_t n = ctx.local_rows(N), row0 = N - n == 0 ? 0 : ctx.ps->tp_rank * n;
+  const int64_t n = ctx.local_rows(N), row0 = ctx.first_row_of_rank(N, ctx.ps->tp_rank);
   saved.output = Tensor(a, Shape{n, hidden_}, DType::kFloat32, MemoryCategory::kActivations);
   float* out = saved.output.f32();
   if (ctx.sequence_parallel) {
@@ -84,7 +84,8 @@ void LanguageModelEmbedding::forward(const ForwardContext& ctx, const MicroBatch
 
 void LanguageModelEmbedding::backward(const ForwardContext& ctx, const MicroBatch& mb,
                                       const Saved& saved, float* dout) const {
-  const int64_t N = mb.B * mb.T, n = ctx.local_rows(N), row0 = N - n == 0 ? 0 : ctx.ps->tp_rank * n;
+  const int64_t N = mb.B * mb.T, n = ctx.local_rows(N),
+                row0 = ctx.first_row_of_rank(N, ctx.ps->tp_rank);
   const DropoutSpec drop = dropout(ctx, mb);
   if (drop.active()) ctx.k().bias_dropout_add_backward(ctx.kc(), dout, nullptr, dout, n, hidden_, drop);
   if (position_ != nullptr) {
