@@ -670,8 +670,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.sequence_parallel = c.parallel.sequence_parallel;
   ctx.coc_chunks = c.parallel.coc_chunks();
   ctx.mc2 = c.parallel.use_ascend_mc2;
-  if (c.model.unaligned_linear && c.parallel.sequence_parallel)
+  // --unaligned-linear's uneven sequence split (only where the positions do not divide: an even
+  // split keeps the plain path, --variable-seq-lengths included).
+  if (c.model.unaligned_linear && c.parallel.sequence_parallel &&
+      c.model.seq_length % c.parallel.tensor_model_parallel_size != 0) {
     ctx.unaligned_sequence = c.model.seq_length;
+  }
   ctx.gradient_accumulation_fusion = c.parallel.gradient_accumulation_fusion;
   ctx.bf16 = c.training.bf16;
   ctx.fp16 = c.training.fp16;

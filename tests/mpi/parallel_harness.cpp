@@ -321,7 +321,10 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.sequence_parallel = sp;
   ctx.coc_chunks = single ? 1 : layout.coc;
   ctx.mc2 = !single && layout.mc2;
-  if (run.model.unaligned_linear && sp) ctx.unaligned_sequence = run.model.seq_length;
+  if (run.model.unaligned_linear && sp && run.model.seq_length % layout.tp != 0) {
+    ctx.unaligned_sequence =
+        run.model.seq_length;  // the uneven sequence split of --unaligned-linear
+  }
   ctx.gradient_accumulation_fusion = !layout.o2_gradient && (single || layout.gradient_accumulation_fusion);
   ctx.bf16 = layout.bf16;
   ctx.fp16 = layout.fp16;
