@@ -36,30 +36,22 @@ class Coc : public ::testing::TestWithParam<bool /*sequence parallel*/> {
   void SetUp() override {
     const MpiWorld& world = mpi_world();
     if (world.size != 2 && world.size != 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
-    ParallelConfig pc;
-    pc.tensor_model_parallel_size = world.size;
-    auto s = initialize_model_parallel(pc, world);
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    ps_ = std::move(*s);
-    tp_ = ps_->sizes.tensor;
-    backend_ = select_backend(KernelOptions{.fast = true}, 1);
+    on_ = std::make_unique<ContextOnWorld>(tensor_parallel_over(world), world);
+    tp_ = on_->ps->sizes.tensor;
     column_ = std::make_unique<ColumnParallelLinear>(registry_, "fc1", kHidden, kFfn,
                                                      LinearOptions{}, tp_);
     row_ = std::make_unique<RowParallelLinear>(registry_, "fc2", kFfn, kHidden,
                                                LinearOptions{.bias = false}, tp_);
-    buffer_ = std::make_unique<ParamAndGradBuffer>(registry_, alloc_, BufferOptions{});
-    initialize_parameters(registry_, 7, *ps_);
+    buffer_ = std::make_unique<ParamAndGradBuffer>(registry_, on_->alloc, BufferOptions{});
+    initialize_parameters(registry_, 7, *on_->ps);
   }
 
   // Forward and backward of the pair on `chunks` token chunks.
   PairResult run(bool sp, int chunks) {
-    ForwardContext ctx;
-    ctx.backend = &backend_;
-    ctx.alloc = &alloc_;
-    ctx.ps = ps_.get();
+    ForwardContext ctx = on_->ctx;
     ctx.sequence_parallel = sp;
     ctx.coc_chunks = chunks;
-    const int64_t rows = sp ? kTokens / tp_ : kTokens, first = sp ? ps_->tp_rank * rows : 0;
+    const int64_t rows = sp ? kTokens / tp_ : kTokens, first = sp ? on_->ps->tp_rank * rows : 0;
     std::vector<float> x(rows * kHidden), dy(rows * kHidden);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < kHidden; ++j) {
@@ -68,7 +60,7 @@ class Coc : public ::testing::TestWithParam<bool /*sequence parallel*/> {
       }
     for (const auto& p : registry_.params())
       std::fill(p->g(), p->g() + p->local_shape.numel(), 0.0f);
-    ProcessGroup& tp = ps_->tp();
+    ProcessGroup& tp = on_->ps->tp();
     tp.reset_stats();
     PairResult out;
     std::vector<float> h(kTokens * column_->out_local()), dh(h.size());
@@ -84,10 +76,8 @@ class Coc : public ::testing::TestWithParam<bool /*sequence parallel*/> {
     return out;
   }
 
-  std::unique_ptr<ParallelState> ps_;
+  std::unique_ptr<ContextOnWorld> on_;
   int tp_ = 1;
-  Backend backend_;
-  Allocator alloc_;
   ParameterRegistry registry_;
   std::unique_ptr<ColumnParallelLinear> column_;
   std::unique_ptr<RowParallelLinear> row_;
@@ -143,16 +133,8 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallel, Coc, ::testing::Bool(),
 TEST(CocChunkRows, GatherAndScatterAreInverseBlockCopies) {
   const MpiWorld& world = mpi_world();
   if (world.size != 2) GTEST_SKIP() << "runs on 2 ranks";
-  ParallelConfig pc;
-  pc.tensor_model_parallel_size = 2;
-  auto ps = initialize_model_parallel(pc, world);
-  ASSERT_TRUE(ps.ok());
-  const Backend backend = select_backend(KernelOptions{.fast = true}, 1);
-  Allocator alloc;
-  ForwardContext ctx;
-  ctx.backend = &backend;
-  ctx.alloc = &alloc;
-  ctx.ps = ps->get();
+  ContextOnWorld on(tensor_parallel_over(world), world);
+  const ForwardContext& ctx = on.ctx;
   const int64_t Nl = 6, c = 2, C = 3;  // 2 ranks' blocks of 6 rows, chunks of 2 rows
   std::vector<float> full(2 * Nl * C);
   for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(i);

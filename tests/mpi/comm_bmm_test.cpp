@@ -38,19 +38,10 @@ class CommBmm : public ::testing::TestWithParam<BmmShard> {
     ParallelConfig pc;
     pc.tensor_model_parallel_size = 2;
     pc.expert_model_parallel_size = world.size / 2;
-    auto s = initialize_model_parallel(pc, world);
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    ps_ = std::move(*s);
-    ASSERT_EQ(ps_->tp().size() * ps_->ep().size(), world.size);
-    backend_ = select_backend(KernelOptions{.fast = true}, 1);
-    ctx_.backend = &backend_;
-    ctx_.alloc = &alloc_;
-    ctx_.ps = ps_.get();
+    on_ = std::make_unique<ContextOnWorld>(pc, world);
+    ASSERT_EQ(on_->ps->tp().size() * on_->ps->ep().size(), world.size);
   }
-  std::unique_ptr<ParallelState> ps_;
-  Backend backend_;
-  Allocator alloc_;
-  ForwardContext ctx_;
+  std::unique_ptr<ContextOnWorld> on_;
 };
 
 void expect_close(const std::vector<float>& got, const std::vector<double>& want,
@@ -61,8 +52,8 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
 }
 
 TEST_P(CommBmm, AllToAllAllGatherBmmFollowsItsDefinition) {
-  ProcessGroup& ep = ps_->ep();
-  ProcessGroup& tp = ps_->tp();
+  ProcessGroup& ep = on_->ps->ep();
+  ProcessGroup& tp = on_->ps->tp();
   const int e = ep.size(), t = tp.size(), pe = ep.rank(), me = tp.rank();
   const ExpertBmmShape s{.E = 4, .C = 4, .H = 8, .M = 3, .shard = GetParam()};
   const bool by_capacity = s.shard == BmmShard::kCapacity;
@@ -101,14 +92,14 @@ TEST_P(CommBmm, AllToAllAllGatherBmmFollowsItsDefinition) {
   for (const BmmActivation act : {BmmActivation::kNone, BmmActivation::kGelu}) {
     SCOPED_TRACE(act == BmmActivation::kGelu ? "GeLU" : "None");
     std::vector<float> got1(y1.size()), got2(y2.size()), got3(y3.size());
-    ASSERT_TRUE(alltoall_allgather_bmm(ctx_, ep, tp, s, got1.data(), got2.data(), got3.data(),
+    ASSERT_TRUE(alltoall_allgather_bmm(on_->ctx, ep, tp, s, got1.data(), got2.data(), got3.data(),
                                        x.data(), w.data(), b.data(), act)
                     .ok());
     expect_close(got2, y2, "y2 (the all-gather's output)");
     expect_close(got3, y3, "y3 (before the activation)");
     expect_close(got1, act == BmmActivation::kGelu ? y1 : y3, "y1");
     std::vector<float> only(y1.size());  // the optional outputs left out
-    ASSERT_TRUE(alltoall_allgather_bmm(ctx_, ep, tp, s, only.data(), nullptr, nullptr, x.data(),
+    ASSERT_TRUE(alltoall_allgather_bmm(on_->ctx, ep, tp, s, only.data(), nullptr, nullptr, x.data(),
                                        w.data(), b.data(), act)
                     .ok());
     EXPECT_EQ(only, got1);
@@ -116,8 +107,8 @@ TEST_P(CommBmm, AllToAllAllGatherBmmFollowsItsDefinition) {
 }
 
 TEST_P(CommBmm, BmmReduceScatterAllToAllFollowsItsDefinition) {
-  ProcessGroup& ep = ps_->ep();
-  ProcessGroup& tp = ps_->tp();
+  ProcessGroup& ep = on_->ps->ep();
+  ProcessGroup& tp = on_->ps->tp();
   const int e = ep.size(), t = tp.size(), pe = ep.rank(), me = tp.rank();
   const ExpertBmmShape s{.E = 4, .C = 4, .H = 8, .M = 3, .shard = GetParam()};
   const bool by_capacity = s.shard == BmmShard::kCapacity;
@@ -156,7 +147,7 @@ TEST_P(CommBmm, BmmReduceScatterAllToAllFollowsItsDefinition) {
             want[((src * El + le) * Cx + cx) * Hx + hx] = v;
           }
     std::vector<float> out(want.size());
-    ASSERT_TRUE(bmm_reducescatter_alltoall(ctx_, ep, tp, s, out.data(), x.data(), w.data(),
+    ASSERT_TRUE(bmm_reducescatter_alltoall(on_->ctx, ep, tp, s, out.data(), x.data(), w.data(),
                                            with_bias ? b.data() : nullptr)
                     .ok());
     expect_close(out, want, "out");
@@ -164,16 +155,16 @@ TEST_P(CommBmm, BmmReduceScatterAllToAllFollowsItsDefinition) {
 }
 
 TEST_P(CommBmm, RefusesShapesThatDoNotSplit) {
-  ProcessGroup& ep = ps_->ep();
-  ProcessGroup& tp = ps_->tp();
+  ProcessGroup& ep = on_->ps->ep();
+  ProcessGroup& tp = on_->ps->tp();
   std::vector<float> buf(1024);
   ExpertBmmShape s{.E = 3, .C = 4, .H = 8, .M = 3, .shard = GetParam()};
   Status st =
-      bmm_reducescatter_alltoall(ctx_, ep, tp, s, buf.data(), buf.data(), buf.data(), nullptr);
+      bmm_reducescatter_alltoall(on_->ctx, ep, tp, s, buf.data(), buf.data(), buf.data(), nullptr);
   EXPECT_NE(st.message().find("3 experts do not split over"), std::string::npos) << st.message();
   s = {.E = 4, .C = 3, .H = 7, .M = 3, .shard = GetParam()};
-  st = alltoall_allgather_bmm(ctx_, ep, tp, s, buf.data(), nullptr, nullptr, buf.data(), buf.data(),
-                              nullptr, BmmActivation::kNone);
+  st = alltoall_allgather_bmm(on_->ctx, ep, tp, s, buf.data(), nullptr, nullptr, buf.data(),
+                              buf.data(), nullptr, BmmActivation::kNone);
   EXPECT_NE(st.message().find(GetParam() == BmmShard::kHidden ? "splits H (7)" : "splits C (3)"),
             std::string::npos)
       << st.message();

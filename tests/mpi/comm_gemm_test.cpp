@@ -24,17 +24,9 @@ class CommGemm : public ::testing::Test {
  protected:
   void SetUp() override {
     const MpiWorld& world = mpi_world();
-    ParallelConfig pc;
-    pc.tensor_model_parallel_size = world.size;
-    auto s = initialize_model_parallel(pc, world);
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    ps_ = std::move(*s);
-    tp_ = ps_->sizes.tensor;
-    r_ = ps_->tp_rank;
-    backend_ = select_backend(KernelOptions{.fast = true}, 1);
-    ctx_.backend = &backend_;
-    ctx_.alloc = &alloc_;
-    ctx_.ps = ps_.get();
+    on_ = std::make_unique<ContextOnWorld>(tensor_parallel_over(world), world);
+    tp_ = on_->ps->sizes.tensor;
+    r_ = on_->ps->tp_rank;
     weight_.resize(kOut * kIn);
     bias_.resize(kOut);
     for (int64_t i = 0; i < kOut * kIn; ++i) weight_[i] = std::sin(0.7f * static_cast<float>(i));
@@ -80,11 +72,8 @@ class CommGemm : public ::testing::Test {
     return all;
   }
 
-  std::unique_ptr<ParallelState> ps_;
+  std::unique_ptr<ContextOnWorld> on_;
   int tp_ = 1, r_ = 0;
-  Backend backend_;
-  Allocator alloc_;
-  ForwardContext ctx_;
   std::vector<float> weight_, bias_;
 };
 
@@ -106,11 +95,11 @@ TEST_F(CommGemm, AllGatherMatmulEqualsTheGatherThenTheGemm) {
     for (const int chunks : {1, 2, 4}) {
       SCOPED_TRACE("chunks " + std::to_string(chunks));
       std::vector<float> out(tp_ * m * w.cols_out()), gathered(tp_ * m * w.cols_in());
-      all_gather_matmul(ctx_, w, out.data(), gathered.data(), x.data(), m, chunks);
+      all_gather_matmul(on_->ctx, w, out.data(), gathered.data(), x.data(), m, chunks);
       expect_close(out, want, "all_gather_matmul");
       EXPECT_EQ(gathered, all) << "the gathered input (all_gather_matmul_v2's comm_output)";
       std::vector<float> only(out.size());
-      all_gather_matmul(ctx_, w, only.data(), nullptr, x.data(), m, chunks);
+      all_gather_matmul(on_->ctx, w, only.data(), nullptr, x.data(), m, chunks);
       EXPECT_EQ(only, out);
     }
   }
@@ -136,7 +125,7 @@ TEST_F(CommGemm, MatmulReduceScatterEqualsTheGemmThenTheReduceScatter) {
     for (const int chunks : {1, 2, 4}) {
       SCOPED_TRACE("chunks " + std::to_string(chunks));
       std::vector<float> out(m_local * w.cols_out());
-      matmul_reduce_scatter(ctx_, w, out.data(), x.data(), m, chunks);
+      matmul_reduce_scatter(on_->ctx, w, out.data(), x.data(), m, chunks);
       expect_close(out, want, "matmul_reduce_scatter");
     }
   }
@@ -160,11 +149,11 @@ TEST_F(CommGemm, MatmulAllReduceEqualsTheGemmThenTheAllReduceAndAddsTheBiasOnce)
     for (const int chunks : {1, 2, 4}) {
       SCOPED_TRACE("chunks " + std::to_string(chunks));
       std::vector<float> out(m * w.cols_out());
-      matmul_all_reduce(ctx_, w, out.data(), x.data(), m, chunks);
+      matmul_all_reduce(on_->ctx, w, out.data(), x.data(), m, chunks);
       expect_close(out, want, "matmul_all_reduce");
     }
     std::vector<float> pure(m * w.cols_out());
-    pure_matmul(ctx_, w, pure.data(), x.data(), m);
+    pure_matmul(on_->ctx, w, pure.data(), x.data(), m);
     expect_close(pure, naive(w, x, m), "pure_matmul");
   }
 }
@@ -200,7 +189,7 @@ TEST_F(CommGemm, MmAllReduceAddRmsNormFollowsItsFormula) {
   for (const bool in_place : {false, true}) {
     std::vector<float> res = residual, y(m * kOut), norm(m * kOut), rstd(m);
     float* y_out = in_place ? res.data() : y.data();
-    mm_all_reduce_add_rms_norm(ctx_, y_out, norm.data(), rstd.data(), x.data(), weight_.data(),
+    mm_all_reduce_add_rms_norm(on_->ctx, y_out, norm.data(), rstd.data(), x.data(), weight_.data(),
                                bias_.data(), res.data(), gamma.data(), eps, m, kIn, kOut, 2);
     expect_close(std::vector<float>(y_out, y_out + m * kOut), want_y,
                  in_place ? "y (in place)" : "y");

@@ -22,18 +22,10 @@ class Mappings : public ::testing::Test {
   void SetUp() override {
     const MpiWorld& world = mpi_world();
     if (world.size != 2 && world.size != 4) GTEST_SKIP() << "runs on 2 and 4 ranks";
-    ParallelConfig pc;
-    pc.tensor_model_parallel_size = world.size;
-    auto s = initialize_model_parallel(pc, world);
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    ps_ = std::move(*s);
-    backend_ = select_backend(KernelOptions{.fast = true}, 1);
-    ctx_.backend = &backend_;
-    ctx_.alloc = &alloc_;
-    ctx_.ps = ps_.get();
-    ctx_.sequence_parallel = true;  // the sequence mappings split the first dim over tp
-    tp_ = ps_->sizes.tensor;
-    r_ = ps_->tp_rank;
+    on_ = std::make_unique<ContextOnWorld>(tensor_parallel_over(world), world);
+    on_->ctx.sequence_parallel = true;  // the sequence mappings split the first dim over tp
+    tp_ = on_->ps->sizes.tensor;
+    r_ = on_->ps->tp_rank;
   }
   // This rank's [rows, cols] tensor.
   std::vector<float> local(int64_t rows, int64_t cols) const {
@@ -48,21 +40,18 @@ class Mappings : public ::testing::Test {
     return s;
   }
 
-  std::unique_ptr<ParallelState> ps_;
-  Backend backend_;
-  Allocator alloc_;
-  ForwardContext ctx_;
+  std::unique_ptr<ContextOnWorld> on_;
   int tp_ = 1, r_ = 0;
   static constexpr int64_t kRows = 8, kCols = 12;  // divisible by 2 and 4
 };
 
 TEST_F(Mappings, CopyToAndReduceFromTheTensorParallelRegion) {
   std::vector<float> x = local(kRows, kCols);
-  CopyToTensorModelParallelRegion::backward(ctx_, x.data(), kRows * kCols);
+  CopyToTensorModelParallelRegion::backward(on_->ctx, x.data(), kRows * kCols);
   for (int64_t i = 0; i < kRows; ++i)
     for (int64_t j = 0; j < kCols; ++j) EXPECT_EQ(x[i * kCols + j], sum_over_ranks(i, j));
   std::vector<float> y = local(kRows, kCols);
-  ReduceFromTensorModelParallelRegion::forward(ctx_, y.data(), kRows * kCols);
+  ReduceFromTensorModelParallelRegion::forward(on_->ctx, y.data(), kRows * kCols);
   EXPECT_EQ(y, x);
 }
 
@@ -73,22 +62,23 @@ TEST_F(Mappings, ScatterToAndGatherFromTheTensorParallelRegionAlongTheLastDim) {
   for (int64_t i = 0; i < kRows; ++i)
     for (int64_t j = 0; j < kCols; ++j) full[i * kCols + j] = value(0, i, j);
   std::vector<float> part(kRows * w);
-  ScatterToTensorModelParallelRegion::forward(ctx_, part.data(), full.data(), kRows, kCols);
+  ScatterToTensorModelParallelRegion::forward(on_->ctx, part.data(), full.data(), kRows, kCols);
   for (int64_t i = 0; i < kRows; ++i)
     for (int64_t j = 0; j < w; ++j) EXPECT_EQ(part[i * w + j], value(0, i, r_ * w + j));
   // Its backward gathers the column blocks of every rank: block k of row i is rank k's.
   const std::vector<float> dpart = local(kRows, w);
   std::vector<float> dfull(kRows * kCols);
-  ScatterToTensorModelParallelRegion::backward(ctx_, dfull.data(), dpart.data(), kRows, kCols);
+  ScatterToTensorModelParallelRegion::backward(on_->ctx, dfull.data(), dpart.data(), kRows, kCols);
   for (int64_t i = 0; i < kRows; ++i)
     for (int k = 0; k < tp_; ++k)
       for (int64_t j = 0; j < w; ++j) EXPECT_EQ(dfull[i * kCols + k * w + j], value(k, i, j));
   // Gather is the pair the other way round.
   std::vector<float> gathered(kRows * kCols);
-  GatherFromTensorModelParallelRegion::forward(ctx_, gathered.data(), dpart.data(), kRows, kCols);
+  GatherFromTensorModelParallelRegion::forward(on_->ctx, gathered.data(), dpart.data(), kRows,
+                                               kCols);
   EXPECT_EQ(gathered, dfull);
   std::vector<float> back(kRows * w);
-  GatherFromTensorModelParallelRegion::backward(ctx_, back.data(), full.data(), kRows, kCols);
+  GatherFromTensorModelParallelRegion::backward(on_->ctx, back.data(), full.data(), kRows, kCols);
   EXPECT_EQ(back, part);
 }
 
@@ -99,30 +89,32 @@ TEST_F(Mappings, SequenceParallelRegionAlongTheFirstDim) {
     for (int64_t j = 0; j < kCols; ++j) full[i * kCols + j] = value(0, i, j);
   // Scatter: this rank's block of rows; backward: all-gather of every rank's block.
   std::vector<float> rows(n * kCols);
-  ScatterToSequenceParallelRegion::forward(ctx_, rows.data(), full.data(), kRows, kCols);
+  ScatterToSequenceParallelRegion::forward(on_->ctx, rows.data(), full.data(), kRows, kCols);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < kCols; ++j) EXPECT_EQ(rows[i * kCols + j], value(0, r_ * n + i, j));
   const std::vector<float> mine = local(n, kCols);
   std::vector<float> all(kRows * kCols);
-  ScatterToSequenceParallelRegion::backward(ctx_, all.data(), mine.data(), kRows, kCols);
+  ScatterToSequenceParallelRegion::backward(on_->ctx, all.data(), mine.data(), kRows, kCols);
   for (int k = 0; k < tp_; ++k)
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < kCols; ++j) EXPECT_EQ(all[(k * n + i) * kCols + j], value(k, i, j));
   // Gather: all-gather forward, reduce-scatter backward (partial gradients summed).
   std::vector<float> gathered(kRows * kCols);
-  GatherFromSequenceParallelRegion::forward(ctx_, gathered.data(), mine.data(), kRows, kCols);
+  GatherFromSequenceParallelRegion::forward(on_->ctx, gathered.data(), mine.data(), kRows, kCols);
   EXPECT_EQ(gathered, all);
   const std::vector<float> dfull = local(kRows, kCols);
   std::vector<float> dmine(n * kCols);
-  GatherFromSequenceParallelRegion::backward(ctx_, dmine.data(), dfull.data(), kRows, kCols);
+  GatherFromSequenceParallelRegion::backward(on_->ctx, dmine.data(), dfull.data(), kRows, kCols);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < kCols; ++j) EXPECT_EQ(dmine[i * kCols + j], sum_over_ranks(r_ * n + i, j));
   // Reduce-scatter: the same reduction forward, all-gather backward.
   std::vector<float> reduced(n * kCols);
-  ReduceScatterToSequenceParallelRegion::forward(ctx_, reduced.data(), dfull.data(), kRows, kCols);
+  ReduceScatterToSequenceParallelRegion::forward(on_->ctx, reduced.data(), dfull.data(), kRows,
+                                                 kCols);
   EXPECT_EQ(reduced, dmine);
   std::vector<float> regathered(kRows * kCols);
-  ReduceScatterToSequenceParallelRegion::backward(ctx_, regathered.data(), mine.data(), kRows, kCols);
+  ReduceScatterToSequenceParallelRegion::backward(on_->ctx, regathered.data(), mine.data(), kRows,
+                                                  kCols);
   EXPECT_EQ(regathered, all);
 }
 
@@ -140,12 +132,12 @@ TEST_F(Mappings, AllToAllAndItsBackward) {
   for (int64_t i = 0, k = 0, off = 0; k < tp_; off += send[k], ++k)
     for (i = 0; i < send[k]; ++i) in[off + i] = value(r_, k, i);  // (sender, receiver, index)
   std::vector<float> out(recv_total);
-  AllToAll::forward(ps_->tp(), out.data(), recv, in.data(), send);
+  AllToAll::forward(on_->ps->tp(), out.data(), recv, in.data(), send);
   for (int64_t k = 0, off = 0; k < tp_; off += recv[k], ++k)
     for (int64_t i = 0; i < recv[k]; ++i) EXPECT_EQ(out[off + i], value(static_cast<int>(k), r_, i));
   // The gradient travels back to where each value came from.
   std::vector<float> back(send_total);
-  AllToAll::backward(ps_->tp(), back.data(), send, out.data(), recv);
+  AllToAll::backward(on_->ps->tp(), back.data(), send, out.data(), recv);
   EXPECT_EQ(back, in);
 }
 

@@ -7,8 +7,10 @@
 #include "core/allocator.h"
 #include "core/check.h"
 #include "distributed/param_and_grad_buffer.h"
+#include "kernels/backend.h"
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/hf_checkpoint.h"
+#include "module/forward_context.h"
 #include "parallel/initialize.h"
 
 namespace mindspeed::testing {
@@ -31,6 +33,33 @@ inline FixtureLayout fixture_layout(const std::string& fixture, const MpiWorld& 
   MS_CHECK_OK(ps.status());
   out.ps = std::move(*ps);
   return out;
+}
+
+/// The parallel state of `pc` on this world (a check failure if it is refused), a fast CPU
+/// backend with one thread, an allocator, and a ForwardContext over the three: what the tests of
+/// a module's communication start from. Not copyable (the context points into it).
+struct ContextOnWorld {
+  std::unique_ptr<ParallelState> ps;
+  Backend backend;
+  Allocator alloc;
+  ForwardContext ctx;
+  ContextOnWorld(const ParallelConfig& pc, const MpiWorld& world) {
+    auto s = initialize_model_parallel(pc, world);
+    MS_CHECK_OK(s.status());
+    ps = std::move(*s);
+    backend = select_backend(KernelOptions{.fast = true}, 1);
+    ctx.backend = &backend;
+    ctx.alloc = &alloc;
+    ctx.ps = ps.get();
+  }
+  ContextOnWorld(const ContextOnWorld&) = delete;
+  ContextOnWorld& operator=(const ContextOnWorld&) = delete;
+};
+/// The whole world as one tensor-parallel group.
+inline ParallelConfig tensor_parallel_over(const MpiWorld& world) {
+  ParallelConfig pc;
+  pc.tensor_model_parallel_size = world.size;
+  return pc;
 }
 
 /// A golden fixture's model (a Hugging Face directory) loaded at `ps`, its vocabulary padded
