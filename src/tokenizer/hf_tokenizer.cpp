@@ -750,7 +750,7 @@ Status HfByteLevelBpeTokenizer::load_decoder(const JsonFields& f, const json& ro
   // spaces, not decode bytes: only the ByteLevel decoder is supported.
   auto it = root.find("decoder");
   if (it == root.end() || !it->is_object() || it->value("type", json()) != "ByteLevel") {
-    return f.unsupported("decoder", *it, "decoder ByteLevel");
+    return f.unsupported("decoder", it == root.end() ? json() : *it, "decoder ByteLevel");
   }
   return ok_status();
 }
