@@ -520,6 +520,22 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
          "MindSpeed MC2: sequence-parallel linear layers through fused all-gather + GEMM and GEMM "
          "+ reduce-scatter "
          "ops (needs --sequence-parallel)");
+  r.flag("--tp-2d", p.tp_2d,
+         "MindSpeed 2D tensor parallelism: the tensor-parallel ranks as a --tp-x x --tp-y grid, "
+         "activations [s/(x*cp), b, h/y]");
+  r.number("--tp-x", p.tp_x,
+           "2D tensor parallelism: the X axis (consecutive tensor-parallel ranks)",
+           between(1, 1 << 20, false, "ranks"));
+  r.number("--tp-y", p.tp_y, "2D tensor parallelism: the Y axis (tp = x * y)",
+           between(1, 1 << 20, false, "ranks"));
+  r.flag("--enable-overlap-ag-with-matmul", p.tp_2d_overlap_ag_with_matmul,
+         "2D tensor parallelism: the second MLP linear's all-gather in chunks under its GEMM");
+  r.flag("--enable-overlap-matmul-with-rs", p.tp_2d_overlap_matmul_with_rs,
+         "2D tensor parallelism: the first MLP linear's reduce-scatter in chunks under its GEMM");
+  r.flag(
+      "--enable-backward-overlap-ag-with-matmul", p.tp_2d_backward_overlap_ag_with_matmul,
+      "2D tensor parallelism: the backward all-gather of the output gradient in chunks under the "
+      "input gradient's GEMM");
   r.value("--hccl-group-buffer", p.hccl_group_buffer,
           "MindSpeed per-group communication buffers in MB, e.g. \"dp:200;tp:300\" (a larger "
           "collective runs as "
@@ -1055,6 +1071,18 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
   } else if (p.coc_parallel_num != 1 || p.coc_mode != -1) {
     notes.push_back(
         "--coc-parallel-num / --coc-mode: no effect without --use-ascend-coc (as in MindSpeed)");
+  }
+  const bool any_2d_overlap = p.tp_2d_overlap_ag_with_matmul || p.tp_2d_overlap_matmul_with_rs ||
+                              p.tp_2d_backward_overlap_ag_with_matmul;
+  if (p.tp_2d) {
+    notes.push_back(
+        "--tp-2d: the " + std::to_string(p.tensor_model_parallel_size) +
+        " tensor-parallel ranks as a " + std::to_string(p.tp_x) + " x " + std::to_string(p.tp_y) +
+        " grid; activations [s/(x*cp), b, h/y], attention by Ulysses over the y x cp ranks");
+  } else if (p.tp_x != 1 || p.tp_y != 1 || any_2d_overlap) {
+    notes.push_back(
+        "--tp-x / --tp-y / --enable-*overlap*-with-* : no effect without --tp-2d (as in "
+        "MindSpeed)");
   }
   if (p.hccl_ep_group_buffer_adaptive_factor != -1.0 && !p.hccl_group_buffer_adaptive) {
     notes.push_back(

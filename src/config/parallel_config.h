@@ -65,6 +65,16 @@ struct ParallelConfig {
     const int mode = coc_mode == -1 ? (coc_parallel_num == 1 ? 0 : 2) : coc_mode;
     return use_ascend_coc && tensor_model_parallel_size > 1 && mode == 2 ? coc_parallel_num : 1;
   }
+  // MindSpeed's 2D tensor parallelism (tensor_parallel/linear_2d.h).
+  bool tp_2d = false;  ///< --tp-2d
+  int tp_x = 1;        ///< --tp-x: the X axis of the grid (consecutive tp ranks)
+  int tp_y = 1;        ///< --tp-y: the Y axis (tp = tp_x * tp_y)
+  /// --enable-overlap-ag-with-matmul / --enable-overlap-matmul-with-rs /
+  /// --enable-backward-overlap-ag-with-matmul: the 2D layers' all-gather (forward), reduce-scatter
+  /// (forward) and backward all-gather pipelined with their GEMMs (comm_gemm.h chunks).
+  bool tp_2d_overlap_ag_with_matmul = false;
+  bool tp_2d_overlap_matmul_with_rs = false;
+  bool tp_2d_backward_overlap_ag_with_matmul = false;
   bool use_distributed_optimizer = false;  ///< --use-distributed-optimizer
   /// Megatron's custom FSDP (--use-custom-fsdp --data-parallel-sharding-strategy); validation
   /// derives use_distributed_optimizer (no_shard: off) and overlap_grad_reduce (optim_grads: on).

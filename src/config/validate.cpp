@@ -245,6 +245,7 @@ Status validate_model(ModelConfig& m, const ParallelConfig& p) {
   }
   const int tp = p.tensor_model_parallel_size;
   if (m.unaligned_linear) return validate_unaligned_linear(m, p);
+  if (p.tp_2d) return ok_status();  // heads and FFN split over --tp-x: validate_tp_2d
   if (m.num_attention_heads % tp != 0) {
     return invalid_argument("--num-attention-heads (", m.num_attention_heads,
                             ") must be divisible by --tensor-model-parallel-size (", tp, ")");
@@ -406,6 +407,60 @@ Status validate_communication(const ParallelConfig& p, const ModelConfig& m,
           " chunks: M must be divisible by it (MindSpeed's M % p == 0); choose "
           "another --coc-parallel-num or --micro-batch-size");
     }
+  }
+  return ok_status();
+}
+
+// MindSpeed's 2D tensor parallelism (--tp-2d, tensor_parallel/linear_2d.h): the grid, the shapes
+// it cuts, and MindSpeed's exclusions refused by name.
+Status validate_tp_2d(const ParallelConfig& p, const ModelConfig& m, const TrainingConfig& t) {
+  if (!p.tp_2d) return ok_status();
+  const int X = p.tp_x, Y = p.tp_y, cp = p.context_parallel_size;
+  if (X < 1 || Y < 1 || X * Y != p.tensor_model_parallel_size) {
+    return invalid_argument("--tp-2d needs --tp-x (", X, ") x --tp-y (", Y,
+                            ") = --tensor-model-parallel-size (", p.tensor_model_parallel_size,
+                            ")");
+  }
+  const char* excluded = p.sequence_parallel     ? "--sequence-parallel"
+                         : p.use_ascend_coc      ? "--use-ascend-coc"
+                         : p.use_ascend_mc2      ? "--use-ascend-mc2"
+                         : m.moe.num_experts > 0 ? "MoE models (--num-experts)"
+                         : m.unaligned_linear    ? "--unaligned-linear"
+                         : p.dualpipev           ? "--schedules-method dualpipev"
+                         : t.use_fused_rmsnorm   ? "--use-fused-rmsnorm"
+                         : m.recompute.distribute_saved_activations
+                             ? "--distribute-saved-activations"
+                         : p.variable_seq_lengths ? "--variable-seq-lengths"
+                         : t.ckpt_format_torch    ? "--ckpt-format torch"
+                         : cp > 1 && p.cp.algo != CpAlgo::kUlysses
+                             ? "--context-parallel-algo other than ulysses_cp_algo"
+                             : nullptr;
+  if (excluded != nullptr) {
+    return invalid_argument(
+        "--tp-2d does not work with ", excluded,
+        " (MindSpeed's 2D tensor parallelism excludes it, or this engine has it only for 1-D "
+        "tensor parallelism)");
+  }
+  if (m.hidden_size % Y != 0 || m.ffn_hidden_size % X != 0) {
+    return invalid_argument("--tp-2d: --hidden-size (", m.hidden_size, ") must divide by --tp-y (",
+                            Y, ") and --ffn-hidden-size (", m.ffn_hidden_size, ") by --tp-x (", X,
+                            ")");
+  }
+  if (m.query_groups() % X != 0) {
+    return invalid_argument("--tp-2d: the attention's ",
+                            m.group_query_attention ? "--num-query-groups (" : "heads (",
+                            m.query_groups(), ") must divide by --tp-x (", X, ")");
+  }
+  if ((m.num_attention_heads / X) % (Y * cp) != 0) {
+    return invalid_argument("--tp-2d: each X rank's ", m.num_attention_heads / X,
+                            " heads must divide over the --tp-y x --context-parallel-size = ",
+                            Y * cp, " ranks of its attention (Ulysses over the Y x CP union)");
+  }
+  const int64_t positions = m.seq_length / cp;
+  if (m.seq_length % cp != 0 || positions % X != 0 || positions % Y != 0) {
+    return invalid_argument("--tp-2d: --seq-length (", m.seq_length,
+                            ") / --context-parallel-size (", cp, ") must divide by --tp-x (", X,
+                            ") and --tp-y (", Y, ")");
   }
   return ok_status();
 }
@@ -756,6 +811,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   MS_RETURN_IF_ERROR(validate_parallel_sizes(c.parallel, world_size));
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_parallel(c.parallel, c.model, world_size));
+  MS_RETURN_IF_ERROR(validate_tp_2d(c.parallel, c.model, c.training));
   MS_RETURN_IF_ERROR(validate_moe(c.model, c.parallel));
   MS_RETURN_IF_ERROR(validate_recompute(c.model, c.parallel, c.training));
   {

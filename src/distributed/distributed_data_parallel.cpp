@@ -35,7 +35,10 @@ DistributedDataParallel::DistributedDataParallel(ParamAndGradBuffer& buffer, con
     buffer.shard_params(ranks);
   }
   for (Parameter* p : buffer.params()) {
-    if (p->spec.sequence_parallel) sequence_parallel_params_.push_back(p);
+    if (p->spec.sequence_parallel && ps_.tp().size() > 1)
+      tp_summed_params_.push_back({p, &ps_.tp()});
+    if (p->spec.grads_summed_over_tp_x && ps_.tp_x().size() > 1)
+      tp_summed_params_.push_back({p, &ps_.tp_x()});
     if (p->spec.shared_embedding) embedding_group_params_.push_back(p);
   }
 }
@@ -230,9 +233,7 @@ void DistributedDataParallel::finish_grad_sync() {
     }
     std::fill(launched_.begin(), launched_.end(), false);
     sync_enabled_ = false;
-    if (ps_.tp().size() > 1) {
-      for (Parameter* p : sequence_parallel_params_) all_reduce_half_grad(ps_.tp(), p);
-    }
+    for (auto [p, group] : tp_summed_params_) all_reduce_half_grad(*group, p);
     if (ps_.embedding().size() > 1) {
       for (Parameter* p : embedding_group_params_) all_reduce_half_grad(ps_.embedding(), p);
     }
@@ -248,8 +249,8 @@ void DistributedDataParallel::finish_grad_sync() {
     sync_enabled_ = false;
     // Sequence parallelism: the norm weights' gradient shards summed over tp (every tp rank
     // has the same layout and data-parallel rank, so the same shard ranges).
-    if (ps_.tp().size() > 1) {
-      for (Parameter* p : sequence_parallel_params_) {
+    {
+      for (auto [p, tp_group] : tp_summed_params_) {
         const size_t b = bucket_of(p);
         const Bucket& bucket = buckets[b];
         const ProcessGroup& group = group_of(bucket);
@@ -258,7 +259,7 @@ void DistributedDataParallel::finish_grad_sync() {
         const int64_t hi = std::min(p->buffer_offset + p->local_shape.numel(), bucket.offset + (group.rank() + 1) * shard);
         if (hi <= lo) continue;
         float* at = buffer_.bucket_grad_shard(b) + (lo - bucket.offset - group.rank() * shard);
-        ps_.tp().all_reduce(at, hi - lo);
+        tp_group->all_reduce(at, hi - lo);
       }
     }
     MS_CHECK(ps_.embedding().size() <= 1, "FSDP with tied embeddings across pipeline stages (validate refuses it)");
@@ -273,9 +274,7 @@ void DistributedDataParallel::finish_grad_sync() {
   sync_enabled_ = false;
   // Sequence parallelism: each tensor-parallel rank saw its own part of the sequence, so the
   // replicated norm weights' gradients are summed over tp (finalize_model_grads).
-  if (ps_.tp().size() > 1) {
-    for (Parameter* p : sequence_parallel_params_) ps_.tp().all_reduce(p->g(), p->local_shape.numel());
-  }
+  for (auto [p, group] : tp_summed_params_) group->all_reduce(p->g(), p->local_shape.numel());
   // Pipeline parallelism with tied embeddings: the first stage's word embedding and the last
   // stage's copy receive the sum of both gradients, so the copies stay equal.
   if (ps_.embedding().size() > 1) {

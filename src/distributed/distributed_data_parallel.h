@@ -126,7 +126,10 @@ class DistributedDataParallel final : public ParameterHooks {
   std::vector<bool> launched_;  ///< 16-bit gradients: reduced in this step already
   std::vector<std::unique_ptr<Work>> grad_work_;
   std::vector<std::unique_ptr<Work>> param_work_;
-  std::vector<Parameter*> sequence_parallel_params_;
+  /// Gradients computed from a share of the tokens and summed over a tensor-parallel group
+  /// after the data-parallel reduction: sequence parallelism's norm weights over tp, 2D tensor
+  /// parallelism's norm weights and second-linear biases over tp-x.
+  std::vector<std::pair<Parameter*, ProcessGroup*>> tp_summed_params_;
   std::vector<Parameter*> embedding_group_params_;  // the word embedding and its tied copies
   const Backend& backend_;
   bool sync_enabled_ = false;

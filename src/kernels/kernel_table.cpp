@@ -35,6 +35,10 @@ KernelTable select_kernels(const KernelOptions& options) {
   const bool fused_rms = (fast || options.fused_rms_norm) && cpu_ok;
   t.rms_norm_forward = fused_rms ? cpu::rms_norm_forward : ref::rms_norm_forward;
   t.rms_norm_backward = fused_rms ? cpu::rms_norm_backward : ref::rms_norm_backward;
+  t.norm_partial_moments = fast ? cpu::norm_partial_moments : ref::norm_partial_moments;
+  t.norm_apply = fast ? cpu::norm_apply : ref::norm_apply;
+  t.norm_backward_partials = fast ? cpu::norm_backward_partials : ref::norm_backward_partials;
+  t.norm_backward_apply = fast ? cpu::norm_backward_apply : ref::norm_backward_apply;
   const bool fast_gelu = fast && !options.unfused_bias_gelu;
   t.gelu_forward = fast_gelu ? cpu::gelu_forward : ref::gelu_forward;
   t.gelu_backward = fast_gelu ? cpu::gelu_backward : ref::gelu_backward;

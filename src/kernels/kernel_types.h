@@ -60,13 +60,18 @@ struct DropoutSpec {
   /// [local positions] position in the sample of each local position (context parallelism
   /// holds a subset of the sample's positions); null = the local position itself.
   const int32_t* seq_index = nullptr;
+  /// 2D tensor parallelism: the rows hold columns [col_offset, col_offset + C) of rows of
+  /// row_width (0: the rows are whole, row_width = C).
+  int64_t col_offset = 0, row_width = 0;
   MS_HOST_DEVICE bool active() const { return p > 0.0f; }
   /// Global index of element (n, c) of an [N, C] row kernel.
   MS_HOST_DEVICE uint64_t row_index(int64_t n, int64_t c, int64_t C) const {
     if (sbh_batch == 0) return index_offset + static_cast<uint64_t>(n * C + c);
     const int64_t t = t_offset + n / sbh_batch, b = n % sbh_batch;
     const int64_t position = seq_index != nullptr ? seq_index[t] : t;
-    return index_offset + static_cast<uint64_t>(((first_sample + b) * seq_total + position) * C + c);
+    const int64_t width = row_width > 0 ? row_width : C;
+    return index_offset + static_cast<uint64_t>(
+                              ((first_sample + b) * seq_total + position) * width + col_offset + c);
   }
 };
 

@@ -26,7 +26,8 @@ bool cpu_kernels_supported();
 // clang-format off
 #define MS_KERNEL_OPS(X)                                                                           \
   X(embedding_forward) X(embedding_backward) X(layer_norm_forward) X(layer_norm_backward)          \
-  X(rms_norm_forward) X(rms_norm_backward) X(gelu_forward) X(gelu_backward) X(swiglu_forward)      \
+  X(rms_norm_forward) X(rms_norm_backward) X(norm_partial_moments) X(norm_apply)                  \
+  X(norm_backward_partials) X(norm_backward_apply) X(gelu_forward) X(gelu_backward) X(swiglu_forward) \
   X(swiglu_backward) X(bias_dropout_add_forward) X(bias_dropout_add_backward) X(dropout_forward)   \
   X(dropout_backward) X(qkv_split_rope_forward) X(qkv_split_rope_backward)                         \
   X(core_attention_forward) X(core_attention_backward) X(flash_attention_forward)                  \

@@ -120,6 +120,10 @@ KernelTable profiled_kernels(const KernelTable& inner, bool device_memory) {
   wrap<&KernelTable::layer_norm_backward>(t, "layer_norm_backward", [](const auto& a) { return bytes(16.0 * get<9>(a) * get<10>(a)); });
   wrap<&KernelTable::rms_norm_forward>(t, "rms_norm_forward", [](const auto& a) { return bytes(8.0 * get<5>(a) * get<6>(a)); });
   wrap<&KernelTable::rms_norm_backward>(t, "rms_norm_backward", [](const auto& a) { return bytes(16.0 * get<7>(a) * get<8>(a)); });
+  wrap<&KernelTable::norm_partial_moments>(t, "norm_partial_moments", [](const auto& a) { return bytes(4.0 * get<6>(a) * get<7>(a)); });
+  wrap<&KernelTable::norm_apply>(t, "norm_apply", [](const auto& a) { return bytes(8.0 * get<10>(a) * get<11>(a)); });
+  wrap<&KernelTable::norm_backward_partials>(t, "norm_backward_partials", [](const auto& a) { return bytes(8.0 * get<7>(a) * get<8>(a)); });
+  wrap<&KernelTable::norm_backward_apply>(t, "norm_backward_apply", [](const auto& a) { return bytes(16.0 * get<11>(a) * get<12>(a)); });
   wrap<&KernelTable::gelu_forward>(t, "gelu_forward", [](const auto& a) { return bytes(8.0 * get<3>(a)); });
   wrap<&KernelTable::gelu_backward>(t, "gelu_backward", [](const auto& a) { return bytes(12.0 * get<4>(a)); });
   wrap<&KernelTable::swiglu_forward>(t, "swiglu_forward", [](const auto& a) { return bytes(12.0 * get<3>(a) * get<4>(a)); });

@@ -122,6 +122,14 @@ struct ForwardContext {
   /// --unaligned-linear with sequence parallelism: the positions of a sample, split over tp as
   /// unaligned_share does (ranks below s % tp hold one more) when they do not divide; 0 = even.
   int64_t unaligned_sequence = 0;
+  /// The decoder's activations are in 2D tensor parallelism's [s/(X*CP), b, h/Y] layout
+  /// (tensor_parallel/linear_2d.h); the embedding and the output layer see whole rows.
+  bool tp_2d = false;
+  /// 2D tensor parallelism's --enable-overlap-ag-with-matmul, --enable-overlap-matmul-with-rs and
+  /// --enable-backward-overlap-ag-with-matmul (which layers honour which: linear_2d.h).
+  struct Tp2dOverlap {
+    bool ag_with_matmul = false, matmul_with_rs = false, backward_ag_with_matmul = false;
+  } tp_2d_overlap;
   bool gradient_accumulation_fusion = true;  ///< false: --no-gradient-accumulation-fusion
   /// --bf16: activations are rounded to bf16 where written and saved for backward in bf16.
   bool bf16 = false;
@@ -168,9 +176,13 @@ struct ForwardContext {
   /// parameters, the current ModuleScope's converted copy for bf16 / fp16 ones.
   const float* w(const Parameter& p) const;
   /// Rows of a [s, b, h] activation outside the tensor-parallel regions on this rank.
-  int64_t local_rows(int64_t full_rows) const { return rows_of_rank(full_rows, ps->tp_rank); }
-  /// Local position of this rank's first row block along the sequence (sequence parallelism).
+  int64_t local_rows(int64_t full_rows) const {
+    return tp_2d ? full_rows / ps->sizes.tp_x : rows_of_rank(full_rows, ps->tp_rank);
+  }
+  /// Local position of this rank's first row block along the sequence (sequence parallelism,
+  /// or the X axis of 2D tensor parallelism).
   int64_t sequence_offset(int64_t T) const {
+    if (tp_2d) return ps->tp_x_rank * (T / ps->sizes.tp_x);
     if (!sequence_parallel) return 0;
     return unaligned_sequence > 0 ? unaligned_share(T, ps->sizes.tensor, ps->tp_rank).first
                                   : ps->tp_rank * (T / ps->sizes.tensor);

@@ -21,13 +21,40 @@ SplitPiece split_piece(const ParameterSpec& spec, int64_t length, int tp_rank, i
   return {share.first * unit, share.count * unit};
 }
 
+namespace {
+// The 2D grid of a k2d split over tp_size ranks: rank t at (t % X, t / X).
+struct Grid2d {
+  int X = 1, Y = 1;
+  bool rows_over_x = true;  ///< dim 0 cut over X (dim 1 over Y), else the other way round
+  bool glu = false;
+};
+Grid2d grid_of(const ParameterSpec& spec, int tp_size) {
+  MS_CHECK(spec.tp_x > 0 && tp_size % spec.tp_x == 0, spec.name, ": 2D split with tp_x ", spec.tp_x,
+           " over ", tp_size, " ranks");
+  return {spec.tp_x, tp_size / spec.tp_x, spec.split != TensorParallelSplit::k2dRowsYColumnsX,
+          spec.split == TensorParallelSplit::k2dGluRowsXColumnsY};
+}
+}  // namespace
+
 Parameter* ParameterRegistry::add(ParameterSpec spec, int tp_size, int tp_rank) {
   MS_CHECK(by_name_.count(spec.name) == 0, "parameter ", spec.name, " declared twice");
   auto p = std::make_unique<Parameter>();
   Shape local = spec.global_shape;
   const bool glu = spec.split == TensorParallelSplit::kGluRows;
   const int dim = spec.split == TensorParallelSplit::kColumns ? 1 : 0;
-  if (spec.split != TensorParallelSplit::kReplicated) {
+  const bool two_d = spec.split == TensorParallelSplit::k2dRowsXColumnsY ||
+                     spec.split == TensorParallelSplit::k2dGluRowsXColumnsY ||
+                     spec.split == TensorParallelSplit::k2dRowsYColumnsX;
+  if (two_d) {
+    const Grid2d g = grid_of(spec, tp_size);
+    const int row_pieces = g.rows_over_x ? g.X : g.Y, col_pieces = g.rows_over_x ? g.Y : g.X;
+    MS_CHECK(local.ndim() == 2 && local[0] % ((g.glu ? 2 : 1) * row_pieces) == 0 &&
+                 local[1] % col_pieces == 0,
+             spec.name, ": shape ", local.to_string(), " does not divide over the ", g.X, " x ",
+             g.Y, " tensor-parallel grid");
+    MS_CHECK(spec.split_units == 0, spec.name, ": 2D splits are even");
+    local = Shape{local[0] / row_pieces, local[1] / col_pieces};
+  } else if (spec.split != TensorParallelSplit::kReplicated) {
     MS_CHECK(dim < local.ndim() && (dim == 0 || local.ndim() == 2), spec.name, ": no dimension ",
              dim, " to split");
     const int64_t length = glu ? local[0] / 2 : local[dim];
@@ -69,7 +96,16 @@ int64_t ParameterRegistry::num_local_elements() const {
 
 ShardCoords shard_coords(const ParameterSpec& spec, const ParallelState& ps) {
   if (spec.expert_parallel) return {ps.etp_rank, ps.sizes.expert_tensor};
+  if (spec.tp_axis == TensorParallelAxis::kX) return {ps.tp_x_rank, ps.sizes.tp_x};
+  if (spec.tp_axis == TensorParallelAxis::kY) return {ps.tp_y_rank, ps.sizes.tp_y};
   return {ps.tp_rank, ps.sizes.tensor};
+}
+
+bool holds_main_tp_copy(const ParameterSpec& spec, const ParallelState& ps) {
+  if (spec.split == TensorParallelSplit::kReplicated) return ps.tp_rank == 0;
+  if (spec.tp_axis == TensorParallelAxis::kX) return ps.tp_y_rank == 0;
+  if (spec.tp_axis == TensorParallelAxis::kY) return ps.tp_x_rank == 0;
+  return true;
 }
 
 std::vector<ShardRun> shard_runs(const ParameterSpec& spec, int tp_rank, int tp_size) {
@@ -100,6 +136,29 @@ std::vector<ShardRun> shard_runs(const ParameterSpec& spec, int tp_rank, int tp_
       const SplitPiece mine = split_piece(spec, width, tp_rank, tp_size);
       for (int64_t r = 0; r < rows; ++r) {
         runs.push_back({r, mine.offset, mine.offset + mine.length, r * mine.length});
+      }
+      break;
+    }
+    case TensorParallelSplit::k2dRowsXColumnsY:
+    case TensorParallelSplit::k2dGluRowsXColumnsY:
+    case TensorParallelSplit::k2dRowsYColumnsX: {
+      const Grid2d g = grid_of(spec, tp_size);
+      const int x = tp_rank % g.X, y = tp_rank / g.X;
+      const int row_rank = g.rows_over_x ? x : y, row_pieces = g.rows_over_x ? g.X : g.Y;
+      const int col_rank = g.rows_over_x ? y : x, col_pieces = g.rows_over_x ? g.Y : g.X;
+      const int64_t cols = width / col_pieces, c0 = col_rank * cols;
+      auto add_block = [&](int64_t first, int64_t count) {
+        for (int64_t r = first; r < first + count; ++r) {
+          runs.push_back({r, c0, c0 + cols, static_cast<int64_t>(runs.size()) * cols});
+        }
+      };
+      if (g.glu) {
+        const int64_t half = rows / 2, mine = half / row_pieces;
+        add_block(row_rank * mine, mine);
+        add_block(half + row_rank * mine, mine);
+      } else {
+        const int64_t mine = rows / row_pieces;
+        add_block(row_rank * mine, mine);
       }
       break;
     }
@@ -139,6 +198,36 @@ std::vector<ShardPlace> locate_in_shards(const ParameterSpec& spec, int tp_size,
         const auto [t, piece] = owner(width, c);
         const int64_t end = std::min(run.col_end, piece.offset + piece.length);
         places.push_back({t, run.row * piece.length + (c - piece.offset), end - c});
+        c = end;
+      }
+      return places;
+    }
+    case TensorParallelSplit::k2dRowsXColumnsY:
+    case TensorParallelSplit::k2dGluRowsXColumnsY:
+    case TensorParallelSplit::k2dRowsYColumnsX: {
+      const Grid2d g = grid_of(spec, tp_size);
+      const int row_pieces = g.rows_over_x ? g.X : g.Y, col_pieces = g.rows_over_x ? g.Y : g.X;
+      // The row's piece and its place among the piece's local rows.
+      int row_rank = 0;
+      int64_t local_row = 0;
+      if (g.glu) {
+        const int64_t half = rows / 2, mine = half / row_pieces;
+        const bool up = run.row >= half;
+        const int64_t r = up ? run.row - half : run.row;
+        row_rank = static_cast<int>(r / mine);
+        local_row = (up ? mine : 0) + r % mine;
+      } else {
+        const int64_t mine = rows / row_pieces;
+        row_rank = static_cast<int>(run.row / mine);
+        local_row = run.row % mine;
+      }
+      const int64_t cols = width / col_pieces;
+      std::vector<ShardPlace> places;
+      for (int64_t c = run.col_begin; c < run.col_end;) {
+        const int col_rank = static_cast<int>(c / cols);
+        const int64_t end = std::min(run.col_end, (col_rank + 1) * cols);
+        const int x = g.rows_over_x ? row_rank : col_rank, y = g.rows_over_x ? col_rank : row_rank;
+        places.push_back({y * g.X + x, local_row * cols + (c - col_rank * cols), end - c});
         c = end;
       }
       return places;

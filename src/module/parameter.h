@@ -19,10 +19,19 @@ namespace mindspeed {
 /// How the full ("master") weight maps to this tensor-parallel rank's shard.
 enum class TensorParallelSplit {
   kReplicated,  ///< every rank holds the whole tensor
-  kRows,        ///< dim 0 cut in tp contiguous pieces (column-parallel weight, its bias, vocab rows)
-  kColumns,     ///< dim 1 cut in tp contiguous pieces (row-parallel weight)
-  kGluRows,     ///< [gate; up] on dim 0: each rank takes its rows of both halves (SwiGLU fc1)
+  kRows,     ///< dim 0 cut in tp contiguous pieces (column-parallel weight, its bias, vocab rows)
+  kColumns,  ///< dim 1 cut in tp contiguous pieces (row-parallel weight)
+  kGluRows,  ///< [gate; up] on dim 0: each rank takes its rows of both halves (SwiGLU fc1)
+  // 2D tensor parallelism (--tp-2d, tensor_parallel/linear_2d.h): the tp ranks form an X x Y
+  // grid, rank t at x = t % X, y = t / X (ParameterSpec::tp_x is X); both dimensions are cut.
+  k2dRowsXColumnsY,     ///< dim 0 in X pieces, dim 1 in Y pieces (the first linear of a pair)
+  k2dGluRowsXColumnsY,  ///< the same with each [gate; up] half's rows in X pieces
+  k2dRowsYColumnsX,     ///< dim 0 in Y pieces, dim 1 in X pieces (the second linear)
 };
+
+/// Which ranks of the tensor-parallel group a split runs over: all of them, or (2D tensor
+/// parallelism) one axis of the X x Y grid, the tensor being replicated along the other.
+enum class TensorParallelAxis { kAll, kX, kY };
 
 /// `units` things (attention heads, query groups, FFN channels) shared by `tp_size` ranks as
 /// evenly as they go: ranks below units % tp_size hold one more (MindSpeed's unaligned_divide,
@@ -57,6 +66,14 @@ struct ParameterSpec {
   /// units, shared by unaligned_share (ranks below units % tp hold one unit more). 0: tp equal
   /// pieces (the dimension must divide).
   int64_t split_units = 0;
+  /// 2D tensor parallelism: X of the grid (the k2d splits, and the axis splits); 0 = 1-D.
+  int tp_x = 0;
+  /// kRows / kGluRows over one axis of the 2D grid (a bias or norm weight of a 2D layer).
+  TensorParallelAxis tp_axis = TensorParallelAxis::kAll;
+  /// 2D tensor parallelism: the gradient of a tensor replicated along X (a norm weight, the
+  /// second linear's bias) is computed from this rank's tokens only, so it is all-reduced over
+  /// the tp-x group (as sequence_parallel does over tp).
+  bool grads_summed_over_tp_x = false;
 };
 
 /// Where rank `tp_rank`'s piece of a split dimension of `length` elements starts, and its length
@@ -76,6 +93,11 @@ struct Parameter {
   int64_t buffer_offset = -1;  ///< element offset in the buffers
 
   bool is_tensor_parallel() const { return spec.split != TensorParallelSplit::kReplicated; }
+  bool is_2d_split() const {
+    return spec.split == TensorParallelSplit::k2dRowsXColumnsY ||
+           spec.split == TensorParallelSplit::k2dGluRowsXColumnsY ||
+           spec.split == TensorParallelSplit::k2dRowsYColumnsX;
+  }
   bool is_tied_copy() const { return !spec.tied_to.empty(); }
   /// The fp32 gradient in the gradient buffer (+= by backward).
   float* g() const { return main_grad.f32(); }
@@ -117,6 +139,10 @@ struct ShardCoords {
   int rank = 0, count = 1;
 };
 ShardCoords shard_coords(const ParameterSpec& spec, const ParallelState& ps);
+/// Whether this rank holds the copy of `spec`'s shard that is saved and counted once (in the
+/// gradient norm): every rank for a split over the whole tp group, the first rank of the other
+/// axis for a 2D axis split, tp rank 0 for a replicated tensor.
+bool holds_main_tp_copy(const ParameterSpec& spec, const ParallelState& ps);
 
 /// One contiguous run of a rank's shard: global row `row` (a 1-D tensor counts as [n, 1]),
 /// columns [col_begin, col_end), stored from element `local_offset` of the shard.

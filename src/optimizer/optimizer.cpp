@@ -43,8 +43,9 @@ Optimizer::Optimizer(const OptimizerConfig& config, ParamAndGradBuffer& buffer,
       seg.weight_decay = p->spec.weight_decay;
       // Megatron's clip_grads rule: skip shared duplicates (a tied copy counts on the stage
       // that owns the original); replicated (non tensor-parallel) params count once, on
-      // tensor-parallel rank 0.
-      seg.in_grad_norm = !p->is_tied_copy() && (p->is_tensor_parallel() || ps.tp_rank == 0);
+      // tensor-parallel rank 0 (2D tensor parallelism: a tensor split over one axis counts on
+      // the first rank of the other).
+      seg.in_grad_norm = !p->is_tied_copy() && holds_main_tp_copy(p->spec, ps);
       seg.expert = p->spec.expert_parallel;
       segments_.push_back(seg);
     }

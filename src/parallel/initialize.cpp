@@ -103,6 +103,30 @@ StatusOr<std::unique_ptr<ParallelState>> initialize_model_parallel(const Paralle
   ps->sizes.expert = ps->ep_->size();
   ps->sizes.expert_tensor = ps->expert_tp_->size();
   ps->sizes.expert_data = ps->expert_dp_->size();
+  if (layout.tp_x > 0) {
+    ps->sizes.tp_x = layout.tp_x;
+    ps->sizes.tp_y = layout.tp / layout.tp_x;
+    ps->tp_x_ = split_group(groups, "tp-x", world.rank, &ps->tp_x_rank);
+    ps->tp_y_ = split_group(groups, "tp-y", world.rank, &ps->tp_y_rank);
+    MS_CHECK(ps->tp_rank == ps->tp_y_rank * layout.tp_x + ps->tp_x_rank,
+             "2D tensor-parallel grid out of order");
+    // The attention's view: Ulysses over the Y x CP union, no ring.
+    auto view = ParallelState::single_process();
+    view->world_size = world.size;
+    view->world_rank = world.rank;
+    view->sizes.context = ps->sizes.tp_y * layout.cp;
+    view->cp_ = split_group(groups, "tp-y-cp", world.rank, &view->cp_rank);
+    view->cp_ulysses_ = split_group(groups, "tp-y-cp", world.rank, &unused);
+    ps->attention_2d_ = std::move(view);
+    for (const char* axis : {"tp-x", "tp-y"}) {
+      auto as_tp = ParallelState::single_process();
+      as_tp->world_size = world.size;
+      as_tp->world_rank = world.rank;
+      as_tp->tp_ = split_group(groups, axis, world.rank, &as_tp->tp_rank);
+      as_tp->sizes.tensor = as_tp->tp_->size();
+      (std::string(axis) == "tp-x" ? ps->tp_x_as_tp_ : ps->tp_y_as_tp_) = std::move(as_tp);
+    }
+  }
   return ps;
 }
 

@@ -22,6 +22,9 @@ struct ParallelSizes {
   int expert_tensor = 1;  ///< --expert-tensor-parallel-size (1 with --moe-tp-extend-ep)
   int expert_data = 1;    ///< world / (expert_tensor * expert * pipeline)
   int data = 1;      ///< world / (tensor * pipeline * context)
+  /// 2D tensor parallelism (--tp-2d): the tensor-parallel ranks as an X x Y grid (tensor =
+  /// tp_x * tp_y); tp_x 0 = 1-D tensor parallelism.
+  int tp_x = 0, tp_y = 0;
 };
 
 class ParallelState {
@@ -30,6 +33,8 @@ class ParallelState {
   int world_rank = 0;
   ParallelSizes sizes;
   int tp_rank = 0, pp_rank = 0, cp_rank = 0, dp_rank = 0, ep_rank = 0, etp_rank = 0;
+  int tp_x_rank = 0,
+      tp_y_rank = 0;  ///< 2D tensor parallelism: tp_rank = tp_y_rank * tp_x + tp_x_rank
 
   ProcessGroup& world() const { return *world_; }
   ProcessGroup& tp() const { return *tp_; }
@@ -53,6 +58,20 @@ class ParallelState {
   ProcessGroup& tp_ep_pp() const { return *tp_ep_pp_; }    ///< expert model parallel (expert grad norm)
   ProcessGroup& expert_dp() const { return *expert_dp_; }  ///< expert data parallel (expert grad reduction)
 
+  // 2D tensor parallelism (MindSpeed's parallel_state_2d.py): the X groups are runs of tp_x
+  // consecutive ranks of a tp group, the Y groups every tp_x-th rank of it.
+  bool tp_2d() const { return sizes.tp_x > 0; }
+  ProcessGroup& tp_x() const { return *tp_x_; }
+  ProcessGroup& tp_y() const { return *tp_y_; }
+  /// The attention of a 2D layer spans the Y group united with the context-parallel group
+  /// (MindSpeed's TensorParallelYUnionCP, ordered cp-major): this state's cp and cp_ulysses
+  /// groups are that union (Ulysses over Y * CP ranks), its ring group one rank.
+  const ParallelState& attention_2d() const { return *attention_2d_; }
+  /// The X and Y groups in the tensor-parallel role (tp(), sizes.tensor, tp_rank), for the
+  /// chunked GEMM + collective ops of comm_gemm.h on one axis.
+  const ParallelState& tp_x_as_tp() const { return *tp_x_as_tp_; }
+  const ParallelState& tp_y_as_tp() const { return *tp_y_as_tp_; }
+
   bool is_pipeline_first_stage() const { return pp_rank == 0; }
   bool is_pipeline_last_stage() const { return pp_rank == sizes.pipeline - 1; }
 
@@ -70,6 +89,9 @@ class ParallelState {
 
   std::unique_ptr<ProcessGroup> world_, tp_, pp_, cp_, cp_ulysses_, cp_ring_, dp_, dp_cp_, mp_, embedding_;
   std::unique_ptr<ProcessGroup> tp_cp_, tp_dp_cp_, ep_, expert_tp_, tp_ep_, tp_ep_pp_, expert_dp_;
+  std::unique_ptr<ProcessGroup> tp_x_, tp_y_;  ///< 2D tensor parallelism only
+  std::unique_ptr<ParallelState> attention_2d_, tp_x_as_tp_,
+      tp_y_as_tp_;  ///< 2D tensor parallelism only
 };
 
 }  // namespace mindspeed

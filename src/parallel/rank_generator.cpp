@@ -111,6 +111,7 @@ ParallelLayout parallel_layout(const ParallelConfig& config, int world_size) {
   }
   layout.cp_ulysses = config.cp.ulysses_degree;
   layout.tp_pp_dp_order = config.use_tp_pp_dp_mapping;
+  if (config.tp_2d) layout.tp_x = config.tp_x;
   return layout;
 }
 
@@ -168,6 +169,36 @@ StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {
       g["cp-ring"].push_back(std::move(ring));
     }
   }
+  if (l.tp_x > 0) {
+    if (l.tp % l.tp_x != 0) {
+      return invalid_argument("--tp-x (", l.tp_x, ") must divide --tensor-model-parallel-size (",
+                              l.tp, ")");
+    }
+    // MindSpeed's initialize_ndmm_parallel_group: X = runs of tp_x consecutive ranks of a tp
+    // group, Y = every tp_x-th rank; TensorParallelYUnionCP: for each cp group in cp order, the
+    // Y group of each member (the members' tp ranks share x).
+    std::map<int, std::vector<int>> y_of;  // rank -> its Y group
+    for (const std::vector<int>& tp_ranks : g["tp"]) {
+      const size_t x_size = static_cast<size_t>(l.tp_x);
+      for (size_t m = 0; m < tp_ranks.size(); m += x_size) {
+        g["tp-x"].emplace_back(tp_ranks.begin() + static_cast<std::ptrdiff_t>(m),
+                               tp_ranks.begin() + static_cast<std::ptrdiff_t>(m + x_size));
+      }
+      for (size_t m = 0; m < x_size; ++m) {
+        std::vector<int> y;
+        for (size_t i = m; i < tp_ranks.size(); i += x_size) y.push_back(tp_ranks[i]);
+        for (int r : y) y_of[r] = y;
+        g["tp-y"].push_back(std::move(y));
+      }
+    }
+    for (const std::vector<int>& cp_ranks : g["cp"]) {
+      std::vector<int> united;
+      for (int r : cp_ranks) united.insert(united.end(), y_of[r].begin(), y_of[r].end());
+      if (std::find(g["tp-y-cp"].begin(), g["tp-y-cp"].end(), united) == g["tp-y-cp"].end()) {
+        g["tp-y-cp"].push_back(std::move(united));
+      }
+    }
+  }
   RankGroups embedding, position_embedding;
   for (const auto& pp : g["pp"]) {
     embedding.push_back(pp.size() > 1 ? std::vector<int>{pp.front(), pp.back()} : std::vector<int>{pp.front()});
@@ -193,8 +224,29 @@ std::string format_parallel_groups(const ParallelLayout& l, const ParallelGroups
   const int dp = model > 0 ? l.world_size / model : 0;
   out << "world " << l.world_size << ": tp " << l.tp << ", pp " << l.pp << ", cp " << l.cp << ", ep " << l.ep
       << ", dp " << dp << " (order " << (l.tp_pp_dp_order ? "tp-cp-ep-pp-dp" : "tp-cp-ep-dp-pp") << ")\n";
-  for (const char* name : {"tp", "cp", "cp-ulysses", "cp-ring", "dp", "dp-cp", "pp", "mp", "tp-cp", "tp-dp", "tp-dp-cp", "embedding",
-                           "position-embedding", "ep", "expert-tp", "tp-ep", "tp-ep-pp", "expert-dp"}) {
+  for (const char* name : {"tp",
+                           "cp",
+                           "cp-ulysses",
+                           "cp-ring",
+                           "dp",
+                           "dp-cp",
+                           "pp",
+                           "mp",
+                           "tp-cp",
+                           "tp-dp",
+                           "tp-dp-cp",
+                           "embedding",
+                           "position-embedding",
+                           "ep",
+                           "expert-tp",
+                           "tp-ep",
+                           "tp-ep-pp",
+                           "expert-dp",
+                           "tp-x",
+                           "tp-y",
+                           "tp-y-cp"}) {
+    if (l.tp_x == 0 && std::string(name).starts_with("tp-x")) continue;
+    if (l.tp_x == 0 && std::string(name).starts_with("tp-y")) continue;
     const auto found = groups.groups.find(name);
     if (found == groups.groups.end()) {
       out << "  " << name << ": (not built)\n";

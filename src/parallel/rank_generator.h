@@ -50,6 +50,9 @@ struct ParallelLayout {
   /// groups are runs of this many consecutive cp ranks, "cp-ring" groups take every
   /// cp_ulysses-th cp rank. 1 = ring only (cp-ring = cp); cp = Ulysses only.
   int cp_ulysses = 1;
+  /// 2D tensor parallelism (--tp-2d --tp-x): X of the X x Y grid of each tp group ("tp-x",
+  /// "tp-y" and "tp-y-cp" groups); 0 = none.
+  int tp_x = 0;
 };
 
 struct ParallelConfig;

@@ -16,6 +16,12 @@
 namespace mindspeed {
 namespace {
 
+// Rows of the hidden states a stage passes on: this rank's share of the sequence (sequence
+// parallelism), or its X block of it (2D tensor parallelism's [s/X, b, h/Y] layout).
+int64_t boundary_rows(const ForwardContext& ctx, int64_t full_rows) {
+  return ctx.ps->tp_2d() ? full_rows / ctx.ps->sizes.tp_x : ctx.local_rows(full_rows);
+}
+
 // What every single-chunk schedule starts with: the arguments checked, and the context of
 // its steps (training off for forward_only; the weight-gradient queue when deferring).
 ForwardContext schedule_context(const char* schedule, const ForwardContext& ctx_in, const ForwardBackwardArgs& args,
@@ -190,7 +196,7 @@ class PipelineP2P {
     }
     StageTensors received;
     if (recv_mb != nullptr) {
-      const int64_t rows = ctx_.local_rows(recv_mb->B * recv_mb->T);
+      const int64_t rows = boundary_rows(ctx_, recv_mb->B * recv_mb->T);
       for (int64_t width : widths_) {
         Shape shape{rows, width};
         if (variable_shapes_) {
@@ -417,7 +423,7 @@ class PlanExecutor {
       return t;
     }
     const MicroBatch& mb = *microbatches_[static_cast<size_t>(microbatch)];
-    const int64_t rows = ctx_.local_rows(mb.B * mb.T);
+    const int64_t rows = boundary_rows(ctx_, mb.B * mb.T);
     StageTensors out;
     for (int64_t width : widths_) {
       Shape shape{rows, width};

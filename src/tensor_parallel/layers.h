@@ -51,20 +51,38 @@ struct LinearOptions {
 void accumulate_weight_grad(const ForwardContext& ctx, Parameter* w, Parameter* b, const float* dy, const float* x,
                             Tensor x_owned, int64_t N, int64_t in, int64_t out);
 
-class ColumnParallelLinear {
+/// The face of a layer pair's two linear layers that MLP and attention use: Column/Row here, or
+/// the 2D forms (linear_2d.h). The first of a pair adds its bias; the second leaves its bias to
+/// the caller's bias_dropout_add.
+class ParallelLinear {
+ public:
+  virtual ~ParallelLinear() = default;
+  virtual void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const = 0;
+  virtual void backward(const ForwardContext& ctx, const float* x, const float* dy, float* dx,
+                        int64_t N) const = 0;
+  /// Columns of x and of y on this rank.
+  virtual int64_t in_cols() const = 0;
+  virtual int64_t out_cols() const = 0;
+  virtual Parameter* weight() const = 0;
+  virtual Parameter* bias() const = 0;
+};
+
+class ColumnParallelLinear : public ParallelLinear {
  public:
   ColumnParallelLinear(ParameterRegistry& registry, const std::string& prefix, int64_t in,
                        int64_t out, const LinearOptions& options, int tp_size);
   /// y [N, out/tp] = x W^T + b; x is [N, in], or [N/tp, in] with sequence parallelism.
-  void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const;
+  void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const override;
   /// dW += dy^T x, db += colsum(dy); if dx: dx = dy W, all-reduced over tp ([N, in]) or
   /// reduce-scattered along the sequence ([N/tp, in]) with sequence parallelism.
   void backward(const ForwardContext& ctx, const float* x, const float* dy, float* dx,
-                int64_t N) const;
+                int64_t N) const override;
   int64_t in() const { return in_; }
   int64_t out_local() const { return out_local_; }
-  Parameter* weight() const { return weight_; }
-  Parameter* bias() const { return bias_; }
+  int64_t in_cols() const override { return in_; }
+  int64_t out_cols() const override { return out_local_; }
+  Parameter* weight() const override { return weight_; }
+  Parameter* bias() const override { return bias_; }
 
  private:
   // The CoC forms (p > 1 chunks): forward under sequence parallelism (without it the column
@@ -79,22 +97,24 @@ class ColumnParallelLinear {
   Parameter* bias_ = nullptr;
 };
 
-class RowParallelLinear {
+class RowParallelLinear : public ParallelLinear {
  public:
   RowParallelLinear(ParameterRegistry& registry, const std::string& prefix, int64_t in,
                     int64_t out, const LinearOptions& options, int tp_size);
   /// y = all-reduce_tp(x [N, in/tp] W^T) as [N, out], or its reduce-scatter along the
   /// sequence [N/tp, out] with sequence parallelism; the bias is not added (see above).
-  void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const;
+  void forward(const ForwardContext& ctx, const float* x, float* y, int64_t N) const override;
   /// dW += dy^T x; dx [N, in/tp] = dy W. dy is the gradient of the reduced output ([N/tp,
   /// out] with sequence parallelism, all-gathered first).
   void backward(const ForwardContext& ctx, const float* x, const float* dy, float* dx,
-                int64_t N) const;
+                int64_t N) const override;
   int64_t in_local() const { return in_local_; }
   int64_t out() const { return out_; }
-  Parameter* weight() const { return weight_; }
+  int64_t in_cols() const override { return in_local_; }
+  int64_t out_cols() const override { return out_; }
+  Parameter* weight() const override { return weight_; }
   /// The replicated bias (null without bias), for the caller's bias_dropout_add.
-  Parameter* bias() const { return bias_; }
+  Parameter* bias() const override { return bias_; }
 
  private:
   // The CoC forms (p > 1 chunks): forward, and backward under sequence parallelism (without it

@@ -176,6 +176,7 @@ class CheckpointIndex {
         index.shapes_[name] = entry.at("global_shape").get<std::vector<int64_t>>();
         index.splits_[name] = entry.at("split").get<int>();
         index.split_units_[name] = entry.value("split_units", int64_t{0});  // absent: an even split
+        index.tp_x_[name] = entry.value("tp_x", 0);                         // 2D tensor parallelism
       }
     } catch (const json::exception& e) {
       return invalid_argument("'", path, "' is damaged: ", e.what());
@@ -219,6 +220,7 @@ class CheckpointIndex {
     saved.global_shape = Shape::from(shapes_.at(want.name));
     saved.split = static_cast<TensorParallelSplit>(splits_.at(want.name));
     saved.split_units = split_units_.at(want.name);
+    saved.tp_x = tp_x_.at(want.name);
     MS_RETURN_IF_ERROR(check_shape_fits(saved, want));
     std::vector<Chunk>& chunks = it->second;
     MS_RETURN_IF_ERROR(check_tiling(kind, saved, chunks));
@@ -281,6 +283,19 @@ class CheckpointIndex {
       case TensorParallelSplit::kColumns:
         divides = divides && g.ndim() == 2 && width % pieces == 0;
         break;
+      case TensorParallelSplit::k2dRowsXColumnsY:
+      case TensorParallelSplit::k2dGluRowsXColumnsY:
+      case TensorParallelSplit::k2dRowsYColumnsX: {
+        const int X = saved.tp_x, Y = X > 0 && T % X == 0 ? T / X : 0;
+        const bool rows_over_x = saved.split != TensorParallelSplit::k2dRowsYColumnsX;
+        const int64_t row_pieces =
+            (rows_over_x ? X : Y) *
+            (saved.split == TensorParallelSplit::k2dGluRowsXColumnsY ? 2 : 1);
+        const int64_t col_pieces = rows_over_x ? Y : X;
+        divides = Y > 0 && saved.split_units == 0 && g.ndim() == 2 && rows % row_pieces == 0 &&
+                  width % col_pieces == 0;
+        break;
+      }
       default: divides = false;
     }
     if (!divides) {
@@ -360,6 +375,7 @@ class CheckpointIndex {
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, int> splits_;
   std::map<std::string, int64_t> split_units_;
+  std::map<std::string, int> tp_x_;
   std::map<std::string, SafetensorsFile> files_;
 };
 
@@ -378,7 +394,7 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
     // Data-parallel replicas (over expert-dp for expert parameters): rank 0 writes.
     if (!distributed && (p->spec.expert_parallel ? ps.expert_dp() : ps.dp_cp()).rank() != 0) continue;
     if (p->is_tied_copy()) continue;                          // the original is saved
-    if (!p->is_tensor_parallel() && ps.tp_rank != 0) continue;  // replicated over tp
+    if (!holds_main_tp_copy(p->spec, ps)) continue;           // replicated over (an axis of) tp
     const ShardCoords at = shard_coords(p->spec, ps);
     for (const OwnedRange& r : owned_ranges(*p, t.optimizer)) {
       const int64_t n = r.hi - r.lo;
@@ -406,6 +422,7 @@ void collect_chunks(const CheckpointTarget& t, bool distributed, bool save_optim
       (*specs)[p->spec.name] = {{"global_shape", dims_of(p->spec.global_shape)},
                                 {"split", static_cast<int>(p->spec.split)}};
       if (p->spec.split_units > 0) (*specs)[p->spec.name]["split_units"] = p->spec.split_units;
+      if (p->is_2d_split()) (*specs)[p->spec.name]["tp_x"] = p->spec.tp_x;
     }
   }
   // The model's persistent buffers (the MoE routers' expert biases): replicated, written by

@@ -60,7 +60,11 @@ KernelOptions kernel_options(const TrainingConfig& t, const ParallelConfig& p) {
   k.fused_ring_attention_update = t.use_fused_ring_attention_update;
   // MindSpeed: --use-flash-attn is a level-2 feature; below level 2 it is not applied.
   // Context parallelism needs flash attention's log-sum-exp (MindSpeed forces it on).
-  k.flash_attention = (t.use_flash_attn && t.optimization_level >= 2) || p.context_parallel_size > 1;
+  // Context parallelism, and 2D tensor parallelism's attention over the Y x CP union, run flash
+  // attention.
+  k.flash_attention = (t.use_flash_attn && t.optimization_level >= 2) ||
+                      p.context_parallel_size > 1 ||
+                      (p.tp_2d && p.tp_y * p.context_parallel_size > 1);
   // Megatron's --attention-backend flash / fused / auto asks for flash attention whatever the level.
   const AttentionBackend b = t.attention_backend;
   k.flash_attention |= b == AttentionBackend::kFlash || b == AttentionBackend::kFused || b == AttentionBackend::kAuto;
@@ -494,9 +498,16 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     initialize_parameters(model.registry(), static_cast<uint64_t>(c.training.seed), ps, &backend);
   }
   // Dense parameters summed over tensor x pipeline, routed experts over expert tensor x
-  // expert x pipeline (each counted once).
+  // expert x pipeline (each counted once: a tensor replicated over tp, or over an axis of the 2D
+  // grid, by the rank holding its main copy; a tied copy by the stage owning the original).
   int64_t local_dense = 0, local_expert = 0;
-  for (const auto& p : model.registry().params()) (p->spec.expert_parallel ? local_expert : local_dense) += p->local_shape.numel();
+  for (const auto& p : model.registry().params()) {
+    if (p->spec.expert_parallel) {
+      local_expert += p->local_shape.numel();
+    } else if (holds_main_tp_copy(p->spec, ps) && !p->is_tied_copy()) {
+      local_dense += p->local_shape.numel();
+    }
+  }
   const int64_t total_params =
       static_cast<int64_t>(ps.mp().all_reduce_scalar(static_cast<double>(local_dense), ReduceOp::kSum) +
                            ps.tp_ep_pp().all_reduce_scalar(static_cast<double>(local_expert), ReduceOp::kSum));
@@ -670,6 +681,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   ctx.sequence_parallel = c.parallel.sequence_parallel;
   ctx.coc_chunks = c.parallel.coc_chunks();
   ctx.mc2 = c.parallel.use_ascend_mc2;
+  ctx.tp_2d_overlap = {.ag_with_matmul = c.parallel.tp_2d_overlap_ag_with_matmul,
+                       .matmul_with_rs = c.parallel.tp_2d_overlap_matmul_with_rs,
+                       .backward_ag_with_matmul = c.parallel.tp_2d_backward_overlap_ag_with_matmul};
   // --unaligned-linear's uneven sequence split (only where the positions do not divide: an even
   // split keeps the plain path, --variable-seq-lengths included).
   if (c.model.unaligned_linear && c.parallel.sequence_parallel &&

@@ -17,16 +17,18 @@
 // (kv_cache_attention_forward); the same weights and projection kernels as training.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/model_config.h"
 #include "context_parallel/context_parallel_attention.h"
-#include "inference/static_inference_context.h"
 #include "core/tensor.h"
-#include "tensor_parallel/layers.h"
+#include "inference/static_inference_context.h"
 #include "module/constant_table.h"
 #include "module/forward_context.h"
+#include "tensor_parallel/layers.h"
+#include "tensor_parallel/linear_2d.h"
 
 namespace mindspeed {
 
@@ -43,7 +45,8 @@ class SelfAttention {
   /// rope_cos/rope_sin: [max_positions, D/2] tables, or null without rotary embedding.
   SelfAttention(ParameterRegistry& registry, const std::string& prefix, const ModelConfig& config,
                 int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel,
-                const ConstantTable* rope_cos, const ConstantTable* rope_sin);
+                const ConstantTable* rope_cos, const ConstantTable* rope_sin,
+                const TensorParallelGrid& grid = {});
   /// out = linear_proj(attention(linear_qkv(x))), reduced over tp, without proj bias; x and
   /// out are [N, h], or [N/tp, h] with sequence parallelism. With `inference` (no sequence
   /// parallelism, no training) the mb.T new positions start at its sequence_len_offset() and
@@ -53,7 +56,7 @@ class SelfAttention {
   /// dx [N, h] = gradient for the input x given dout [N, h]; weight gradients +=.
   void backward(const ForwardContext& ctx, const MicroBatch& mb, Saved& saved,
                 const float* x, const float* dout, float* dx) const;
-  Parameter* proj_bias() const { return linear_proj_.bias(); }
+  Parameter* proj_bias() const { return linear_proj_->bias(); }
   /// Not with context parallelism (validate_recompute refuses it).
   void set_recompute_core_attention(bool on) { recompute_core_attention_ = on; }
 
@@ -71,10 +74,16 @@ class SelfAttention {
   /// Causal (or a sliding window), cut at document starts with EOD reset.
   AttentionMask mask(const ForwardContext& ctx, const MicroBatch& mb) const;
   bool use_flash(const ForwardContext& ctx) const { return ctx.k().flash_attention_forward != nullptr; }
+  /// The micro-batch and context the attention itself runs with: mb and ctx, or with a 2D grid
+  /// block y of mb's positions (`block`) and a context whose context-parallel group is the Y x CP
+  /// union (Ulysses over it; ParallelState::attention_2d).
+  const MicroBatch& attention_batch(const ForwardContext& ctx, const MicroBatch& mb,
+                                    MicroBatch& block, ForwardContext& actx) const;
   static bool context_parallel(const ForwardContext& ctx) { return ctx.ps->sizes.context > 1; }
 
-  ColumnParallelLinear linear_qkv_;
-  RowParallelLinear linear_proj_;
+  TensorParallelGrid grid_;
+  std::unique_ptr<ParallelLinear> linear_qkv_;
+  std::unique_ptr<ParallelLinear> linear_proj_;
   int64_t layer_index_;
   int64_t heads_local_, groups_local_, head_dim_, heads_total_, head_offset_;
   float attention_dropout_;

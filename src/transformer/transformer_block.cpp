@@ -16,14 +16,16 @@ std::vector<Parameter*> params_since(const ParameterRegistry& registry, size_t f
 }
 
 TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfig& config,
-                                   const std::vector<TransformerLayerSpec>& specs, int64_t first_layer,
-                                   bool post_process, int tp_size, int tp_rank, bool sequence_parallel,
-                                   const ConstantTable* rope_cos, const ConstantTable* rope_sin, const ExpertPlacement& experts,
-                                   int virtual_rank, int virtual_size)
-    : hidden_(config.hidden_size),
+                                   const std::vector<TransformerLayerSpec>& specs,
+                                   int64_t first_layer, bool post_process, int tp_size, int tp_rank,
+                                   bool sequence_parallel, const ConstantTable* rope_cos,
+                                   const ConstantTable* rope_sin, const ExpertPlacement& experts,
+                                   int virtual_rank, int virtual_size,
+                                   const TensorParallelGrid& grid)
+    : hidden_(grid.on() ? config.hidden_size / grid.y : config.hidden_size),
       distribute_saved_activations_(config.recompute.distribute_saved_activations && tp_size > 1),
-      recompute_(plan_recompute(config.recompute, static_cast<int64_t>(specs.size()), virtual_rank, virtual_size,
-                                post_process)),
+      recompute_(plan_recompute(config.recompute, static_cast<int64_t>(specs.size()), virtual_rank,
+                                virtual_size, post_process)),
       unit_of_layer_(specs.size(), -1),
       post_process_(post_process) {
   for (size_t u = 0; u < recompute_.full_units.size(); ++u) {
@@ -33,17 +35,18 @@ TransformerBlock::TransformerBlock(ParameterRegistry& registry, const ModelConfi
   }
   for (size_t i = 0; i < specs.size(); ++i) {
     const size_t first = registry.params().size();
-    layers_.push_back(std::make_unique<TransformerLayer>(registry, config, specs[i],
-                                                         first_layer + static_cast<int64_t>(i), tp_size, tp_rank,
-                                                         sequence_parallel, rope_cos, rope_sin, experts));
+    layers_.push_back(std::make_unique<TransformerLayer>(
+        registry, config, specs[i], first_layer + static_cast<int64_t>(i), tp_size, tp_rank,
+        sequence_parallel, rope_cos, rope_sin, experts, grid));
     layers_.back()->set_recompute(recompute_.layers[i], config.recompute.swap_modules);
     layer_params_.push_back(params_since(registry, first));
     layer_names_.push_back("decoder.layers." + std::to_string(first_layer + static_cast<int64_t>(i)));
   }
   if (post_process) {
     const size_t first = registry.params().size();
-    final_layernorm_ = std::make_unique<Norm>(registry, "decoder.final_layernorm", config.normalization, config,
-                                              sequence_parallel, tp_size);
+    final_layernorm_ =
+        std::make_unique<Norm>(registry, "decoder.final_layernorm", config.normalization, config,
+                               sequence_parallel, tp_size, grid);
     final_norm_params_ = params_since(registry, first);
   }
 }

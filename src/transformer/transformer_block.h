@@ -40,9 +40,11 @@ class TransformerBlock {
   /// specs[i] builds global layer first_layer + i. With post_process the block also owns
   /// decoder.final_layernorm.
   TransformerBlock(ParameterRegistry& registry, const ModelConfig& config,
-                   const std::vector<TransformerLayerSpec>& specs, int64_t first_layer, bool post_process,
-                   int tp_size, int tp_rank, bool sequence_parallel, const ConstantTable* rope_cos, const ConstantTable* rope_sin,
-                   const ExpertPlacement& experts = {}, int virtual_rank = 0, int virtual_size = 1);
+                   const std::vector<TransformerLayerSpec>& specs, int64_t first_layer,
+                   bool post_process, int tp_size, int tp_rank, bool sequence_parallel,
+                   const ConstantTable* rope_cos, const ConstantTable* rope_sin,
+                   const ExpertPlacement& experts = {}, int virtual_rank = 0, int virtual_size = 1,
+                   const TensorParallelGrid& grid = {});
 
   /// hidden [n, h] -> the last layer's output [n, h], or with post_process the final
   /// layernorm's output [n, h]. With `inference` (generation) the attention runs over its

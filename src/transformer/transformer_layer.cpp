@@ -9,28 +9,36 @@ std::string layer_prefix(int64_t index) { return "decoder.layers." + std::to_str
 }  // namespace
 
 TransformerLayer::TransformerLayer(ParameterRegistry& registry, const ModelConfig& config,
-                                   const TransformerLayerSpec& spec, int64_t layer_index, int tp_size,
-                                   int tp_rank, bool sequence_parallel, const ConstantTable* rope_cos,
-                                   const ConstantTable* rope_sin, const ExpertPlacement& experts)
-    : layer_index_(layer_index), hidden_(config.hidden_size), hidden_dropout_(config.hidden_dropout) {
+                                   const TransformerLayerSpec& spec, int64_t layer_index,
+                                   int tp_size, int tp_rank, bool sequence_parallel,
+                                   const ConstantTable* rope_cos, const ConstantTable* rope_sin,
+                                   const ExpertPlacement& experts, const TensorParallelGrid& grid)
+    : layer_index_(layer_index),
+      hidden_(grid.on() ? config.hidden_size / grid.y : config.hidden_size),
+      hidden_dropout_(config.hidden_dropout),
+      grid_(grid) {
   if (spec.noop) return;
   const std::string prefix = layer_prefix(layer_index);
-  input_layernorm_ = std::make_unique<Norm>(registry, prefix + ".input_layernorm", spec.input_layernorm, config,
-                                            sequence_parallel, tp_size);
+  input_layernorm_ =
+      std::make_unique<Norm>(registry, prefix + ".input_layernorm", spec.input_layernorm, config,
+                             sequence_parallel, tp_size, grid);
   switch (spec.self_attention) {
     case AttentionKind::kSelfAttention:
-      self_attention_ = std::make_unique<SelfAttention>(registry, prefix + ".self_attention", config, layer_index,
-                                                        tp_size, tp_rank, sequence_parallel, rope_cos, rope_sin);
+      self_attention_ = std::make_unique<SelfAttention>(
+          registry, prefix + ".self_attention", config, layer_index, tp_size, tp_rank,
+          sequence_parallel, rope_cos, rope_sin, grid);
       break;
   }
-  pre_mlp_layernorm_ = std::make_unique<Norm>(registry, prefix + ".pre_mlp_layernorm", spec.pre_mlp_layernorm,
-                                              config, sequence_parallel, tp_size);
+  pre_mlp_layernorm_ =
+      std::make_unique<Norm>(registry, prefix + ".pre_mlp_layernorm", spec.pre_mlp_layernorm,
+                             config, sequence_parallel, tp_size, grid);
   switch (spec.mlp) {
     case MlpKind::kDense:
       mlp_ = std::make_unique<MLP>(registry, prefix + ".mlp", config, tp_size, sequence_parallel, 0,
-                                   tp_rank);
+                                   tp_rank, grid);
       break;
     case MlpKind::kMoE:
+      MS_CHECK(!grid.on(), "MoE layers with 2D tensor parallelism (validation refuses them)");
       moe_ = std::make_unique<MoELayer>(registry, prefix + ".mlp", config, layer_index, experts, tp_size,
                                         sequence_parallel);
       break;
@@ -62,6 +70,10 @@ DropoutSpec TransformerLayer::residual_dropout(const ForwardContext& ctx, const 
   spec.seq_total = mb.sample_length();
   spec.t_offset = ctx.sequence_offset(mb.T);
   spec.seq_index = mb.kernel_seq_index();
+  if (grid_.on()) {  // this rank's block of the hidden columns
+    spec.col_offset = grid_.y_rank * hidden_;
+    spec.row_width = hidden_ * grid_.y;
+  }
   return spec;
 }
 

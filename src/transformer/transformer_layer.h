@@ -54,9 +54,11 @@ class TransformerLayer {
   };
 
   /// layer_index: global 0-based index (Megatron's layer_number - 1).
-  TransformerLayer(ParameterRegistry& registry, const ModelConfig& config, const TransformerLayerSpec& spec,
-                   int64_t layer_index, int tp_size, int tp_rank, bool sequence_parallel, const ConstantTable* rope_cos,
-                   const ConstantTable* rope_sin, const ExpertPlacement& experts = {});
+  TransformerLayer(ParameterRegistry& registry, const ModelConfig& config,
+                   const TransformerLayerSpec& spec, int64_t layer_index, int tp_size, int tp_rank,
+                   bool sequence_parallel, const ConstantTable* rope_cos,
+                   const ConstantTable* rope_sin, const ExpertPlacement& experts = {},
+                   const TensorParallelGrid& grid = {});
   bool is_noop() const { return self_attention_ == nullptr; }
   /// What this layer drops after forward and rebuilds in backward (`full` is the block's).
   void set_recompute(const LayerRecompute& recompute, const RecomputeConfig::SwapModules& swap_modules = {});
@@ -76,8 +78,9 @@ class TransformerLayer {
  private:
   DropoutSpec residual_dropout(const ForwardContext& ctx, const MicroBatch& mb,
                                DropoutSite site) const;
-  int64_t layer_index_, hidden_;
+  int64_t layer_index_, hidden_;  ///< hidden_: this rank's columns (h/Y with a 2D grid)
   float hidden_dropout_;
+  TensorParallelGrid grid_;
   LayerRecompute recompute_;
   RecomputeConfig::SwapModules swap_modules_;
   // The spec's slots (all null for a no-op layer).

@@ -945,6 +945,48 @@ TEST(Validate, ComputeCommunicationOverlapRules) {
   refused(with_tp2({"--use-ascend-mc2", "--sequence-parallel", "--num-experts", "4",
                     "--disable-bias-linear", "--moe-token-dispatcher-type", "alltoall"}),
           2, "--use-ascend-mc2 does not apply to MoE models");
+  // 2D tensor parallelism: the grid must be the tp group, the shapes must cut, MindSpeed's
+  // exclusions are named; --tp-x / --tp-y alone change nothing.
+  const std::vector<std::string> grid = {
+      "--tensor-model-parallel-size", "4", "--tp-2d", "--tp-x", "2", "--tp-y", "2"};
+  auto with_grid = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = grid;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  EXPECT_EQ(validation_error(with_grid({}), 4), "");
+  EXPECT_EQ(validation_error(
+                with_grid({"--enable-overlap-ag-with-matmul", "--enable-overlap-matmul-with-rs",
+                           "--enable-backward-overlap-ag-with-matmul"}),
+                4),
+            "");
+  // 4 heads: 2 per X rank do not divide over Y = 4.
+  refused({"--tensor-model-parallel-size", "8", "--tp-2d", "--tp-x", "2", "--tp-y", "4"}, 8,
+          "heads must divide over the --tp-y x --context-parallel-size = 4 ranks");
+  refused({"--tensor-model-parallel-size", "4", "--tp-2d", "--tp-x", "2", "--tp-y", "4"}, 4,
+          "--tp-2d needs --tp-x (2) x --tp-y (4) = --tensor-model-parallel-size (4)");
+  refused(with_grid({"--sequence-parallel"}), 4, "--tp-2d does not work with --sequence-parallel");
+  refused(with_grid({"--use-ascend-coc", "--coc-parallel-num", "2"}), 4,
+          "--tp-2d does not work with --use-ascend-coc");
+  refused(with_grid({"--use-ascend-mc2"}), 4, "--use-ascend-mc2");
+  refused(with_grid({"--num-experts", "4", "--disable-bias-linear", "--moe-token-dispatcher-type",
+                     "alltoall"}),
+          4, "--tp-2d does not work with MoE models");
+  refused(with_grid({"--unaligned-linear"}), 4, "--unaligned-linear");
+  refused(with_grid({"--use-fused-rmsnorm", "--normalization", "RMSNorm"}), 4,
+          "--use-fused-rmsnorm");
+  refused(
+      with_grid({"--context-parallel-size", "2", "--context-parallel-algo", "megatron_cp_algo"}), 8,
+      "--context-parallel-algo other than ulysses_cp_algo");
+  EXPECT_EQ(validation_error(with_grid({"--context-parallel-size", "2", "--context-parallel-algo",
+                                        "ulysses_cp_algo", "--num-attention-heads", "8"}),
+                             8),
+            "");
+  refused(with_grid({"--ffn-hidden-size", "65"}), 4, "--ffn-hidden-size (65) by --tp-x (2)");
+  refused({"--tensor-model-parallel-size", "4", "--tp-2d", "--tp-x", "4", "--tp-y", "1",
+           "--seq-length", "30", "--max-position-embeddings", "30"},
+          4, "--seq-length (30) / --context-parallel-size (1) must divide by --tp-x (4)");
+  EXPECT_EQ(validation_error({"--tp-x", "2", "--tp-y", "2"}, 1), "");  // no effect without --tp-2d
   // Per-group communication buffers: the string is checked before anything runs.
   EXPECT_EQ(
       validation_error(

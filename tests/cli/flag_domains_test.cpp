@@ -60,6 +60,8 @@ const std::map<std::string, Row> kExpected = {
     {"--cp-window-size", {false, false, false}},
     {"--coc-parallel-num", {false, false, false}},
     {"--coc-mode", {true, true, false}},
+    {"--tp-x", {false, false, false}},
+    {"--tp-y", {false, false, false}},
     {"--hccl-ep-group-buffer-adaptive-factor", {true, true, false}},
     {"--sparse-mode", {true, false, false}},
     {"--pre-tockens", {false, false, false}},

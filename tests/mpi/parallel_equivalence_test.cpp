@@ -50,6 +50,7 @@ struct Case {
   // heads / llama_kv_heads) and FFN channels, split unevenly over TP.
   int64_t unaligned_heads = 0;
   int64_t unaligned_ffn = 0;
+  int64_t heads = 0;  ///< attention heads of head dimension 32 / heads (0: the tiny model's 4)
 };
 
 std::string case_label(const Case& c, bool llama) { return std::string(c.name) + (llama ? "_llama" : "_gpt"); }
@@ -86,6 +87,10 @@ TEST_P(ParallelEquivalence, MatchesSingleProcessRun) {
     // Heads of dimension 4 leave some value-bias elements with gradients at rounding-noise size;
     // an epsilon above it keeps Adam from turning that noise into full steps (RunOptions::adam_eps).
     run.adam_eps = 1e-5f;
+  }
+  if (c.heads > 0) {
+    run.model.num_attention_heads = run.model.num_query_groups = c.heads;
+    run.model.kv_channels = run.model.hidden_size / c.heads;
   }
   if (c.alibi) {
     run.model.position_embedding_type = PositionEmbeddingType::kAlibi;
@@ -197,6 +202,16 @@ const Case kCases[] = {
      .llama_kv_heads = 5, .unaligned_heads = 5, .unaligned_ffn = 70},
     {.name = "tp4_unaligned_heads5_alibi", .world = 4, .layout = {.tp = 4}, .llama_kv_heads = 5, .alibi = true,
      .unaligned_heads = 5, .unaligned_ffn = 70},
+    // MindSpeed's 2D tensor parallelism: a 2 x 2 grid; with Ulysses CP2 (attention over the
+    // Y x CP union of 4 ranks: 8 heads, so each X rank's 4 heads divide over it).
+    {"tp2d_x2_y2", 4, {.tp = 4, .tp_x = 2}},
+    {"tp2d_x2_y2_overlap", 4, {.tp = 4, .tp_x = 2, .tp_2d_overlap = true}},
+    {"tp2d_x1_y4", 4, {.tp = 4, .tp_x = 1}},
+    {"tp2d_x4_y1", 4, {.tp = 4, .tp_x = 4}},
+    {.name = "tp2d_x2_y2_ulysses_cp2", .world = 8, .layout = {.tp = 4, .tp_x = 2, .cp = 2, .cp_algo = CpAlgo::kUlysses},
+     .heads = 8},
+    {"tp2d_x2_y2_pp2_1f1b", 8, {.tp = 4, .pp = 2, .tp_x = 2}},
+    {"tp2d_x2_y2_eod", 4, {.tp = 4, .tp_x = 2}, 2, 8, false, {}, false, 0, true},
     {"tp4", 4, {.tp = 4}},
     {"dp4", 4, {.tp = 1}},
     {"tp4_sp", 4, {.tp = 4, .sequence_parallel = true}},

@@ -247,6 +247,9 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     pc.expert_model_parallel_size = layout.ep;
     pc.expert_tensor_parallel_size = layout.etp;
     pc.moe_tp_extend_ep = layout.tp_extend_ep;
+    pc.tp_2d = layout.tp_x > 0;
+    pc.tp_x = layout.tp_x > 0 ? layout.tp_x : 1;
+    pc.tp_y = layout.tp_x > 0 ? layout.tp / layout.tp_x : 1;
   }
   std::unique_ptr<ParallelState> ps;
   if (single) {
@@ -321,6 +324,7 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
   ctx.sequence_parallel = sp;
   ctx.coc_chunks = single ? 1 : layout.coc;
   ctx.mc2 = !single && layout.mc2;
+  if (!single && layout.tp_2d_overlap) ctx.tp_2d_overlap = {true, true, true};
   if (run.model.unaligned_linear && sp && run.model.seq_length % layout.tp != 0) {
     ctx.unaligned_sequence =
         run.model.seq_length;  // the uneven sequence split of --unaligned-linear
@@ -393,7 +397,12 @@ RunResult train(const RunOptions& run, const LayoutOptions& layout, const MpiWor
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
     const ComputeWeights w(backend, alloc, {p.get()});
     const float* values = p->data.dtype == DType::kFloat32 ? p->data.f32() : w.find(*p);
-    unslice_from_rank(full.data(), values, p->spec, ps->tp_rank, ps->sizes.tensor);
+    const ShardCoords at = shard_coords(p->spec, *ps);
+    // Each shard from the rank holding its main copy (2D axis splits are replicated along the other
+    // axis).
+    if (holds_main_tp_copy(p->spec, *ps) || !p->is_tensor_parallel()) {
+      unslice_from_rank(full.data(), values, p->spec, at.rank, at.count);
+    }
     if (p->is_tensor_parallel()) ps->tp().all_reduce(full.data(), static_cast<int64_t>(full.size()));
     result.weights[p->spec.name] = std::move(full);
   }

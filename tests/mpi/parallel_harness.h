@@ -34,6 +34,9 @@ struct LayoutOptions {
   /// send/recv between neighbours): the reference the schedules must equal.
   bool pipeline_by_hand = false;
   bool sequence_parallel = false;
+  /// --tp-2d --tp-x tp_x --tp-y tp / tp_x (0: 1-D tensor parallelism).
+  int tp_x = 0;
+  bool tp_2d_overlap = false;  ///< all three --enable-*overlap*-with-matmul flags
   /// --use-ascend-coc --coc-parallel-num: token chunks of the TP linear layers (1: off).
   int coc = 1;
   bool mc2 = false;  ///< --use-ascend-mc2 (with sequence_parallel)

@@ -182,4 +182,79 @@ void rms_norm_backward(const KernelContext& kc, float* dinp, float* dweight, con
   add_partials(kc, dweight, dw_part, chunks, C);
 }
 
+// The 2D tensor-parallel norm's pieces (kernel_signatures.inc): rows in parallel, float
+// arithmetic; weight and bias gradients per fixed row chunk, added in chunk order.
+void norm_partial_moments(const KernelContext& kc, float* out, const float* inp,
+                          const float* center, int power, float scale, int64_t N, int64_t C) {
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp + n * C;
+    const float m = center != nullptr ? center[n] : 0.0f;
+    float sum = 0.0f;
+    for (int64_t c = 0; c < C; ++c) sum += power == 1 ? x[c] - m : (x[c] - m) * (x[c] - m);
+    out[n] = sum * scale;
+  }
+}
+
+void norm_apply(const KernelContext& kc, float* out, float* rstd, const float* inp,
+                const float* mean, const float* sq_sums, const float* weight, const float* bias,
+                int64_t H, float eps, int64_t N, int64_t C) {
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float m = mean != nullptr ? mean[n] : 0.0f;
+    const float s = 1.0f / std::sqrt(sq_sums[n] / static_cast<float>(H) + eps);
+    for (int64_t c = 0; c < C; ++c) {
+      out[n * C + c] = (inp[n * C + c] - m) * s * weight[c] + (bias != nullptr ? bias[c] : 0.0f);
+    }
+    rstd[n] = s;
+  }
+}
+
+void norm_backward_partials(const KernelContext& kc, float* sums, const float* dout,
+                            const float* inp, const float* weight, const float* mean,
+                            const float* rstd, int64_t N, int64_t C) {
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float m = mean != nullptr ? mean[n] : 0.0f, s = rstd[n];
+    float g_sum = 0.0f, g_xhat = 0.0f;
+    for (int64_t c = 0; c < C; ++c) {
+      const float g = weight[c] * dout[n * C + c];
+      g_sum += g;
+      g_xhat += g * (inp[n * C + c] - m) * s;
+    }
+    sums[2 * n] = g_sum;
+    sums[2 * n + 1] = g_xhat;
+  }
+}
+
+void norm_backward_apply(const KernelContext& kc, float* dinp, float* dweight, float* dbias,
+                         const float* dout, const float* inp, const float* weight,
+                         const float* mean, const float* rstd, const float* totals, int64_t H,
+                         int64_t N, int64_t C) {
+  const int64_t chunks = reduction_chunks(N, kRowGrain);
+  std::vector<float> dw_part(chunks * C, 0.0f), db_part(dbias ? chunks * C : 0, 0.0f);
+  const float inv_h = 1.0f / static_cast<float>(H);
+#pragma omp parallel for num_threads(kc.num_threads) schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    int64_t n0, n1;
+    chunk_range(N, chunks, k, n0, n1);
+    float* dw = dw_part.data() + k * C;
+    float* db = dbias ? db_part.data() + k * C : nullptr;
+    for (int64_t n = n0; n < n1; ++n) {
+      const float m = mean != nullptr ? mean[n] : 0.0f, s = rstd[n];
+      const float g_mean = mean != nullptr ? totals[2 * n] * inv_h : 0.0f;
+      const float g_xhat_mean = totals[2 * n + 1] * inv_h;
+      for (int64_t c = 0; c < C; ++c) {
+        const float dy = dout[n * C + c];
+        const float xhat = (inp[n * C + c] - m) * s;
+        dinp[n * C + c] += (weight[c] * dy - g_mean - xhat * g_xhat_mean) * s;
+        dw[c] += xhat * dy;
+        if (db) db[c] += dy;
+      }
+    }
+  }
+  add_partials(kc, dweight, dw_part, chunks, C);
+  if (dbias) add_partials(kc, dbias, db_part, chunks, C);
+}
+
 }  // namespace mindspeed::cpu

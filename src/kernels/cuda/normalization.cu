@@ -194,6 +194,90 @@ void launch_add_column_partials(cudaStream_t stream, float* out0, float* out1, c
   MS_CUDA_CHECK_LAUNCH();
 }
 
+// The 2D tensor-parallel norm's pieces (kernel_signatures.inc), one block per row like the
+// whole-row kernels above; the backward's weight and bias sums use the same two passes.
+__global__ void norm_partial_moments_kernel(float* __restrict__ out, const float* __restrict__ inp,
+                                            const float* __restrict__ center, int power,
+                                            float scale, int64_t N, int64_t C) {
+  __shared__ double shared[32];
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const float* x = inp + n * C;
+    const double m = center != nullptr ? center[n] : 0.0;
+    double sum = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const double d = x[c] - m;
+      sum += power == 1 ? d : d * d;
+    }
+    sum = block_sum(sum, shared);
+    if (threadIdx.x == 0) out[n] = static_cast<float>(sum * scale);
+  }
+}
+
+__global__ void norm_apply_kernel(float* __restrict__ out, float* __restrict__ rstd,
+                                  const float* __restrict__ inp, const float* __restrict__ mean,
+                                  const float* __restrict__ sq_sums,
+                                  const float* __restrict__ weight, const float* __restrict__ bias,
+                                  int64_t H, float eps, int64_t N, int64_t C) {
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const double m = mean != nullptr ? mean[n] : 0.0;
+    const double s = 1.0 / sqrt(sq_sums[n] / static_cast<double>(H) + eps);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const double norm = (inp[n * C + c] - m) * s;
+      out[n * C + c] = static_cast<float>(norm * weight[c] + (bias != nullptr ? bias[c] : 0.0f));
+    }
+    if (threadIdx.x == 0) rstd[n] = static_cast<float>(s);
+  }
+}
+
+__global__ void norm_backward_partials_kernel(
+    float* __restrict__ sums, const float* __restrict__ dout, const float* __restrict__ inp,
+    const float* __restrict__ weight, const float* __restrict__ mean,
+    const float* __restrict__ rstd, int64_t N, int64_t C) {
+  __shared__ double shared[32];
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const double m = mean != nullptr ? mean[n] : 0.0, s = rstd[n];
+    double g_sum = 0.0, g_xhat = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const double g = static_cast<double>(weight[c]) * dout[n * C + c];
+      g_sum += g;
+      g_xhat += g * (inp[n * C + c] - m) * s;
+    }
+    g_sum = block_sum(g_sum, shared);
+    g_xhat = block_sum(g_xhat, shared);
+    if (threadIdx.x == 0) {
+      sums[2 * n] = static_cast<float>(g_sum);
+      sums[2 * n + 1] = static_cast<float>(g_xhat);
+    }
+  }
+}
+
+// Pass 1 of norm_backward_apply: dinp rows and the block's dweight ([0, C)) and dbias ([C, 2C),
+// with kBias) sums over its rows.
+template <bool kBias>
+__global__ void norm_backward_apply_kernel(
+    float* __restrict__ dinp, float* __restrict__ partial, bool in_shared,
+    const float* __restrict__ dout, const float* __restrict__ inp, const float* __restrict__ weight,
+    const float* __restrict__ mean, const float* __restrict__ rstd,
+    const float* __restrict__ totals, int64_t H, int64_t N, int64_t C) {
+  extern __shared__ float shared_acc[];
+  const int64_t W = kBias ? 2 * C : C;
+  float* acc = block_accumulators(shared_acc, in_shared, partial, W);
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const double m = mean != nullptr ? mean[n] : 0.0, s = rstd[n];
+    const double g_mean = mean != nullptr ? totals[2 * n] / static_cast<double>(H) : 0.0;
+    const double g_xhat_mean = totals[2 * n + 1] / static_cast<double>(H);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const double dy = dout[n * C + c];
+      const double xhat = (inp[n * C + c] - m) * s;
+      dinp[n * C + c] += static_cast<float>(
+          (static_cast<double>(weight[c]) * dy - g_mean - xhat * g_xhat_mean) * s);
+      acc[c] += static_cast<float>(xhat * dy);
+      if constexpr (kBias) acc[C + c] += static_cast<float>(dy);
+    }
+  }
+  store_accumulators(acc, in_shared, partial, W);
+}
+
 }  // namespace
 
 void layer_norm_forward(const KernelContext& kc, float* out, float* mean, float* rstd,
@@ -252,11 +336,67 @@ void rms_norm_backward(const KernelContext& kc, float* dinp, float* dweight, con
   launch_add_column_partials(stream, dweight, nullptr, partial.as<float>(), R, C, C);
 }
 
+void norm_partial_moments(const KernelContext& kc, float* out, const float* inp,
+                          const float* center, int power, float scale, int64_t N, int64_t C) {
+  if (N <= 0) return;
+  const auto blocks = static_cast<unsigned int>(std::min(N, kMaxRowBlocks));
+  norm_partial_moments_kernel<<<blocks, row_threads(C), 0, stream_of(kc)>>>(out, inp, center, power,
+                                                                            scale, N, C);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+void norm_apply(const KernelContext& kc, float* out, float* rstd, const float* inp,
+                const float* mean, const float* sq_sums, const float* weight, const float* bias,
+                int64_t H, float eps, int64_t N, int64_t C) {
+  if (N <= 0) return;
+  const auto blocks = static_cast<unsigned int>(std::min(N, kMaxRowBlocks));
+  norm_apply_kernel<<<blocks, row_threads(C), 0, stream_of(kc)>>>(out, rstd, inp, mean, sq_sums,
+                                                                  weight, bias, H, eps, N, C);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+void norm_backward_partials(const KernelContext& kc, float* sums, const float* dout,
+                            const float* inp, const float* weight, const float* mean,
+                            const float* rstd, int64_t N, int64_t C) {
+  if (N <= 0) return;
+  const auto blocks = static_cast<unsigned int>(std::min(N, kMaxRowBlocks));
+  norm_backward_partials_kernel<<<blocks, row_threads(C), 0, stream_of(kc)>>>(
+      sums, dout, inp, weight, mean, rstd, N, C);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+void norm_backward_apply(const KernelContext& kc, float* dinp, float* dweight, float* dbias,
+                         const float* dout, const float* inp, const float* weight,
+                         const float* mean, const float* rstd, const float* totals, int64_t H,
+                         int64_t N, int64_t C) {
+  if (N <= 0 || C <= 0) return;
+  cudaStream_t stream = stream_of(kc);
+  const int64_t R = std::min(N, kPartialBlocks);
+  const int64_t W = dbias != nullptr ? 2 * C : C;
+  ScratchBuffer partial(kc, static_cast<size_t>(R * W) * sizeof(float));
+  const bool in_shared = W <= kMaxSharedPartials;
+  const size_t shared_bytes = in_shared ? static_cast<size_t>(W) * sizeof(float) : 0;
+  const auto blocks = static_cast<unsigned int>(R);
+  if (dbias != nullptr) {
+    norm_backward_apply_kernel<true><<<blocks, row_threads(C), shared_bytes, stream>>>(
+        dinp, partial.as<float>(), in_shared, dout, inp, weight, mean, rstd, totals, H, N, C);
+  } else {
+    norm_backward_apply_kernel<false><<<blocks, row_threads(C), shared_bytes, stream>>>(
+        dinp, partial.as<float>(), in_shared, dout, inp, weight, mean, rstd, totals, H, N, C);
+  }
+  MS_CUDA_CHECK_LAUNCH();
+  launch_add_column_partials(stream, dweight, dbias, partial.as<float>(), R, C, W);
+}
+
 void fill_normalization_kernels(KernelTable& t) {
   t.layer_norm_forward = layer_norm_forward;
   t.layer_norm_backward = layer_norm_backward;
   t.rms_norm_forward = rms_norm_forward;
   t.rms_norm_backward = rms_norm_backward;
+  t.norm_partial_moments = norm_partial_moments;
+  t.norm_apply = norm_apply;
+  t.norm_backward_partials = norm_backward_partials;
+  t.norm_backward_apply = norm_backward_apply;
 }
 
 }  // namespace mindspeed::cuda

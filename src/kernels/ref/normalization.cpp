@@ -88,3 +88,67 @@ void rms_norm_backward(const KernelContext& kc, float* dinp, float* dweight, con
 }
 
 }  // namespace mindspeed::ref
+
+namespace mindspeed::ref {
+
+void norm_partial_moments(const KernelContext& kc, float* out, const float* inp,
+                          const float* center, int power, float scale, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp + n * C;
+    const double m = center != nullptr ? center[n] : 0.0;
+    double sum = 0.0;
+    for (int64_t c = 0; c < C; ++c) sum += power == 1 ? x[c] - m : (x[c] - m) * (x[c] - m);
+    out[n] = static_cast<float>(sum * scale);
+  }
+}
+
+void norm_apply(const KernelContext& kc, float* out, float* rstd, const float* inp,
+                const float* mean, const float* sq_sums, const float* weight, const float* bias,
+                int64_t H, float eps, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const double m = mean != nullptr ? mean[n] : 0.0;
+    const double s = 1.0 / std::sqrt(sq_sums[n] / static_cast<double>(H) + eps);
+    for (int64_t c = 0; c < C; ++c) {
+      const double norm = (inp[n * C + c] - m) * s;
+      out[n * C + c] = static_cast<float>(norm * weight[c] + (bias != nullptr ? bias[c] : 0.0f));
+    }
+    rstd[n] = static_cast<float>(s);
+  }
+}
+
+void norm_backward_partials(const KernelContext& kc, float* sums, const float* dout,
+                            const float* inp, const float* weight, const float* mean,
+                            const float* rstd, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const double m = mean != nullptr ? mean[n] : 0.0, s = rstd[n];
+    double g_sum = 0.0, g_xhat = 0.0;
+    for (int64_t c = 0; c < C; ++c) {
+      const double g = static_cast<double>(weight[c]) * dout[n * C + c];
+      g_sum += g;
+      g_xhat += g * (inp[n * C + c] - m) * s;
+    }
+    sums[2 * n] = static_cast<float>(g_sum);
+    sums[2 * n + 1] = static_cast<float>(g_xhat);
+  }
+}
+
+void norm_backward_apply(const KernelContext& kc, float* dinp, float* dweight, float* dbias,
+                         const float* dout, const float* inp, const float* weight,
+                         const float* mean, const float* rstd, const float* totals, int64_t H,
+                         int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const double m = mean != nullptr ? mean[n] : 0.0, s = rstd[n];
+    const double g_mean = mean != nullptr ? totals[2 * n] / static_cast<double>(H) : 0.0;
+    const double g_xhat_mean = totals[2 * n + 1] / static_cast<double>(H);
+    for (int64_t c = 0; c < C; ++c) {
+      const double dy = dout[n * C + c];
+      const double xhat = (inp[n * C + c] - m) * s;
+      const double g = static_cast<double>(weight[c]) * dy;
+      dinp[n * C + c] += static_cast<float>((g - g_mean - xhat * g_xhat_mean) * s);
+      dweight[c] += static_cast<float>(xhat * dy);
+      if (dbias != nullptr) dbias[c] += static_cast<float>(dy);
+    }
+  }
+}
+
+}  // namespace mindspeed::ref

@@ -26,11 +26,21 @@ GPTModel::GPTModel(const ModelConfig& config, const ParallelState& ps, Parameter
     embedding_params_ = params_since(registry, first);
   }
   decoder_ = std::make_unique<TransformerBlock>(
-      registry, config, get_gpt_decoder_layer_specs(config, options_.first_layer, options_.num_layers),
-      options_.first_layer, options_.post_process, tp_size, tp_rank, options_.sequence_parallel, rotary_->cos(),
-      rotary_->sin(), ExpertPlacement{ps.sizes.expert, ps.ep_rank, ps.sizes.expert_tensor}, options_.virtual_rank,
-      options_.virtual_size);
+      registry, config,
+      get_gpt_decoder_layer_specs(config, options_.first_layer, options_.num_layers),
+      options_.first_layer, options_.post_process, tp_size, tp_rank, options_.sequence_parallel,
+      rotary_->cos(), rotary_->sin(),
+      ExpertPlacement{ps.sizes.expert, ps.ep_rank, ps.sizes.expert_tensor}, options_.virtual_rank,
+      options_.virtual_size, TensorParallelGrid::of(ps));
+  tp_2d_ = ps.tp_2d();
+  hidden_divisor_ = tp_2d_ ? ps.sizes.tp_y : 1;
   if (options_.post_process) output_layer_ = std::make_unique<OutputLayerLoss>(registry, config, tp_size, tp_rank);
+}
+
+ForwardContext GPTModel::decoder_context(const ForwardContext& ctx) const {
+  ForwardContext c = ctx;
+  c.tp_2d = tp_2d_;
+  return c;
 }
 
 Tensor GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, Saved& saved,
@@ -42,11 +52,18 @@ Tensor GPTModel::run_decoder(const ForwardContext& ctx, const MicroBatch& mb, Te
     ModuleScope scope(ctx, embedding_params_, ModuleScope::Pass::kForward);
     embedding_->forward(scope.ctx(), mb, saved.embedding);
     hidden = std::move(saved.embedding.output);
+    if (tp_2d_) {  // whole rows -> this rank's [N/X, h/Y] block
+      const int64_t N = mb.B * mb.T, h = config_.hidden_size;
+      Tensor block(*ctx.alloc, Shape{N / ctx.ps->sizes.tp_x, h / ctx.ps->sizes.tp_y},
+                   DType::kFloat32, MemoryCategory::kActivations);
+      scatter_to_2d_layout(ctx, block.f32(), hidden.f32(), N, h);
+      hidden = std::move(block);
+    }
     round_if_half(ctx, hidden);
   } else {
     hidden = std::move(input);
   }
-  return decoder_->forward(ctx, mb, std::move(hidden), saved.decoder, inference);
+  return decoder_->forward(decoder_context(ctx), mb, std::move(hidden), saved.decoder, inference);
 }
 
 LossSums GPTModel::forward_into(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, float loss_scale,
@@ -57,6 +74,26 @@ LossSums GPTModel::forward_into(const ForwardContext& ctx, const MicroBatch& mb,
     return {};
   }
   const int64_t n = ctx.local_rows(mb.B * mb.T);
+  if (tp_2d_) {
+    // The output layer takes whole rows (MindSpeed gathers over X, then Y, after the block); the
+    // gradient it returns is whole on every tensor-parallel rank, of which the decoder takes its
+    // block.
+    const int64_t N = mb.B * mb.T, h = config_.hidden_size;
+    Tensor whole(*ctx.alloc, Shape{N, h}, DType::kFloat32, MemoryCategory::kActivations);
+    gather_from_2d_layout(ctx, whole.f32(), hidden.f32(), N, h);
+    Tensor whole_grad;
+    if (ctx.training)
+      whole_grad = Tensor(*ctx.alloc, Shape{N, h}, DType::kFloat32, MemoryCategory::kWorkspace);
+    const LossSums loss = output_layer_->forward(ctx, mb, whole.f32(), loss_scale,
+                                                 ctx.training ? whole_grad.f32() : nullptr);
+    if (ctx.training) {
+      saved.decoder_output_grad =
+          Tensor(*ctx.alloc, Shape{N / ctx.ps->sizes.tp_x, h / ctx.ps->sizes.tp_y}, DType::kFloat32,
+                 MemoryCategory::kActivations);
+      scatter_to_2d_layout(ctx, saved.decoder_output_grad.f32(), whole_grad.f32(), N, h);
+    }
+    return loss;
+  }
   if (ctx.training) {
     saved.decoder_output_grad =
         Tensor(*ctx.alloc, Shape{n, config_.hidden_size}, DType::kFloat32, MemoryCategory::kActivations);
@@ -72,8 +109,15 @@ Tensor GPTModel::backward_from(const ForwardContext& ctx, const MicroBatch& mb, 
     notify_grads_ready(ctx, output_layer_->params());
     output_grad = std::move(saved.decoder_output_grad);
   }
-  Tensor dinput = decoder_->backward(ctx, mb, std::move(output_grad), saved.decoder);
+  Tensor dinput =
+      decoder_->backward(decoder_context(ctx), mb, std::move(output_grad), saved.decoder);
   if (!options_.pre_process) return dinput;
+  if (tp_2d_) {  // the embedding's gradient in whole rows
+    const int64_t N = mb.B * mb.T, h = config_.hidden_size;
+    Tensor whole(*ctx.alloc, Shape{N, h}, DType::kFloat32, MemoryCategory::kActivations);
+    gather_from_2d_layout(ctx, whole.f32(), dinput.f32(), N, h);
+    dinput = std::move(whole);
+  }
   if (ctx.hooks != nullptr) ctx.hooks->prepare_grads(embedding_params_);
   if (ctx.wgrad_queue != nullptr) {
     // The embedding's whole backward is its weight gradient: queued, in backward order.
@@ -115,11 +159,11 @@ StageTensors GPTModel::backward(const ForwardContext& ctx, const MicroBatch& mb,
 }
 
 void GPTModel::release_activations(const ForwardContext& ctx, ModelChunk::Saved& saved) const {
-  decoder_->release_activations(ctx, static_cast<Saved&>(saved).decoder);
+  decoder_->release_activations(decoder_context(ctx), static_cast<Saved&>(saved).decoder);
 }
 
 void GPTModel::recompute(const ForwardContext& ctx, const MicroBatch& mb, ModelChunk::Saved& saved) const {
-  decoder_->recompute(ctx, mb, static_cast<Saved&>(saved).decoder);
+  decoder_->recompute(decoder_context(ctx), mb, static_cast<Saved&>(saved).decoder);
 }
 
 LossSums GPTModel::forward(const ForwardContext& ctx, const MicroBatch& mb, float loss_scale, Saved& saved) const {

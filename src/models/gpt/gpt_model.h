@@ -59,7 +59,10 @@ class GPTModel final : public ModelChunk {
   bool pre_process() const override { return options_.pre_process; }
   bool post_process() const override { return options_.post_process; }
   /// GPT stages pass one tensor: the hidden states [n, h].
-  std::vector<int64_t> stage_tensor_widths() const override { return {config_.hidden_size}; }
+  /// The hidden states: h columns, h/Y with 2D tensor parallelism.
+  std::vector<int64_t> stage_tensor_widths() const override {
+    return {config_.hidden_size / hidden_divisor_};
+  }
   ForwardResult forward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors inputs,
                         float loss_scale) const override;
   StageTensors backward(const ForwardContext& ctx, const MicroBatch& mb, StageTensors output_grads,
@@ -91,8 +94,12 @@ class GPTModel final : public ModelChunk {
   LossSums forward_into(const ForwardContext& ctx, const MicroBatch& mb, Tensor input, float loss_scale,
                         Saved& saved, Tensor* output) const;
   Tensor backward_from(const ForwardContext& ctx, const MicroBatch& mb, Tensor output_grad, Saved& saved) const;
+  /// ctx for the decoder: in 2D tensor parallelism's layout when the model is built for it.
+  ForwardContext decoder_context(const ForwardContext& ctx) const;
 
   ModelConfig config_;
+  bool tp_2d_ = false;          ///< 2D tensor parallelism (tensor_parallel/linear_2d.h)
+  int64_t hidden_divisor_ = 1;  ///< Y with 2D tensor parallelism
   GPTModelOptions options_;
   ParameterRegistry& registry_;
   std::unique_ptr<RotaryEmbedding> rotary_;
