@@ -7,6 +7,8 @@
 //  * resharding: saved at TP2 x DP2 (distributed optimizer) and continued at TP1 x PP2, DP4,
 //    TP4, PP2 x VPP2, ring CP2 x DP2 and hybrid CP4, the final weights equal the never-stopped
 //    run within 1e-5;
+//  * 2D tensor parallelism: saved at a 2 x 2 grid and continued at TP2, a 4 x 1 grid and one
+//    rank; saved at TP2 and continued at the 2 x 2 grid;
 //  * mixture of experts: saved at EP2 x DP2, resumed bit-exactly and continued at EP4, EP1 and
 //    EP2 x TP2 (expert-TP 2);
 //  * --ckpt-format torch: each save also writes Megatron-LM's mp_rank_*/model_optim_rng.pt
@@ -225,6 +227,49 @@ TEST(Checkpoint, UnalignedLinearReshardsAcrossTensorParallelSizes) {
     for (int it = 5; it <= 8; ++it) {
       EXPECT_NEAR(std::stod(lb.at(it)), std::stod(la.at(it)), 1e-5 * std::stod(la.at(it)))
           << "iteration " << it;
+    }
+  }
+}
+
+// MindSpeed's 2D tensor parallelism: the weights of a 2 x 2 grid are 2D blocks (the index records
+// the grid's X), the norm weights and second-linear biases blocks of one axis saved by the first
+// rank of the other. Saved at a 2 x 2 grid, the run continues at 1-D TP2, at a 4 x 1 grid and on
+// one rank; saved at 1-D TP2, it continues at the 2 x 2 grid: the final weights and the losses
+// equal the never-stopped 2 x 2 run's within 1e-5.
+TEST(Checkpoint, TwoDimensionalTensorParallelReshards) {
+  ScratchDir scratch;
+  const std::string grid = " --tensor-model-parallel-size 4 --tp-2d --tp-x 2 --tp-y 2";
+  const CommandResult a = train(4, grid, " --train-iters 8 --save " + scratch.file("straight"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const CommandResult half_2d = train(4, grid, " --train-iters 8 --exit-interval 4 --save " + scratch.file("base_2d"));
+  ASSERT_EQ(half_2d.exit_code, 0) << half_2d.output;
+  const CommandResult half_1d =
+      train(2, " --tensor-model-parallel-size 2", " --train-iters 8 --exit-interval 4 --save " + scratch.file("base_1d"));
+  ASSERT_EQ(half_1d.exit_code, 0) << half_1d.output;
+  const auto want = tensors(scratch.file("straight"), 8, "param");
+  ASSERT_FALSE(want.empty());
+  // (name, ranks, flags) and the checkpoint the run continues from.
+  const std::pair<Layout, const char*> targets[] = {
+      {{"tp2", 2, " --tensor-model-parallel-size 2"}, "base_2d"},
+      {{"grid_4x1", 4, " --tensor-model-parallel-size 4 --tp-2d --tp-x 4 --tp-y 1"}, "base_2d"},
+      {{"tp1", 1, ""}, "base_2d"},
+      {{"grid_2x2_from_tp2", 4, grid}, "base_1d"},
+  };
+  for (const auto& [layout, base] : targets) {
+    SCOPED_TRACE(layout.name);
+    const std::string out = scratch.file(layout.name);
+    const CommandResult b =
+        train(layout.np, layout.flags, " --train-iters 8 --load " + scratch.file(base) + " --save " + out);
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    const auto got = tensors(out, 8, "param");
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [name, values] : want) {
+      ASSERT_EQ(got.count(name), 1u) << name;
+      EXPECT_LE(normwise_error(without_key_bias(name, got.at(name)), without_key_bias(name, values)), 1e-5) << name;
+    }
+    const auto la = losses(a.output), lb = losses(b.output);
+    for (int it = 5; it <= 8; ++it) {
+      EXPECT_NEAR(std::stod(lb.at(it)), std::stod(la.at(it)), 1e-5 * std::stod(la.at(it))) << "iteration " << it;
     }
   }
 }

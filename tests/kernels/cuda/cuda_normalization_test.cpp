@@ -207,5 +207,77 @@ TEST_F(CudaKernelTest, NormalizationWithNoRowsIsANoOp) {
   EXPECT_TRUE(same_bits(dbias.download(), g0));
 }
 
+// The 2D tensor-parallel norm's four kernels against their references, LayerNorm (mean given)
+// and RMSNorm (no mean) alike; the backward's weight and bias sums as above, run twice for bits.
+TEST_F(CudaKernelTest, Norm2dPiecesMatchTheReference) {
+  for (const Shape& s : kShapes) {
+    for (const bool layer_norm : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "N " << s.N << ", C " << s.C << (layer_norm ? ", LayerNorm" : ", RMSNorm"));
+      const int64_t N = s.N, C = s.C, H = 2 * C;
+      const auto x = random_vector(N * C, 20, 1.5f, 0.3f), w = random_vector(C, 21), b = random_vector(C, 22),
+                 dy = random_vector(N * C, 23), mean = random_vector(N, 24, 0.1f, 0.3f);
+      // Whole-row sums as the all-reduce would give them: this block's, doubled.
+      std::vector<float> sums(N), sq(N);
+      ref::norm_partial_moments(kRefKc, sums.data(), x.data(), layer_norm ? mean.data() : nullptr, 1, 0.5f, N, C);
+      ref::norm_partial_moments(kRefKc, sq.data(), x.data(), layer_norm ? mean.data() : nullptr, 2, 2.0f, N, C);
+      std::vector<float> y(N * C), rstd(N);
+      const float* m = layer_norm ? mean.data() : nullptr;
+      ref::norm_apply(kRefKc, y.data(), rstd.data(), x.data(), m, sq.data(), w.data(), layer_norm ? b.data() : nullptr, H,
+                      1e-5f, N, C);
+      std::vector<float> partials(2 * N);
+      ref::norm_backward_partials(kRefKc, partials.data(), dy.data(), x.data(), w.data(), m, rstd.data(), N, C);
+      const auto dinp0 = random_vector(N * C, 25, 0.5f), dweight0 = random_vector(C, 26), dbias0 = random_vector(C, 27);
+      std::vector<float> dinp = dinp0, dweight = dweight0, dbias = dbias0;
+      ref::norm_backward_apply(kRefKc, dinp.data(), dweight.data(), layer_norm ? dbias.data() : nullptr, dy.data(),
+                               x.data(), w.data(), m, rstd.data(), partials.data(), H, N, C);
+
+      DeviceBuffer<float> dx(x), dw(w), db(b), ddy(dy), dmean(mean), dsq(sq), drstd(rstd), dpartials(partials);
+      auto got_sums = poisoned<float>(N), got_y = poisoned<float>(N * C), got_rstd = poisoned<float>(N),
+           got_partials = poisoned<float>(2 * N);
+      settle();
+      k().norm_partial_moments(kc(), got_sums, dx, layer_norm ? static_cast<const float*>(dmean) : nullptr, 1, 0.5f, N,
+                               C);
+      k().norm_apply(kc(), got_y, got_rstd, dx, layer_norm ? static_cast<const float*>(dmean) : nullptr, dsq, dw,
+                     layer_norm ? static_cast<const float*>(db) : nullptr, H, 1e-5f, N, C);
+      k().norm_backward_partials(kc(), got_partials, ddy, dx, dw,
+                                 layer_norm ? static_cast<const float*>(dmean) : nullptr, drstd, N, C);
+      EXPECT_TRUE(all_close(got_sums.download(), sums, 1e-6, 1e-6));
+      EXPECT_TRUE(all_close(got_y.download(), y, 1e-6, 1e-6));
+      EXPECT_TRUE(all_close(got_rstd.download(), rstd, 1e-6, 1e-7));
+      EXPECT_TRUE(all_close(got_partials.download(), partials, 1e-6, 1e-6));
+      std::vector<double> w_scale(C), b_scale(C);
+      for (int64_t c = 0; c < C; ++c) {
+        w_scale[c] = std::fabs(dweight0[c]);
+        b_scale[c] = std::fabs(dbias0[c]);
+        for (int64_t n = 0; n < N; ++n) {
+          const double xhat = (x[n * C + c] - (layer_norm ? mean[n] : 0.0f)) * rstd[n];
+          w_scale[c] += std::fabs(xhat * dy[n * C + c]);
+          b_scale[c] += std::fabs(dy[n * C + c]);
+        }
+      }
+      std::vector<float> first_dinp, first_dweight;
+      for (int run = 0; run < 2; ++run) {
+        DeviceBuffer<float> ddinp(dinp0), ddweight(dweight0), ddbias(dbias0);
+        settle();
+        k().norm_backward_apply(kc(), ddinp, ddweight, layer_norm ? static_cast<float*>(ddbias) : nullptr, ddy, dx, dw,
+                                layer_norm ? static_cast<const float*>(dmean) : nullptr, drstd, dpartials, H, N, C);
+        const auto got_dinp = ddinp.download(), got_dweight = ddweight.download();
+        EXPECT_TRUE(all_close(got_dinp, dinp, 1e-6, 1e-6));
+        EXPECT_TRUE(sums_close(got_dweight, dweight, w_scale, 1e-5));
+        if (layer_norm) {
+          EXPECT_TRUE(sums_close(ddbias.download(), dbias, b_scale, 1e-5));
+        }
+        if (run == 0) {
+          first_dinp = got_dinp;
+          first_dweight = got_dweight;
+        } else {
+          EXPECT_TRUE(same_bits(got_dinp, first_dinp));
+          EXPECT_TRUE(same_bits(got_dweight, first_dweight));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mindspeed
