@@ -2,8 +2,10 @@
 // and reports, per rank 0, (1) the bytes each collective kind moved on the tensor-parallel
 // and data-parallel groups during one step next to Megatron's analytic volumes, and (2) the
 // step time. Run it with and without --overlap-grad-reduce / --overlap-param-gather to see
-// what overlap buys.
-//   mpirun -np 4 parallel_step --tp 2 [--sp] [--distopt] [--overlap] [--steps N] [--bf16]
+// what overlap buys. With --tp-x X (2D tensor parallelism, --tp-2d --tp-x X --tp-y tp/X) it
+// reports the tp-x and tp-y groups against comm_volume_2d.h's volumes instead.
+//   mpirun -np 4 parallel_step --tp 2 [--sp] [--distopt] [--overlap] [--steps N] [--bf16] [--tp-x
+//   X]
 #include <mpi.h>
 
 #include <cstdio>
@@ -16,18 +18,21 @@
 #include "models/gpt/gpt_model.h"
 #include "optimizer/optimizer.h"
 #include "parallel/initialize.h"
+#include "tensor_parallel/comm_volume_2d.h"
 #include "training/train_step.h"
 
 using namespace mindspeed;
 
 int main(int argc, char** argv) {
   MpiWorld world = initialize_mpi(&argc, &argv);
-  int tp = 1, steps = 3;
+  int tp = 1, steps = 3, tp_x = 0;
   bool sp = false, distopt = false, overlap = false, bf16 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--tp" && i + 1 < argc) tp = std::atoi(argv[++i]);
     else if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (a == "--tp-x" && i + 1 < argc)
+      tp_x = std::atoi(argv[++i]);
     else if (a == "--sp") sp = true;
     else if (a == "--distopt") distopt = true;
     else if (a == "--overlap") overlap = true;
@@ -35,6 +40,11 @@ int main(int argc, char** argv) {
   }
   ParallelConfig pc;
   pc.tensor_model_parallel_size = tp;
+  if (tp_x > 0) {
+    pc.tp_2d = true;
+    pc.tp_x = tp_x;
+    pc.tp_y = tp / tp_x;
+  }
   auto ps_or = initialize_model_parallel(pc, world);
   if (!ps_or.ok()) fatal(ps_or.status().to_string());
   ParallelState& ps = **ps_or;
@@ -51,6 +61,7 @@ int main(int argc, char** argv) {
   const int64_t mbs = 2, dp = ps.dp_cp().size(), num_micro = 2;
   const Backend backend =
       select_backend(KernelOptions{.fast = true, .flash_attention = true}, default_threads_per_rank(world.local_size));
+
   Allocator alloc;
   ParameterRegistry registry;
   GPTModel model(m, ps, registry, {.sequence_parallel = sp});
@@ -60,7 +71,7 @@ int main(int argc, char** argv) {
   bo.data_parallel_size = static_cast<int>(dp);
   bo.bucket_size = overlap ? 2'000'000 : 0;
   ParamAndGradBuffer buffer(model.registry(), alloc, bo);
-  initialize_parameters(model.registry(), 1234, ps.tp_rank, ps.sizes.tensor);
+  initialize_parameters(model.registry(), 1234, ps);
   DistributedDataParallel ddp(buffer, ps, {.overlap_grad_reduce = overlap, .overlap_param_gather = overlap && distopt,
                                           .use_distributed_optimizer = distopt}, backend);
   OptimizerConfig oc;
@@ -90,10 +101,16 @@ int main(int argc, char** argv) {
   ddp.finish_param_sync();
   ps.tp().reset_stats();
   ps.dp_cp().reset_stats();
+  if (ps.tp_2d()) {
+    ps.tp_x().reset_stats();
+    ps.tp_y().reset_stats();
+  }
   ctx.iteration = 2;
   train_step(model, buffer, optimizer, &ddp, ctx, mbs_list, 1e-4);
   ddp.finish_param_sync();
   const CommStats tp_stats = ps.tp().stats(), dp_stats = ps.dp_cp().stats();
+  const CommStats x_stats = ps.tp_2d() ? ps.tp_x().stats() : CommStats{},
+                  y_stats = ps.tp_2d() ? ps.tp_y().stats() : CommStats{};
   MPI_Barrier(MPI_COMM_WORLD);
   Timer timer;
   for (int s = 0; s < steps; ++s) {
@@ -126,7 +143,26 @@ int main(int argc, char** argv) {
     // loss adds three rows of scalars (max, sum, target logit). With SP every such
     // all-reduce becomes a reduce-scatter + all-gather of the same volume, and backward
     // re-gathers the column inputs (2 per layer) and the embedding gradient.
-    if (tp > 1) {
+    if (ps.tp_2d()) {
+      // 2D: the X and Y groups' traffic against comm_volume_2d.h, plus once per step the tp-x sum
+      // of the replicated gradients; the whole tp group keeps the embedding's and the output
+      // layer's all-reduces and the loss's scalar rows.
+      const double M = static_cast<double>(num_micro);
+      const Tp2dVolumes v = tp_2d_micro_batch_volumes(m, mbs * m.seq_length, m.num_layers,
+                                                      ps.sizes.tp_x, ps.sizes.tp_y, true);
+      double summed_over_x = 0.0;  // (no reduction over a one-rank X group)
+      for (const auto& p : model.registry().params())
+        if (p->spec.grads_summed_over_tp_x && ps.sizes.tp_x > 1)
+          summed_over_x += 4.0 * static_cast<double>(p->local_shape.numel());
+      std::printf("2D grid %d x %d\n", ps.sizes.tp_x, ps.sizes.tp_y);
+      row("tp", tp_stats, CollectiveKind::kAllReduce, M * (act * 2 + 4.0 * 3 * N));
+      row("tp-x", x_stats, CollectiveKind::kAllGather, M * v.x_all_gather);
+      row("tp-x", x_stats, CollectiveKind::kReduceScatter, M * v.x_reduce_scatter);
+      row("tp-x", x_stats, CollectiveKind::kAllReduce, summed_over_x);
+      row("tp-y", y_stats, CollectiveKind::kAllGather, M * v.y_all_gather);
+      row("tp-y", y_stats, CollectiveKind::kReduceScatter, M * v.y_reduce_scatter);
+      row("tp-y", y_stats, CollectiveKind::kAllReduce, M * v.y_all_reduce);
+    } else if (tp > 1) {
       const double M = static_cast<double>(num_micro);
       if (!sp) {
         row("tp", tp_stats, CollectiveKind::kAllReduce, M * (act * (2 + 4 * L) + 4.0 * 3 * N));
