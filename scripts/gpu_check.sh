@@ -22,7 +22,8 @@
 #   2. training on the GPU against the CPU, 20 steps, one rank: GPT-2- and LLaMA-style fp32
 #      (losses within 1e-4 relative) and LLaMA bf16 (within 1e-2, the bf16 bar);
 #   3. the parallel layouts on the one GPU (collectives staged through host memory) against the
-#      single-rank GPU run: TP2+SP (plain, CoC 4 chunks, MC2, unaligned linear), PP2 interleaved, DP2 distributed optimizer, CP2 ring, EP2;
+#      single-rank GPU run: TP2+SP (plain, CoC 4 chunks, MC2, unaligned linear), 2D TP 2x2 on 4 ranks, PP2
+#      interleaved, DP2 distributed optimizer, CP2 ring, EP2;
 #   4. a checkpoint saved on the GPU resumed there (bit-exact), and resumed on the CPU;
 #   5. generate_text on the GPU against the CPU (greedy tokens equal);
 #   6. throughput of a GPT-2 124M-shaped bf16 run (s 1024) on the GPU, from its log line.
@@ -153,6 +154,9 @@ training_checks() {
   check "TP2+SP+CoC4 on one GPU vs one rank" 1e-4 llama_cuda.log tp2_sp_coc4.log
   train tp2_sp_mc2.log "$two" $llama --device $dev --tensor-model-parallel-size 2 --sequence-parallel --use-ascend-mc2
   check "TP2+SP+MC2 on one GPU vs one rank" 1e-4 llama_cuda.log tp2_sp_mc2.log
+  train tp2d_2x2.log "$MPIRUN -np 4" $llama --device $dev --tensor-model-parallel-size 4 --tp-2d --tp-x 2 --tp-y 2 \
+    --enable-overlap-matmul-with-rs --enable-overlap-ag-with-matmul --enable-backward-overlap-ag-with-matmul
+  check "2D TP 2x2 (the overlap flags on) on one GPU vs one rank" 1e-4 llama_cuda.log tp2d_2x2.log
   local unaligned="$llama --num-attention-heads 6 --num-query-groups 3 --kv-channels 32 --ffn-hidden-size 683"
   unaligned="$unaligned --seq-length $((s - 1)) --max-position-embeddings $((s - 1)) --unaligned-linear"
   train unaligned_cuda.log "" $unaligned --device $dev
