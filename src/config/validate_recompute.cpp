@@ -79,6 +79,14 @@ Status validate_recompute(const ModelConfig& model, const ParallelConfig& parall
           "(the context-parallel attention would run its exchange again); use full recompute or "
           "drop core_attn");
     }
+    if (rc.modules.core_attn && parallel.tp_2d && parallel.tp_y > 1) {
+      return unimplemented(
+          "--recompute-modules core_attn (or --recompute-activations) with --tp-2d and --tp-y > 1 "
+          "is "
+          "not implemented yet (its attention is Ulysses over the Y ranks, whose exchange would "
+          "run "
+          "again); use full recompute or drop core_attn");
+    }
   }
   if (rc.distribute_saved_activations) {
     if (parallel.tensor_model_parallel_size <= 1) {

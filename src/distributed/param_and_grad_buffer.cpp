@@ -178,6 +178,9 @@ void ParamAndGradBuffer::zero_grad(const Backend& backend) {
 void initialize_parameters(const ParameterRegistry& registry, uint64_t seed, int tp_rank,
                            int tp_size) {
   for (const auto& p : registry.params()) {
+    MS_CHECK(
+        p->spec.tp_x == 0, p->spec.name,
+        ": a 2D tensor-parallel parameter needs the ParallelState form of initialize_parameters");
     std::vector<float> full(static_cast<size_t>(p->spec.global_shape.numel()));
     init_full_tensor(full.data(), p->spec, seed);
     set_parameter_from_full(*p, full.data(), tp_rank, tp_size);

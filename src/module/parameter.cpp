@@ -101,6 +101,28 @@ ShardCoords shard_coords(const ParameterSpec& spec, const ParallelState& ps) {
   return {ps.tp_rank, ps.sizes.tensor};
 }
 
+ParameterSpec one_d_equivalent(const ParameterSpec& spec) {
+  ParameterSpec out = spec;
+  out.tp_x = 0;
+  out.tp_axis = TensorParallelAxis::kAll;
+  out.grads_summed_over_tp_x = false;
+  switch (spec.split) {
+    case TensorParallelSplit::k2dRowsXColumnsY:
+      out.split = TensorParallelSplit::kRows;
+      break;
+    case TensorParallelSplit::k2dGluRowsXColumnsY:
+      out.split = TensorParallelSplit::kGluRows;
+      break;
+    case TensorParallelSplit::k2dRowsYColumnsX:
+      out.split = TensorParallelSplit::kColumns;
+      break;
+    default:
+      if (spec.tp_axis == TensorParallelAxis::kY) out.split = TensorParallelSplit::kReplicated;
+      break;
+  }
+  return out;
+}
+
 bool holds_main_tp_copy(const ParameterSpec& spec, const ParallelState& ps) {
   if (spec.split == TensorParallelSplit::kReplicated) return ps.tp_rank == 0;
   if (spec.tp_axis == TensorParallelAxis::kX) return ps.tp_y_rank == 0;

@@ -139,6 +139,11 @@ struct ShardCoords {
   int rank = 0, count = 1;
 };
 ShardCoords shard_coords(const ParameterSpec& spec, const ParallelState& ps);
+/// `spec` as a 1-D tensor-parallel layout (Megatron's) splits it: the 2D weights as the
+/// column- (kRows / kGluRows) or row-parallel (kColumns) weight, a first linear's bias (over X)
+/// as kRows / kGluRows, the tensors split over Y alone (norm weights, second-linear biases) whole.
+/// Other specs unchanged.
+ParameterSpec one_d_equivalent(const ParameterSpec& spec);
 /// Whether this rank holds the copy of `spec`'s shard that is saved and counted once (in the
 /// gradient norm): every rank for a split over the whole tp group, the first rank of the other
 /// axis for a 2D axis split, tp rank 0 for a replicated tensor.

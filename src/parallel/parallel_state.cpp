@@ -72,6 +72,9 @@ std::vector<std::string> ParallelState::set_group_buffers(
     }
     ProcessGroup& g = *it->second;
     g.set_buffer_bytes(mb << 20);
+    // The X and Y axes also run as one-axis tensor-parallel views (the 2D overlap's chunked ops).
+    if (key == "nd1_dim1" && tp_x_as_tp_) tp_x_as_tp_->tp_->set_buffer_bytes(mb << 20);
+    if (key == "nd1_dim2" && tp_y_as_tp_) tp_y_as_tp_->tp_->set_buffer_bytes(mb << 20);
     lines.push_back(str_cat(key, ": ", mb, " MB on group ", g.name(), " (", g.size(),
                             g.size() == 1 ? " rank" : " ranks",
                             g.size() == 1 ? ", moves nothing" : "", ")"));

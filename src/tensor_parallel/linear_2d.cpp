@@ -58,6 +58,7 @@ ProcessGroup& Linear2D::rs_group(const ForwardContext& ctx) const {
 ForwardContext Linear2D::on_axis(const ForwardContext& ctx, const ProcessGroup& group) const {
   ForwardContext c = ctx;
   c.ps = &group == &ctx.ps->tp_x() ? &ctx.ps->tp_x_as_tp() : &ctx.ps->tp_y_as_tp();
+  c.tp_2d = false;  // the view is a 1-D group
   return c;
 }
 

@@ -246,8 +246,9 @@ StatusOr<const PickleValue*> MegatronTorchCheckpoint::chunk_state_dict(const Tor
   return sd;
 }
 
-StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const ParameterSpec& spec) const {
-  const std::string& name = spec.name;
+StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(
+    const ParameterSpec& this_run_spec) const {
+  const std::string& name = this_run_spec.name;
   // The rank file and chunk: a layer's from the layout (renumbered from 0 in its chunk), the
   // embedding in chunk 0 of rank 0, the final norm and output layer in the last chunk of the
   // last rank.
@@ -273,6 +274,9 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const Paramete
     const size_t at = local.find(ours);
     if (at != std::string::npos) keys.push_back(local.substr(0, at) + te + local.substr(at + ours.size()));
   }
+  // Megatron's files hold 1-D tensor-parallel slices (a 2D run's grid blocks are cut from the
+  // whole tensor afterwards).
+  const ParameterSpec& spec = one_d_equivalent(this_run_spec);
   const int slices = spec.split != TensorParallelSplit::kReplicated ? static_cast<int>(tp_) : 1;
   std::vector<float> full(static_cast<size_t>(spec.global_shape.numel()));
   for (int t = 0; t < slices; ++t) {

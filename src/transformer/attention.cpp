@@ -151,6 +151,7 @@ const MicroBatch& SelfAttention::attention_batch(const ForwardContext& ctx, cons
   if (!grid_.on()) return mb;
   const ParallelState& view = ctx.ps->attention_2d();
   actx.ps = &view;
+  actx.tp_2d = false;  // the attention's rows are its own block, not the decoder's layout
   actx.cp.algo = CpAlgo::kUlysses;
   actx.cp.ulysses_degree = view.sizes.context;
   // Block y of Y of mb's positions (after the first linear's reduce-scatter over Y).

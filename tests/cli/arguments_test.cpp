@@ -973,6 +973,8 @@ TEST(Validate, ComputeCommunicationOverlapRules) {
                      "alltoall"}),
           4, "--tp-2d does not work with MoE models");
   refused(with_grid({"--unaligned-linear"}), 4, "--unaligned-linear");
+  refused(with_grid({"--recompute-activations"}), 4,
+          "with --tp-2d and --tp-y > 1 is not implemented yet");
   refused(with_grid({"--use-fused-rmsnorm", "--normalization", "RMSNorm"}), 4,
           "--use-fused-rmsnorm");
   refused(

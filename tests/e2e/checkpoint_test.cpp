@@ -14,7 +14,7 @@
 //  * --ckpt-format torch: each save also writes Megatron-LM's mp_rank_*/model_optim_rng.pt
 //    files (TP2 x PP2; PP2 interleaved x DP2 with the distributed optimizer and bf16), which
 //    hold the saved weights, and the run resumes from such a checkpoint bit-exactly; the
-//    Megatron files alone load as Megatron's own (weights, any layout);
+//    Megatron files alone load as Megatron's own (weights, any layout, a 2D grid too);
 //  * damaged checkpoints (truncated, corrupted, missing files, another architecture) are
 //    refused naming the file or the flag; saves killed with SIGKILL never leave an unloadable
 //    `latest`; SIGTERM with --exit-signal-handler saves and exits 0.
@@ -632,6 +632,13 @@ TEST(Checkpoint, SavesMegatronTorchFormatAndResumes) {
       << got.output;
   EXPECT_NEAR(std::stod(eval_loss(got)), std::stod(eval_loss(want)),
               1e-6 * std::stod(eval_loss(want)));
+  // And into a 2D tensor-parallel grid (its blocks cut from Megatron's 1-D slices).
+  const CommandResult grid =
+      train(4, " --tensor-model-parallel-size 4 --tp-2d --tp-x 2 --tp-y 2",
+            " --train-iters 4 --skip-train --no-load-optim --load " + megatron);
+  ASSERT_EQ(grid.exit_code, 0) << grid.output;
+  EXPECT_NEAR(std::stod(eval_loss(grid)), std::stod(eval_loss(want)),
+              1e-5 * std::stod(eval_loss(want)));
 }
 
 // A Megatron-LM checkpoint saved at TP2 holds the vocabulary padded for TP2 (100 -> 256 rows);
