@@ -127,11 +127,11 @@ TEST(Tp2d, OverlapFlagsChunkTheCollectivesAndKeepTheResults) {
   const Run plain = run(false);
   for (const ParallelState* axis : {&ps.tp_x_as_tp(), &ps.tp_y_as_tp()}) axis->tp().reset_stats();
   const Run chunked = run(true);
-  EXPECT_TRUE(all_close(chunked.mid, plain.mid, 1e-6, 1e-6));
-  EXPECT_TRUE(all_close(chunked.out, plain.out, 1e-6, 1e-6));
-  EXPECT_TRUE(all_close(chunked.dx, plain.dx, 1e-6, 1e-6));
-  // The weight gradients sum 32 rows of products whose dy went through GEMMs of other shapes (the
-  // chunks round differently from one GEMM): within 1e-5.
+  // The chunks' GEMMs have other shapes than the whole one, so BLAS may round them differently
+  // (comm_gemm_test's bound).
+  EXPECT_TRUE(all_close(chunked.mid, plain.mid, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(chunked.out, plain.out, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(chunked.dx, plain.dx, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(chunked.grads, plain.grads, 1e-5, 1e-6));
   // 4 chunks per call (16 rows each): fc1 reduce-scatters over Y and gathers its dy over Y, fc2
   // gathers its input over Y and its dy over X.
