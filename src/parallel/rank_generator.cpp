@@ -115,6 +115,25 @@ ParallelLayout parallel_layout(const ParallelConfig& config, int world_size) {
   return layout;
 }
 
+namespace {
+// `ranks` (size a multiple of u) as runs of u consecutive members (appended to runs) and as u
+// groups of every u-th member (appended to strides): hybrid CP's Ulysses and ring groups, 2D
+// tensor parallelism's X and Y groups.
+void split_into_runs_and_strides(const std::vector<int>& ranks, int u, RankGroups* runs,
+                                 RankGroups* strides) {
+  const size_t n = static_cast<size_t>(u);
+  for (size_t m = 0; m < ranks.size(); m += n) {
+    runs->emplace_back(ranks.begin() + static_cast<std::ptrdiff_t>(m),
+                       ranks.begin() + static_cast<std::ptrdiff_t>(m + n));
+  }
+  for (size_t m = 0; m < n; ++m) {
+    std::vector<int> every;
+    for (size_t i = m; i < ranks.size(); i += n) every.push_back(ranks[i]);
+    strides->push_back(std::move(every));
+  }
+}
+}  // namespace
+
 StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {
   if (l.world_size < 1) return invalid_argument("world size is ", l.world_size, ", expected at least 1");
   for (const auto& [flag, size] : {std::pair<const char*, int>{"--tensor-model-parallel-size", l.tp},
@@ -158,16 +177,7 @@ StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {
   }
   // MindSpeed's initialize_context_parallel_group_for_hybrid_cp.
   for (const std::vector<int>& cp_ranks : g["cp"]) {
-    const size_t u = static_cast<size_t>(l.cp_ulysses);
-    for (size_t m = 0; m < cp_ranks.size(); m += u) {
-      g["cp-ulysses"].emplace_back(cp_ranks.begin() + static_cast<std::ptrdiff_t>(m),
-                                   cp_ranks.begin() + static_cast<std::ptrdiff_t>(m + u));
-    }
-    for (size_t m = 0; m < u; ++m) {
-      std::vector<int> ring;
-      for (size_t i = m; i < cp_ranks.size(); i += u) ring.push_back(cp_ranks[i]);
-      g["cp-ring"].push_back(std::move(ring));
-    }
+    split_into_runs_and_strides(cp_ranks, l.cp_ulysses, &g["cp-ulysses"], &g["cp-ring"]);
   }
   if (l.tp_x > 0) {
     if (l.tp % l.tp_x != 0) {
@@ -177,20 +187,12 @@ StatusOr<ParallelGroups> build_parallel_groups(const ParallelLayout& l) {
     // MindSpeed's initialize_ndmm_parallel_group: X = runs of tp_x consecutive ranks of a tp
     // group, Y = every tp_x-th rank; TensorParallelYUnionCP: for each cp group in cp order, the
     // Y group of each member (the members' tp ranks share x).
-    std::map<int, std::vector<int>> y_of;  // rank -> its Y group
     for (const std::vector<int>& tp_ranks : g["tp"]) {
-      const size_t x_size = static_cast<size_t>(l.tp_x);
-      for (size_t m = 0; m < tp_ranks.size(); m += x_size) {
-        g["tp-x"].emplace_back(tp_ranks.begin() + static_cast<std::ptrdiff_t>(m),
-                               tp_ranks.begin() + static_cast<std::ptrdiff_t>(m + x_size));
-      }
-      for (size_t m = 0; m < x_size; ++m) {
-        std::vector<int> y;
-        for (size_t i = m; i < tp_ranks.size(); i += x_size) y.push_back(tp_ranks[i]);
-        for (int r : y) y_of[r] = y;
-        g["tp-y"].push_back(std::move(y));
-      }
+      split_into_runs_and_strides(tp_ranks, l.tp_x, &g["tp-x"], &g["tp-y"]);
     }
+    std::map<int, std::vector<int>> y_of;  // rank -> its Y group
+    for (const std::vector<int>& y : g["tp-y"])
+      for (int r : y) y_of[r] = y;
     for (const std::vector<int>& cp_ranks : g["cp"]) {
       std::vector<int> united;
       for (int r : cp_ranks) united.insert(united.end(), y_of[r].begin(), y_of[r].end());

@@ -105,6 +105,31 @@ struct Layout {
   std::string flags;
 };
 
+// The run at layout `l` continued from checkpoint `base` to iteration 8: its final weights (but
+// the key bias, see without_key_bias) within 1e-5 of `want`, the never-stopped run's, and its
+// losses of iterations 5-8 within 1e-5 of that run's log `straight`. `out` receives its
+// checkpoints.
+void expect_continues_like(const Layout& l, const std::string& base, const std::string& out,
+                           const std::map<std::string, std::vector<float>>& want,
+                           const CommandResult& straight) {
+  const CommandResult b =
+      train(l.np, l.flags, " --train-iters 8 --load " + base + " --save " + out);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const auto got = tensors(out, 8, "param");
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, values] : want) {
+    ASSERT_EQ(got.count(name), 1u) << name;
+    EXPECT_LE(normwise_error(without_key_bias(name, got.at(name)), without_key_bias(name, values)),
+              1e-5)
+        << name;
+  }
+  const auto la = losses(straight.output), lb = losses(b.output);
+  for (int it = 5; it <= 8; ++it) {
+    EXPECT_NEAR(std::stod(lb.at(it)), std::stod(la.at(it)), 1e-5 * std::stod(la.at(it)))
+        << "iteration " << it;
+  }
+}
+
 TEST(Checkpoint, ResumeIsBitExact) {
   const Layout layouts[] = {
       {"single", 1, ""},
@@ -175,19 +200,7 @@ TEST(Checkpoint, ReshardsToOtherLayouts) {
   };
   for (const Layout& l : targets) {
     SCOPED_TRACE(l.name);
-    const std::string out = scratch.file(l.name);
-    const CommandResult b = train(l.np, l.flags, " --train-iters 8 --load " + base + " --save " + out);
-    ASSERT_EQ(b.exit_code, 0) << b.output;
-    const auto got = tensors(out, 8, "param");
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto& [name, values] : want) {
-      ASSERT_EQ(got.count(name), 1u) << name;
-      EXPECT_LE(normwise_error(without_key_bias(name, got.at(name)), without_key_bias(name, values)), 1e-5) << name;
-    }
-    const auto la = losses(a.output), lb = losses(b.output);
-    for (int it = 5; it <= 8; ++it) {
-      EXPECT_NEAR(std::stod(lb.at(it)), std::stod(la.at(it)), 1e-5 * std::stod(la.at(it))) << "iteration " << it;
-    }
+    expect_continues_like(l, base, scratch.file(l.name), want, a);
   }
 }
 
@@ -257,20 +270,7 @@ TEST(Checkpoint, TwoDimensionalTensorParallelReshards) {
   };
   for (const auto& [layout, base] : targets) {
     SCOPED_TRACE(layout.name);
-    const std::string out = scratch.file(layout.name);
-    const CommandResult b =
-        train(layout.np, layout.flags, " --train-iters 8 --load " + scratch.file(base) + " --save " + out);
-    ASSERT_EQ(b.exit_code, 0) << b.output;
-    const auto got = tensors(out, 8, "param");
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto& [name, values] : want) {
-      ASSERT_EQ(got.count(name), 1u) << name;
-      EXPECT_LE(normwise_error(without_key_bias(name, got.at(name)), without_key_bias(name, values)), 1e-5) << name;
-    }
-    const auto la = losses(a.output), lb = losses(b.output);
-    for (int it = 5; it <= 8; ++it) {
-      EXPECT_NEAR(std::stod(lb.at(it)), std::stod(la.at(it)), 1e-5 * std::stod(la.at(it))) << "iteration " << it;
-    }
+    expect_continues_like(layout, scratch.file(base), scratch.file(layout.name), want, a);
   }
 }
 

@@ -194,6 +194,31 @@ void launch_add_column_partials(cudaStream_t stream, float* out0, float* out1, c
   MS_CUDA_CHECK_LAUNCH();
 }
 
+/// What pass 1 of a backward with weight (and bias) sums is launched with.
+struct ColumnPass {
+  unsigned int blocks;  ///< R row slices
+  size_t shared_bytes;  ///< the block's W accumulators in shared memory, or 0
+  float* partial;       ///< [R, W]: the blocks' sums
+  bool in_shared;
+};
+
+/// A backward with column sums: pass1(ColumnPass) launches the row kernel over R row slices with W
+/// = C accumulators per block (out1 null: weights only) or 2C (weights, then biases); pass 2 adds
+/// the R partial rows into out0 [C] and out1 [C].
+template <typename Pass1>
+void backward_with_column_sums(const KernelContext& kc, int64_t N, int64_t C, float* out0,
+                               float* out1, const Pass1& pass1) {
+  const int64_t R = std::min(N, kPartialBlocks);
+  const int64_t W = out1 != nullptr ? 2 * C : C;
+  ScratchBuffer partial(kc, static_cast<size_t>(R * W) * sizeof(float));
+  const bool in_shared = W <= kMaxSharedPartials;
+  pass1(ColumnPass{static_cast<unsigned int>(R),
+                   in_shared ? static_cast<size_t>(W) * sizeof(float) : 0, partial.as<float>(),
+                   in_shared});
+  MS_CUDA_CHECK_LAUNCH();
+  launch_add_column_partials(stream_of(kc), out0, out1, partial.as<float>(), R, C, W);
+}
+
 // The 2D tensor-parallel norm's pieces (kernel_signatures.inc), one block per row like the
 // whole-row kernels above; the backward's weight and bias sums use the same two passes.
 __global__ void norm_partial_moments_kernel(float* __restrict__ out, const float* __restrict__ inp,
@@ -294,22 +319,16 @@ void layer_norm_backward(const KernelContext& kc, float* dinp, float* dweight, f
                          const float* dout, const float* inp, const float* weight,
                          const float* mean, const float* rstd, int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  cudaStream_t stream = stream_of(kc);
-  const int64_t R = std::min(N, kPartialBlocks);
-  const int64_t W = dbias != nullptr ? 2 * C : C;
-  ScratchBuffer partial(kc, static_cast<size_t>(R * W) * sizeof(float));
-  const bool in_shared = W <= kMaxSharedPartials;
-  const size_t shared_bytes = in_shared ? static_cast<size_t>(W) * sizeof(float) : 0;
-  const auto blocks = static_cast<unsigned int>(R);
-  if (dbias != nullptr) {
-    layer_norm_backward_kernel<true><<<blocks, row_threads(C), shared_bytes, stream>>>(
-        dinp, partial.as<float>(), in_shared, dout, inp, weight, mean, rstd, N, C);
-  } else {
-    layer_norm_backward_kernel<false><<<blocks, row_threads(C), shared_bytes, stream>>>(
-        dinp, partial.as<float>(), in_shared, dout, inp, weight, mean, rstd, N, C);
-  }
-  MS_CUDA_CHECK_LAUNCH();
-  launch_add_column_partials(stream, dweight, dbias, partial.as<float>(), R, C, W);
+  backward_with_column_sums(kc, N, C, dweight, dbias, [&](const ColumnPass& p) {
+    if (dbias != nullptr) {
+      layer_norm_backward_kernel<true><<<p.blocks, row_threads(C), p.shared_bytes, stream_of(kc)>>>(
+          dinp, p.partial, p.in_shared, dout, inp, weight, mean, rstd, N, C);
+    } else {
+      layer_norm_backward_kernel<false>
+          <<<p.blocks, row_threads(C), p.shared_bytes, stream_of(kc)>>>(
+              dinp, p.partial, p.in_shared, dout, inp, weight, mean, rstd, N, C);
+    }
+  });
 }
 
 void rms_norm_forward(const KernelContext& kc, float* out, float* rstd, const float* inp,
@@ -325,15 +344,10 @@ void rms_norm_backward(const KernelContext& kc, float* dinp, float* dweight, con
                        const float* inp, const float* weight, const float* rstd, int64_t N,
                        int64_t C) {
   if (N <= 0 || C <= 0) return;
-  cudaStream_t stream = stream_of(kc);
-  const int64_t R = std::min(N, kPartialBlocks);
-  ScratchBuffer partial(kc, static_cast<size_t>(R * C) * sizeof(float));
-  const bool in_shared = C <= kMaxSharedPartials;
-  const size_t shared_bytes = in_shared ? static_cast<size_t>(C) * sizeof(float) : 0;
-  rms_norm_backward_kernel<<<static_cast<unsigned int>(R), row_threads(C), shared_bytes, stream>>>(
-      dinp, partial.as<float>(), in_shared, dout, inp, weight, rstd, N, C);
-  MS_CUDA_CHECK_LAUNCH();
-  launch_add_column_partials(stream, dweight, nullptr, partial.as<float>(), R, C, C);
+  backward_with_column_sums(kc, N, C, dweight, nullptr, [&](const ColumnPass& p) {
+    rms_norm_backward_kernel<<<p.blocks, row_threads(C), p.shared_bytes, stream_of(kc)>>>(
+        dinp, p.partial, p.in_shared, dout, inp, weight, rstd, N, C);
+  });
 }
 
 void norm_partial_moments(const KernelContext& kc, float* out, const float* inp,
@@ -370,22 +384,16 @@ void norm_backward_apply(const KernelContext& kc, float* dinp, float* dweight, f
                          const float* mean, const float* rstd, const float* totals, int64_t H,
                          int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  cudaStream_t stream = stream_of(kc);
-  const int64_t R = std::min(N, kPartialBlocks);
-  const int64_t W = dbias != nullptr ? 2 * C : C;
-  ScratchBuffer partial(kc, static_cast<size_t>(R * W) * sizeof(float));
-  const bool in_shared = W <= kMaxSharedPartials;
-  const size_t shared_bytes = in_shared ? static_cast<size_t>(W) * sizeof(float) : 0;
-  const auto blocks = static_cast<unsigned int>(R);
-  if (dbias != nullptr) {
-    norm_backward_apply_kernel<true><<<blocks, row_threads(C), shared_bytes, stream>>>(
-        dinp, partial.as<float>(), in_shared, dout, inp, weight, mean, rstd, totals, H, N, C);
-  } else {
-    norm_backward_apply_kernel<false><<<blocks, row_threads(C), shared_bytes, stream>>>(
-        dinp, partial.as<float>(), in_shared, dout, inp, weight, mean, rstd, totals, H, N, C);
-  }
-  MS_CUDA_CHECK_LAUNCH();
-  launch_add_column_partials(stream, dweight, dbias, partial.as<float>(), R, C, W);
+  backward_with_column_sums(kc, N, C, dweight, dbias, [&](const ColumnPass& p) {
+    if (dbias != nullptr) {
+      norm_backward_apply_kernel<true><<<p.blocks, row_threads(C), p.shared_bytes, stream_of(kc)>>>(
+          dinp, p.partial, p.in_shared, dout, inp, weight, mean, rstd, totals, H, N, C);
+    } else {
+      norm_backward_apply_kernel<false>
+          <<<p.blocks, row_threads(C), p.shared_bytes, stream_of(kc)>>>(
+              dinp, p.partial, p.in_shared, dout, inp, weight, mean, rstd, totals, H, N, C);
+    }
+  });
 }
 
 void fill_normalization_kernels(KernelTable& t) {
