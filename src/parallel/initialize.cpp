@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "core/check.h"
@@ -40,6 +41,33 @@ std::unique_ptr<ProcessGroup> split_group(const ParallelGroups& groups, const st
   return make_single_process_group(kind, rank);
 }
 
+// A launcher that started several processes without bootstrapping MPI among them (PyTorch's
+// own torchrun, srun without PMIx) leaves each one a world of one: they would train apart and
+// overwrite each other's checkpoints. The launcher's variables say so; the job stops naming
+// the launch that works.
+void check_launcher_agrees(const MpiWorld& world) {
+  if (world.size != 1) return;
+  auto count = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v == nullptr ? 0 : std::atoi(v);
+  };
+  if (const int n = count("WORLD_SIZE"); n > 1) {
+    fatal(str_cat(
+        "WORLD_SIZE=", n,
+        " (set by PyTorch's torchrun or another launcher), but MPI sees a world of 1 process: ",
+        "this engine's ranks form their world through MPI. Launch with mindspeed-cpp's "
+        "tools/torchrun (the same ",
+        "flags as PyTorch's), mpirun, or srun --mpi=pmix"));
+  }
+  if (const int n = count("SLURM_STEP_NUM_TASKS");
+      n > 1 && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
+    fatal(str_cat("srun started ", n,
+                  " tasks, but MPI sees a world of 1 process: start them with srun --mpi=pmix ",
+                  "(Slurm's PMIx plugin bootstraps MPI), or one tools/torchrun per node (srun "
+                  "--ntasks-per-node=1 torchrun ...)"));
+  }
+}
+
 }  // namespace
 
 MpiWorld initialize_mpi(int* argc, char*** argv) {
@@ -58,6 +86,7 @@ MpiWorld initialize_mpi(int* argc, char*** argv) {
   MPI_Comm_size(node, &world.local_size);
   MPI_Comm_rank(node, &world.local_rank);
   MPI_Comm_free(&node);
+  check_launcher_agrees(world);
   return world;
 }
 
