@@ -6,7 +6,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config
           libopenblas-openmp-dev libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
           libsentencepiece-dev zlib1g-dev
-          gnuplot-nox)  # tools/plot_metrics.sh (the loss picture of a run)
+          gnuplot-nox  # tools/plot_metrics.sh (the loss picture of a run)
+          iproute2 slurm-wlm)  # scripts/multi_host_test.sh: hosts as network namespaces, a Slurm cluster of them
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

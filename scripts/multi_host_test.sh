@@ -8,6 +8,7 @@
 #     grad norm equal the single-process run's (same weights and data) within 1e-5 relative;
 #   * start-up failures end every launcher within a bounded time with the node and the cause
 #     named: a node missing, the master port taken, a wrong node count, no master;
+#   * MindSpeed-LLM's --no-shared-storage with a data cache in each host's own /tmp;
 #   * a host's link cut mid-step (its interface set down): the job ends on every host with the
 #     lost host named, no rank is left running, and the last checkpoint is intact: the job
 #     resumes from it across the hosts once the link is back;
@@ -59,6 +60,7 @@ make_hosts() {
   for ((i = 0; i < n; i++)); do
     local h="ms${ID}h$i"
     ip netns add "$h" || return 1
+    mkdir -p "$WORK/tmp$i" && chmod 1777 "$WORK/tmp$i"
     HOSTS+=("$h")
     ip link add "ms${ID}v$i" type veth peer name eth0 netns "$h" || return 1
     ip link set "ms${ID}v$i" master "$BRIDGE" up
@@ -72,12 +74,12 @@ addr() { echo "$PREFIX.$((10 + $1))"; }
 
 # on_host I COMMAND...: runs COMMAND in host I's namespace under its own host name, the hosts
 # resolving through WORK/hosts (bound over /etc/hosts in the host's own mount namespace), with
-# a /tmp of its own as a separate machine has.
+# a /tmp of its own as a separate machine has (WORK/tmp<I>, so the test can look into it).
 on_host() {
   local i=$1
   shift
   ip netns exec "ms${ID}h$i" unshare --uts --mount bash -c \
-    "hostname host$i; mount --bind $WORK/hosts /etc/hosts; mount -t tmpfs tmpfs /tmp; exec \"\$@\"" bash "$@"
+    "hostname host$i; mount --bind $WORK/hosts /etc/hosts; mount --bind $WORK/tmp$i /tmp; exec \"\$@\"" bash "$@"
 }
 
 MODEL="--mock-data --tokenizer-type NullTokenizer --vocab-size 4095 --num-layers 4 --hidden-size 64
@@ -108,7 +110,7 @@ launch_job() {
   for ((i = nnodes - 1; i >= 0; i--)); do
     on_host "$i" timeout 300 "$TORCHRUN" --nnodes "$nnodes" --nproc_per_node "$nproc" --node_rank "$i" \
       --master_addr "$(addr 0)" --master_port 29500 --rdzv_conf "join_timeout=60,keep_alive_interval=1,keep_alive_max_attempt=3" \
-      pretrain_gpt.py $MODEL --train-iters "$iters" "$@" >"$WORK/$name.$i.log" 2>&1 &
+      pretrain_gpt.py ${JOB_MODEL:-$MODEL} --train-iters "$iters" "$@" >"$WORK/$name.$i.log" 2>&1 &
     pids+=($!)
   done
   local rc=0
@@ -189,6 +191,53 @@ startup_failures() {
     pass "wrong node count: both launchers end naming host1's --nnodes 3" $((SECONDS - t0))
 }
 
+# MindSpeed-LLM's --no-shared-storage: the hosts share no file system for the index cache
+# (--data-cache-path in each host's own /tmp). Without the flag only global rank 0 (host 0)
+# writes the cache and host 1's ranks build the indices in memory with a warning; with it each
+# host's first rank builds and writes its own cache. Both train the same losses.
+no_shared_storage() {
+  local t0=$SECONDS gpt2="$ROOT/data/gpt2"
+  zcat "$ROOT/data/corpus/kjv.jsonl.gz" | head -300 >"$WORK/docs.jsonl"
+  "$BUILD/tools/preprocess_data" --input "$WORK/docs.jsonl" --output-prefix "$WORK/kjv" --tokenizer-type GPT2BPETokenizer \
+    --vocab-file "$gpt2/gpt2-vocab.json" --merge-file "$gpt2/gpt2-merges.txt" --append-eod >"$WORK/preprocess.log" 2>&1 || {
+    fail no_shared_storage "preprocess_data: $(tail -3 "$WORK/preprocess.log")"
+    return
+  }
+  local JOB_MODEL="--data-path $WORK/kjv_text_document --split 100,0,0 --data-cache-path /tmp/index_cache
+    --tokenizer-type GPT2BPETokenizer --vocab-file $gpt2/gpt2-vocab.json --merge-file $gpt2/gpt2-merges.txt
+    --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64
+    --micro-batch-size 2 --global-batch-size 8 --lr 1e-3 --log-interval 1 --eval-interval 1000 --eval-iters 0
+    --seed 1234 --num-threads 1"
+  rm -rf "$WORK"/tmp*/index_cache
+  JOB_MODEL=$JOB_MODEL launch_job shared 2 4 4 $LAYOUT || {
+    fail no_shared_storage "$(tail -3 "$WORK/shared.0.log")"
+    return
+  }
+  local host1_files
+  host1_files=$(find "$WORK/tmp1/index_cache" -name '*.npy' 2>/dev/null | wc -l)
+  if [ "$host1_files" -ne 0 ] || ! grep -q "building them in memory" "$WORK/shared.0.log"; then
+    fail no_shared_storage "without the flag host 1 has $host1_files cached index files (expected 0 and a warning)"
+    return
+  fi
+  rm -rf "$WORK"/tmp*/index_cache
+  JOB_MODEL=$JOB_MODEL launch_job private 2 4 4 $LAYOUT --no-shared-storage || {
+    fail no_shared_storage "$(tail -3 "$WORK/private.0.log")"
+    return
+  }
+  local files0 files1
+  files0=$(find "$WORK/tmp0/index_cache" -name '*.npy' 2>/dev/null | wc -l)
+  files1=$(find "$WORK/tmp1/index_cache" -name '*.npy' 2>/dev/null | wc -l)
+  if [ "$files1" -eq 0 ] || [ "$files1" -ne "$files0" ] || grep -q "building them in memory" "$WORK/private.0.log"; then
+    fail no_shared_storage "with --no-shared-storage host 0 cached $files0 and host 1 $files1 index files"
+    return
+  fi
+  if ! same_metrics "$WORK/shared.0.log" "$WORK/private.0.log"; then
+    fail no_shared_storage "the losses differ with --no-shared-storage"
+    return
+  fi
+  pass "--no-shared-storage: each host caches its own indices ($files1 files on host 1), same losses" $((SECONDS - t0))
+}
+
 link_cut() {
   local t0=$SECONDS save="$WORK/ckpt"
   local flags="$LAYOUT --save $save --save-interval 2"
@@ -256,6 +305,7 @@ want() { [ -z "${MULTI_HOST_ONLY:-}" ] || [[ " $MULTI_HOST_ONLY " == *" $1 "* ]]
 want two_hosts && equivalence_case two_hosts 2 4
 want four_hosts && equivalence_case four_hosts 4 2
 want startup && startup_failures
+want no_shared_storage && no_shared_storage
 want link_cut && link_cut
 want slurm && . "$ROOT/scripts/multi_host_slurm.sh" && slurm_cases
 

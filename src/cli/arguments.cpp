@@ -842,6 +842,10 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   r.flag("--reset-position-ids", d.reset_position_ids, "Positions restart after each end-of-document token");
   r.flag("--reset-attention-mask", d.reset_attention_mask, "No attention across end-of-document tokens");
   r.flag("--eod-mask-loss", d.eod_mask_loss, "No loss on end-of-document tokens");
+  r.flag("--no-shared-storage", d.no_shared_storage,
+         "MindSpeed-LLM: no file system shared by the nodes; each node builds and caches the "
+         "dataset indices "
+         "(its local rank 0 when tensor parallel 0; tensor-parallel rank 0 when TP spans nodes)");
 
   LoggingConfig& lg = c.logging;
   r.value("--tensorboard-dir", lg.tensorboard_dir,

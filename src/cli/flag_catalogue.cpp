@@ -678,8 +678,6 @@ constexpr Refusal kRefusals[] = {
     {"--no-rl-verify-model-weights-swap", kPostTraining},
     {"--no-rope-freq", kModelVariant},
     {"--no-scatter-gather-tensors-in-pipeline", kPipeline},
-    {"--no-shared-storage", kData,
-     "MindSpeed-LLM: dataset index caches built per node rather than on a shared file system"},
     {"--no-shuffle", kData},
     {"--no-strict-fsdp-dtensor-load", kCheckpoint},
     {"--no-use-gmm-fp8", kDeviceBackend},

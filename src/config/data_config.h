@@ -26,6 +26,9 @@ struct DataConfig {
   bool reset_position_ids = false;           ///< --reset-position-ids
   bool reset_attention_mask = false;         ///< --reset-attention-mask
   bool eod_mask_loss = false;                ///< --eod-mask-loss
+  /// MindSpeed-LLM's --no-shared-storage: each node builds and caches the dataset indices on
+  /// its own file system (its first tensor-parallel rank 0), instead of global rank 0 for all.
+  bool no_shared_storage = false;
   /// MindSpeed-LLM's --handler-name: the pretraining handler preprocess_data applied to the
   /// datasets (checked by name; the indexed datasets are read as they are).
   std::string handler_name;

@@ -102,9 +102,9 @@ Status BlendedMegatronDatasetBuilder::rank_zero_first(const std::function<Status
     return aborted("another rank failed while building the datasets (see its log)");
   };
   Status st;
-  if (ctx_.is_rank_zero && ctx_.is_built_on_rank) st = fn();
+  if (ctx_.builds_first && ctx_.is_built_on_rank) st = fn();
   if (!sync(st.ok())) return st.ok() ? other_failed() : st;
-  if (!ctx_.is_rank_zero && ctx_.is_built_on_rank) st = fn();
+  if (!ctx_.builds_first && ctx_.is_built_on_rank) st = fn();
   if (!sync(st.ok())) return st.ok() ? other_failed() : st;
   return ok_status();
 }
@@ -220,8 +220,8 @@ StatusOr<GptDatasets> BlendedMegatronDatasetBuilder::build_blend(
 }
 
 StatusOr<GptDatasets> BlendedMegatronDatasetBuilder::build() {
-  if (ctx_.is_rank_zero && !ctx_.is_built_on_rank) {
-    return internal_error("is_built_on_rank must be true on global rank 0");
+  if (ctx_.builds_first && !ctx_.is_built_on_rank) {
+    return internal_error("is_built_on_rank must be true on a rank that builds first");
   }
   const GPTDatasetConfig& cfg = *config_;
   for (int i = 0; i < kNumSplits; ++i) {

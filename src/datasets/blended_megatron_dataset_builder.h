@@ -65,8 +65,9 @@ using LowLevelDatasetFactory =
     std::function<StatusOr<std::shared_ptr<const LowLevelDataset>>(const std::string& path_prefix)>;
 
 struct DatasetBuildContext {
-  /// Global rank 0: builds and caches indices before the other ranks read them.
-  bool is_rank_zero = true;
+  /// Builds and caches indices before the other ranks read them: global rank 0 (Megatron), or
+  /// with --no-shared-storage one rank per node (MindSpeed-LLM's need_to_build_dataset).
+  bool builds_first = true;
   /// This rank needs the datasets (pretrain_gpt.is_dataset_built_on_rank: TP rank 0 of the
   /// first or last pipeline stage). Ranks that do not get null datasets but still sync.
   bool is_built_on_rank = true;
@@ -110,7 +111,7 @@ class BlendedMegatronDatasetBuilder {
   /// Runs `fn` on rank 0, syncs, runs it on the other ranks that build, syncs.
   Status rank_zero_first(const std::function<Status()>& fn);
   bool sync(bool ok) const { return ctx_.all_ranks_ok ? ctx_.all_ranks_ok(ok) : ok; }
-  IndexBuildRole role() const { return {ctx_.is_rank_zero, ctx_.is_rank_zero}; }
+  IndexBuildRole role() const { return {ctx_.builds_first, ctx_.builds_first}; }
 
   std::shared_ptr<const GPTDatasetConfig> config_;
   std::array<std::optional<int64_t>, kNumSplits> sizes_;

@@ -641,7 +641,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
                                                        c.training.eval_interval,
                                                        c.training.eval_iters, c.training.global_batch_size));
   DatasetBuildContext bctx;
-  bctx.is_rank_zero = world.rank == 0;
+  // MindSpeed-LLM's need_to_build_dataset: without a shared file system each node's first
+  // tensor-parallel rank 0 builds its own cache (any tensor-parallel rank 0 when TP spans nodes).
+  bctx.builds_first =
+      !c.data.no_shared_storage
+          ? world.rank == 0
+          : ps.tp_rank == 0 && (ps.sizes.tensor > world.local_size || world.local_rank == 0);
   bctx.all_ranks_ok = [&ps](bool ok) { return ps.world().all_reduce_scalar(ok ? 1.0 : 0.0, ReduceOp::kMin) > 0.5; };
   LowLevelDatasetFactory factory = [](const std::string& prefix) -> StatusOr<std::shared_ptr<const LowLevelDataset>> {
     MS_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, open_token_dataset(prefix));

@@ -225,7 +225,7 @@ TEST(Builder, RankZeroBuildsTheCacheOthersLoadIt) {
   std::vector<StatusOr<GptDatasets>> results(kWorld, StatusOr<GptDatasets>(internal_error("unset")));
   run_ranks(kWorld, [&](int rank, auto& all_ranks_ok) {
     DatasetBuildContext ctx;
-    ctx.is_rank_zero = rank == 0;
+    ctx.builds_first = rank == 0;
     ctx.is_built_on_rank = rank != 2;  // rank 2 is, say, a middle pipeline stage
     ctx.all_ranks_ok = all_ranks_ok;
     BlendedMegatronDatasetBuilder builder(cfg, {40, 8, 4}, synthetic_factory(), ctx);
@@ -260,7 +260,7 @@ TEST(Builder, AFailureOnOneRankStopsEveryRank) {
   std::vector<Status> results(kWorld);
   run_ranks(kWorld, [&](int rank, auto& all_ranks_ok) {
     DatasetBuildContext ctx;
-    ctx.is_rank_zero = rank == 0;
+    ctx.builds_first = rank == 0;
     ctx.all_ranks_ok = all_ranks_ok;
     LowLevelDatasetFactory factory = synthetic_factory();
     if (rank == 1) {
