@@ -458,4 +458,14 @@ void Optimizer::write_state(OptimizerState kind, int64_t shard_begin, int64_t n,
   });
 }
 
+std::vector<OwnedRange> owned_ranges(const Parameter& p, const Optimizer& optimizer) {
+  std::vector<OwnedRange> out;
+  const int64_t p_lo = p.buffer_offset, p_hi = p.buffer_offset + p.local_shape.numel();
+  for (const Optimizer::Segment& s : optimizer.segments()) {
+    const int64_t lo = std::max(s.begin, p_lo), hi = std::min(s.end, p_hi);
+    if (lo < hi) out.push_back({lo - p_lo, hi - p_lo, s.shard_offset + (lo - s.begin)});
+  }
+  return out;
+}
+
 }  // namespace mindspeed

@@ -186,4 +186,11 @@ class Optimizer {
   std::vector<SwapSlice> swap_slices_;  ///< empty without --swap-optimizer
 };
 
+/// The optimizer-owned part of parameter p: [lo, hi) of its local slice and where it starts in
+/// the optimizer's shard-local arrays (all of it without the distributed optimizer).
+struct OwnedRange {
+  int64_t lo = 0, hi = 0, shard = 0;
+};
+std::vector<OwnedRange> owned_ranges(const Parameter& p, const Optimizer& optimizer);
+
 }  // namespace mindspeed

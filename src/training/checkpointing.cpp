@@ -128,21 +128,6 @@ json layout_args(const Configs& c, const ParallelState& ps) {
           {"world_size", ps.world_size}};
 }
 
-// The optimizer-owned part of parameter p: [lo, hi) of its local slice and where it starts
-// in the optimizer's shard-local arrays.
-struct OwnedRange {
-  int64_t lo = 0, hi = 0, shard = 0;
-};
-std::vector<OwnedRange> owned_ranges(const Parameter& p, const Optimizer& optimizer) {
-  std::vector<OwnedRange> out;
-  const int64_t p_lo = p.buffer_offset, p_hi = p.buffer_offset + p.local_shape.numel();
-  for (const Optimizer::Segment& s : optimizer.segments()) {
-    const int64_t lo = std::max(s.begin, p_lo), hi = std::min(s.end, p_hi);
-    if (lo < hi) out.push_back({lo - p_lo, hi - p_lo, s.shard_offset + (lo - s.begin)});
-  }
-  return out;
-}
-
 // One chunk of one tensor as the index records it.
 struct Chunk {
   std::string kind, name, file, key;
@@ -463,7 +448,13 @@ StatusOr<RankSnapshot> take_snapshot(const CheckpointTarget& t, const Configs& c
     const MegatronProgress progress{state.iteration, state.consumed_train_samples,
                                     state.consumed_valid_samples,
                                     state.floating_point_operations_so_far};
-    MS_ASSIGN_OR_RETURN(snap.megatron, megatron_rank_file_of(configs, t.registry, t.ps, t.optimizer.backend(), progress));
+    // The non-distributed optimizer's state goes into Megatron's files too (each rank holds all
+    // of its shard's); the distributed optimizer's distrib_optim.pt is not written yet.
+    Optimizer* megatron_optimizer =
+        save_optimizer && !configs.parallel.use_distributed_optimizer ? &t.optimizer : nullptr;
+    MS_ASSIGN_OR_RETURN(snap.megatron,
+                        megatron_rank_file_of(configs, t.registry, t.ps, t.optimizer.backend(),
+                                              progress, megatron_optimizer));
     snap.tp_rank = t.ps.tp_rank;
     snap.pp_rank = t.ps.pp_rank;
     snap.pp_size = t.ps.sizes.pipeline;
@@ -734,6 +725,52 @@ Status save_checkpoint(const std::string& dir, const CheckpointState& state, con
                        const CheckpointTarget& target, bool save_optimizer) {
   CheckpointSaver saver(target.ps, /*async=*/false);
   return saver.save(dir, state, configs, target, save_optimizer);
+}
+
+Status load_megatron_optimizer_state(const MegatronTorchCheckpoint& ckpt,
+                                     const CheckpointTarget& target) {
+  MS_RETURN_IF_ERROR(ckpt.optimizer_readable());
+  const Backend& backend = target.optimizer.backend();
+  const bool half = is_half_precision(target.buffer.param_dtype());
+  const int64_t saved_rows = ckpt.model_config().padded_vocab_size;
+  for (const auto& owned : target.registry.params()) {
+    Parameter& p = *owned;
+    ParameterSpec source = p.spec;
+    if (p.is_tied_copy()) source.name = p.spec.tied_to;
+    const bool vocab =
+        source.name == "embedding.word_embeddings.weight" || source.name == "output_layer.weight";
+    if (vocab)
+      source.global_shape = Shape{saved_rows, p.spec.global_shape[1]};  // Megatron's padding
+    const std::vector<OwnedRange> ranges = owned_ranges(p, target.optimizer);
+    const ShardCoords at = shard_coords(p.spec, target.ps);
+    std::vector<float> mine(static_cast<size_t>(p.local_shape.numel()));
+    for (const OptimizerState state :
+         {OptimizerState::kMainParam, OptimizerState::kExpAvg, OptimizerState::kExpAvgSq}) {
+      const bool main = state == OptimizerState::kMainParam;
+      // An fp32 run's weights are their own main copy: a 16-bit checkpoint's fp32 main
+      // parameters replace the (rounded) weights loaded before.
+      if (main && !half && ckpt.optimizer_state() != MegatronOptimizerState::kFloat16) continue;
+      MS_ASSIGN_OR_RETURN(
+          std::vector<float> full,
+          ckpt.full_optimizer_tensor(main                               ? "param"
+                                     : state == OptimizerState::kExpAvg ? "exp_avg"
+                                                                        : "exp_avg_sq",
+                                     source));
+      if (vocab)
+        full.resize(static_cast<size_t>(p.spec.global_shape.numel()), 0.0f);  // this run's padding
+      slice_for_rank(mine.data(), full.data(), p.spec, at.rank, at.count);
+      if (main && !half) {
+        set_parameter_from_shard(p, mine.data(), &backend);
+        continue;
+      }
+      for (const OwnedRange& r : ranges)
+        target.optimizer.write_state(state, r.shard, r.hi - r.lo, mine.data() + r.lo);
+    }
+  }
+  target.optimizer.set_step_count(ckpt.optimizer_step());
+  auto& scaler = target.optimizer.grad_scaler();
+  if (scaler && scaler->is_dynamic() && ckpt.grad_scaler()) scaler->load_state(*ckpt.grad_scaler());
+  return ok_status();
 }
 
 StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs& configs,

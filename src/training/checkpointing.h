@@ -46,6 +46,8 @@
 namespace mindspeed {
 
 /// The training progress a checkpoint carries besides the tensors.
+class MegatronTorchCheckpoint;
+
 struct CheckpointState {
   int64_t iteration = 0;
   int64_t consumed_train_samples = 0;
@@ -114,6 +116,12 @@ bool has_checkpoint_index(const std::string& dir);
 /// checkpoint, naming the file, and architecture arguments that differ, naming the flag.
 StatusOr<CheckpointState> load_checkpoint(const std::string& dir, const Configs& configs,
                                           const CheckpointTarget& target, const CheckpointLoadOptions& options);
+
+/// Megatron-LM's optimizer state (--ckpt-format torch, see megatron_torch_checkpoint.h) into the
+/// target's optimizer, after its weights were loaded: each parameter's Adam moments and fp32
+/// main copy cut to the parts this rank's optimizer owns, the step count and the loss scaler.
+Status load_megatron_optimizer_state(const MegatronTorchCheckpoint& ckpt,
+                                     const CheckpointTarget& target);
 
 /// The full fp32 tensors of a checkpoint iteration directory (`dir/iter_XXXXXXX`), by
 /// Megatron name: "param", "exp_avg" or "exp_avg_sq" (tests and tools).

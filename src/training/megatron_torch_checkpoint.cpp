@@ -2,7 +2,9 @@
 #include "training/megatron_torch_checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "config/parallel_config.h"
@@ -230,6 +232,10 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
       }
     }
   }
+  // A weights-only load (--no-load-optim, --finetune) does not need it: a problem is kept
+  // for optimizer_readable().
+  ckpt.optimizer_status_ = ckpt.read_optimizer_state();
+  if (!ckpt.optimizer_status_.ok()) ckpt.optimizer_.clear();
   return ckpt;
 }
 
@@ -246,8 +252,8 @@ StatusOr<const PickleValue*> MegatronTorchCheckpoint::chunk_state_dict(const Tor
   return sd;
 }
 
-StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(
-    const ParameterSpec& this_run_spec) const {
+StatusOr<std::vector<float>> MegatronTorchCheckpoint::assemble(const ParameterSpec& this_run_spec,
+                                                               const SliceOf& slice_of) const {
   const std::string& name = this_run_spec.name;
   // The rank file and chunk: a layer's from the layout (renumbered from 0 in its chunk), the
   // embedding in chunk 0 of rank 0, the final norm and output layer in the last chunk of the
@@ -281,23 +287,293 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(
   std::vector<float> full(static_cast<size_t>(spec.global_shape.numel()));
   for (int t = 0; t < slices; ++t) {
     const TorchCheckpointFile& f = files_.at({t, stage});
-    MS_ASSIGN_OR_RETURN(const PickleValue* sd, chunk_state_dict(f, chunk));
-    const PickleValue* tensor = nullptr;
-    for (const std::string& k : keys) {
-      if ((tensor = sd->get(k)) != nullptr) break;
-    }
-    if (tensor == nullptr || tensor->kind != PickleValue::Kind::kTensor) {
-      return not_found(f.path(), ": no tensor '", keys.front(), "' in '",
-                       chunks_ > 1 ? "model" + std::to_string(chunk) : "model", "' (for ", name, ")");
-    }
-    MS_ASSIGN_OR_RETURN(std::vector<float> values, f.read_f32(*tensor->tensor));
+    MS_ASSIGN_OR_RETURN(std::shared_ptr<TorchTensorRef> tensor,
+                        slice_of(f, {t, stage}, chunk, keys));
+    if (tensor == nullptr) continue;  // no state yet: zeros
+    MS_ASSIGN_OR_RETURN(std::vector<float> values, f.read_f32(*tensor));
     if (static_cast<int64_t>(values.size()) * slices != spec.global_shape.numel()) {
-      return invalid_argument(f.path(), ": '", keys.front(), "' has ", values.size(), " values, expected ",
-                              spec.global_shape.numel() / slices);
+      return invalid_argument(f.path(), ": '", keys.front(), "' has ", values.size(),
+                              " values, expected ", spec.global_shape.numel() / slices);
     }
     unslice_from_rank(full.data(), values.data(), spec, t, slices);
   }
   return full;
+}
+
+StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const ParameterSpec& spec) const {
+  return assemble(
+      spec,
+      [&](const TorchCheckpointFile& f, std::pair<int, int>, int chunk,
+          const std::vector<std::string>& keys) -> StatusOr<std::shared_ptr<TorchTensorRef>> {
+        MS_ASSIGN_OR_RETURN(const PickleValue* sd, chunk_state_dict(f, chunk));
+        const PickleValue* tensor = nullptr;
+        for (const std::string& k : keys) {
+          if ((tensor = sd->get(k)) != nullptr) break;
+        }
+        if (tensor == nullptr || tensor->kind != PickleValue::Kind::kTensor) {
+          return not_found(f.path(), ": no tensor '", keys.front(), "' in '",
+                           chunks_ > 1 ? "model" + std::to_string(chunk) : "model", "' (for ",
+                           spec.name, ")");
+        }
+        return tensor->tensor;
+      });
+}
+
+Status MegatronTorchCheckpoint::optimizer_readable() const {
+  MS_RETURN_IF_ERROR(optimizer_status_);
+  switch (optimizer_state_) {
+    case MegatronOptimizerState::kNone:
+      return failed_precondition(
+          "the Megatron-LM checkpoint holds no optimizer state (saved with --no-save-optim, ",
+          "or a release): pass --no-load-optim to start a fresh optimizer from its weights");
+    case MegatronOptimizerState::kDistributed:
+      return unimplemented(
+          "the Megatron-LM checkpoint was saved by the distributed optimizer, whose state is in ",
+          "distrib_optim.pt, not read yet: pass --no-load-optim to start a fresh optimizer from ",
+          "its weights");
+    default:
+      return ok_status();
+  }
+}
+
+StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_optimizer_tensor(
+    const std::string& kind, const ParameterSpec& spec) const {
+  MS_RETURN_IF_ERROR(optimizer_readable());
+  if (kind == "param" && optimizer_state_ == MegatronOptimizerState::kFp32)
+    return full_tensor(spec);  // its own main copy
+  if (kind != "param" && kind != "exp_avg" && kind != "exp_avg_sq") {
+    return invalid_argument("no optimizer state '", kind, "' in a Megatron-LM checkpoint");
+  }
+  return assemble(
+      spec,
+      [&](const TorchCheckpointFile& f, std::pair<int, int> rank, int chunk,
+          const std::vector<std::string>& keys) -> StatusOr<std::shared_ptr<TorchTensorRef>> {
+        const auto& state = optimizer_.at(rank);
+        for (const std::string& k : keys) {
+          auto it = state.find({chunk, k});
+          if (it == state.end()) continue;
+          const OptimizerTensors& t = it->second;
+          if (kind == "param" && t.main == nullptr) {
+            return not_found(f.path(), ": no fp32 main parameter for '", k,
+                             "' in 'fp32_from_fp16_params'");
+          }
+          return kind == "param" ? t.main : kind == "exp_avg" ? t.exp_avg : t.exp_avg_sq;
+        }
+        return not_found(f.path(), ": no optimizer state for '", keys.front(), "' (for ", spec.name,
+                         ")");
+      });
+}
+
+namespace {
+
+// The value of an int-keyed dict entry (torch's optimizer state is keyed by parameter index).
+const PickleValue* int_key(const PickleValue& dict, int64_t key) {
+  for (const auto& [k, v] : dict.dict) {
+    if (k->kind == PickleValue::Kind::kInt && k->i == key) return v.get();
+  }
+  return nullptr;
+}
+
+// A scalar saved as an int, a float or a 0-d tensor (torch's 'step').
+StatusOr<double> scalar_of(const TorchCheckpointFile& f, const PickleValue& v) {
+  if (v.kind == PickleValue::Kind::kInt) return static_cast<double>(v.i);
+  if (v.kind == PickleValue::Kind::kFloat) return v.f;
+  if (v.kind == PickleValue::Kind::kTensor) {
+    MS_ASSIGN_OR_RETURN(std::vector<float> x, f.read_f32(*v.tensor));
+    if (x.size() == 1) return static_cast<double>(x[0]);
+  }
+  return invalid_argument(f.path(), ": a scalar was expected in the optimizer state");
+}
+
+}  // namespace
+
+Status MegatronTorchCheckpoint::read_rank_optimizer(const TorchCheckpointFile& f,
+                                                    std::map<ChunkName, OptimizerTensors>* out,
+                                                    MegatronOptimizerState* form, int64_t* step) {
+  *form = MegatronOptimizerState::kNone;
+  const PickleValue* opt = f.root().get("optimizer");
+  if (opt == nullptr || opt->kind == PickleValue::Kind::kNone) return ok_status();
+  if (opt->kind == PickleValue::Kind::kList) {
+    return unimplemented(
+        f.path(), ": the optimizer state of ", opt->items.size(),
+        " chained optimizers (expert parameters?) is not read; pass --no-load-optim");
+  }
+  const PickleValue* inner = opt;
+  const PickleValue* main_groups = nullptr;
+  if (opt->get("param_groups") ==
+      nullptr) {  // a MixedPrecisionOptimizer's: {'optimizer': Adam's, ...}
+    inner = opt->get("optimizer");
+    main_groups = opt->get("fp32_from_fp16_params");
+    if (main_groups == nullptr) main_groups = opt->get("fp32_from_fp16");
+  }
+  const PickleValue* groups = inner != nullptr ? inner->get("param_groups") : nullptr;
+  if (groups == nullptr || groups->kind != PickleValue::Kind::kList) {
+    return invalid_argument(
+        f.path(), ": 'optimizer' has no 'param_groups' (not a Megatron optimizer state?)");
+  }
+  const PickleValue* state = inner->get("state");
+  if (state == nullptr &&
+      (groups->items.empty() || groups->items.front()->get("params") == nullptr)) {
+    *form = MegatronOptimizerState::kDistributed;  // DistributedOptimizer.state_dict(): no
+                                                   // parameter state
+    return ok_status();
+  }
+  if (state == nullptr || state->kind != PickleValue::Kind::kDict) {
+    return invalid_argument(f.path(), ": the optimizer state dict has no 'state'");
+  }
+  *form = main_groups != nullptr ? MegatronOptimizerState::kFloat16 : MegatronOptimizerState::kFp32;
+  if (opt->get("grad_scaler") != nullptr &&
+      opt->get("grad_scaler")->kind == PickleValue::Kind::kDict) {
+    const PickleValue& g = *opt->get("grad_scaler");
+    GradScalerState scaler;
+    if (g.get("scale") != nullptr) {
+      MS_ASSIGN_OR_RETURN(const double scale, scalar_of(f, *g.get("scale")));
+      scaler.scale = static_cast<float>(scale);
+    }
+    if (g.get("growth_tracker") != nullptr &&
+        g.get("growth_tracker")->kind == PickleValue::Kind::kInt) {
+      scaler.growth_tracker = g.get("growth_tracker")->i;
+    }
+    if (g.get("hysteresis_tracker") != nullptr &&
+        g.get("hysteresis_tracker")->kind == PickleValue::Kind::kInt) {
+      scaler.hysteresis_tracker = g.get("hysteresis_tracker")->i;
+    }
+    grad_scaler_ = scaler;
+  }
+  // Megatron's parameter order: named_parameters() over the chunks = the saved state dicts'
+  // order (Transformer Engine's _extra_state entries are not parameters).
+  struct Named {
+    ChunkName name;
+    bool no_weight_decay = false;
+  };
+  std::vector<Named> order;
+  for (int c = 0; c < chunks_; ++c) {
+    MS_ASSIGN_OR_RETURN(const PickleValue* sd, chunk_state_dict(f, c));
+    for (const auto& [key, value] : sd->dict) {
+      if (key->kind != PickleValue::Kind::kString || value->kind != PickleValue::Kind::kTensor)
+        continue;
+      if (key->s.ends_with("_extra_state")) continue;
+      order.push_back({{c, key->s}, key->s.ends_with(".bias") || value->tensor->shape.size() == 1});
+    }
+  }
+  // _get_param_groups: groups by (weight decay or not) in order of first appearance.
+  std::vector<std::vector<ChunkName>> by_group;
+  std::vector<bool> group_no_wd;
+  for (const Named& n : order) {
+    auto g = std::find(group_no_wd.begin(), group_no_wd.end(), n.no_weight_decay);
+    if (g == group_no_wd.end()) {
+      group_no_wd.push_back(n.no_weight_decay);
+      by_group.emplace_back();
+      g = group_no_wd.end() - 1;
+    }
+    by_group[static_cast<size_t>(g - group_no_wd.begin())].push_back(n.name);
+  }
+  auto sizes = [](const auto& lists) {
+    std::string s;
+    for (const auto& l : lists) s += (s.empty() ? "" : ", ") + std::to_string(l.size());
+    return "[" + s + "]";
+  };
+  std::vector<std::vector<int64_t>> saved;
+  for (const auto& g : groups->items) {
+    const PickleValue* params = g->get("params");
+    if (params == nullptr || params->kind != PickleValue::Kind::kList) {
+      return invalid_argument(f.path(), ": an optimizer parameter group has no 'params' list");
+    }
+    saved.emplace_back();
+    for (const auto& i : params->items)
+      saved.back().push_back(i->kind == PickleValue::Kind::kInt ? i->i : -1);
+  }
+  bool same = saved.size() == by_group.size();
+  for (size_t g = 0; same && g < saved.size(); ++g) {
+    same = saved[g].size() == by_group[g].size();
+    const PickleValue* wd = groups->items[g]->get("wd_mult");
+    if (same && wd != nullptr &&
+        (wd->kind == PickleValue::Kind::kFloat || wd->kind == PickleValue::Kind::kInt)) {
+      same = (wd->kind == PickleValue::Kind::kFloat ? wd->f : static_cast<double>(wd->i)) ==
+             (group_no_wd[g] ? 0.0 : 1.0);
+    }
+  }
+  if (!same) {
+    return invalid_argument(
+        f.path(), ": the optimizer's parameter groups hold ", sizes(saved),
+        " parameters, but Megatron's grouping of the saved model (weight decay, then not, by "
+        "first appearance) gives ",
+        sizes(by_group),
+        " (a custom no-weight-decay rule, --decoupled-lr or --lr-mult?); pass --no-load-optim");
+  }
+  if (main_groups != nullptr && (main_groups->kind != PickleValue::Kind::kList ||
+                                 main_groups->items.size() != saved.size())) {
+    return invalid_argument(f.path(),
+                            ": 'fp32_from_fp16_params' does not hold one list per parameter group");
+  }
+  std::optional<double> steps;
+  auto agree_step = [&](double s) -> Status {
+    if (steps && *steps != s)
+      return invalid_argument(f.path(), ": the optimizer's parameters were stepped ", *steps,
+                              " and ", s, " times");
+    steps = s;
+    return ok_status();
+  };
+  for (size_t g = 0; g < saved.size(); ++g) {
+    if (const PickleValue* gs =
+            groups->items[g]->get("step")) {  // Apex / Transformer Engine FusedAdam
+      MS_ASSIGN_OR_RETURN(const double s, scalar_of(f, *gs));
+      MS_RETURN_IF_ERROR(agree_step(s));
+    }
+    for (size_t j = 0; j < saved[g].size(); ++j) {
+      OptimizerTensors t;
+      if (main_groups != nullptr) {
+        const PickleValue* list = main_groups->items[g].get();
+        if (list->kind != PickleValue::Kind::kList || j >= list->items.size() ||
+            list->items[j]->kind != PickleValue::Kind::kTensor) {
+          return invalid_argument(f.path(), ": 'fp32_from_fp16_params' group ", g, " lacks tensor ",
+                                  j);
+        }
+        t.main = list->items[j]->tensor;
+      }
+      if (const PickleValue* s = int_key(*state, saved[g][j])) {
+        const PickleValue* a = s->get("exp_avg");
+        const PickleValue* b = s->get("exp_avg_sq");
+        if (a == nullptr || b == nullptr || a->kind != PickleValue::Kind::kTensor ||
+            b->kind != PickleValue::Kind::kTensor) {
+          return invalid_argument(f.path(), ": the Adam state of parameter ", saved[g][j], " (",
+                                  by_group[g][j].second,
+                                  ") lacks exp_avg / exp_avg_sq (not Adam?)");
+        }
+        t.exp_avg = a->tensor;
+        t.exp_avg_sq = b->tensor;
+        if (const PickleValue* st = s->get("step")) {  // torch's AdamW
+          MS_ASSIGN_OR_RETURN(const double v, scalar_of(f, *st));
+          MS_RETURN_IF_ERROR(agree_step(v));
+        }
+      } else if (!state->dict.empty()) {
+        return invalid_argument(f.path(), ": no Adam state for parameter ", saved[g][j], " (",
+                                by_group[g][j].second, ")");
+      }
+      (*out)[by_group[g][j]] = std::move(t);
+    }
+  }
+  *step = steps ? static_cast<int64_t>(*steps) : 0;
+  return ok_status();
+}
+
+Status MegatronTorchCheckpoint::read_optimizer_state() {
+  bool first = true;
+  for (const auto& [rank, f] : files_) {
+    MegatronOptimizerState form = MegatronOptimizerState::kNone;
+    int64_t step = 0;
+    MS_RETURN_IF_ERROR(read_rank_optimizer(f, &optimizer_[rank], &form, &step));
+    if (!first && (form != optimizer_state_ || step != optimizer_step_)) {
+      return invalid_argument(f.path(), ": its optimizer state (", static_cast<int>(form),
+                              ", step ", step, ") differs from the other rank files' (",
+                              static_cast<int>(optimizer_state_), ", step ", optimizer_step_,
+                              "): files of different saves?");
+    }
+    optimizer_state_ = form;
+    optimizer_step_ = step;
+    first = false;
+  }
+  return ok_status();
 }
 
 Status MegatronTorchCheckpoint::check_model_matches(const ModelConfig& flags) const {
@@ -400,12 +676,22 @@ MegatronRankFile::MegatronRankFile(std::shared_ptr<PickleValue> args, int64_t it
   for (const auto& [k, v] : extra) root_->dict.emplace_back(pickle_string(k), v);
 }
 
-void MegatronRankFile::add(int chunk, const std::string& name, TorchSaveTensor tensor) {
+std::shared_ptr<PickleValue> MegatronRankFile::tensor(TorchSaveTensor tensor) {
   auto ref = pickle_value(PickleValue::Kind::kTensor);
   ref->tensor = std::make_shared<TorchTensorRef>();
   ref->tensor->key = std::to_string(tensors_.size());
+  ref->tensor->shape = tensor.shape;
   tensors_.push_back(std::move(tensor));
-  models_.at(static_cast<size_t>(chunk))->dict.emplace_back(pickle_string(name), ref);
+  return ref;
+}
+
+void MegatronRankFile::add(int chunk, const std::string& name, TorchSaveTensor tensor) {
+  models_.at(static_cast<size_t>(chunk))
+      ->dict.emplace_back(pickle_string(name), this->tensor(std::move(tensor)));
+}
+
+void MegatronRankFile::set(const std::string& key, std::shared_ptr<PickleValue> value) {
+  root_->dict.emplace_back(pickle_string(key), std::move(value));
 }
 
 std::string MegatronRankFile::rank_dir(int tp_rank, int pp_rank, int pp_size) {
@@ -427,11 +713,191 @@ Status MegatronRankFile::write(const std::string& dir, int tp_rank, int pp_rank,
   return write_torch_save(rank + "/model_optim_rng.pt", "model_optim_rng", *root_, tensors_);
 }
 
-StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(const Configs& c,
-                                                                const ParameterRegistry& registry,
-                                                                const ParallelState& ps,
-                                                                const Backend& backend,
-                                                                const MegatronProgress& progress) {
+namespace {
+
+// A float as the shortest decimal that rounds to it, read back as a double: the value Python
+// holds for the flag the user typed (--lr 1e-3 is 0.001 there, not 0.0010000000474974513),
+// which Megatron's scheduler compares with the checkpoint's on load.
+double decimal_of(float v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
+const char* decay_style_name(LrDecayStyle s) {
+  switch (s) {
+    case LrDecayStyle::kConstant:
+      return "constant";
+    case LrDecayStyle::kLinear:
+      return "linear";
+    case LrDecayStyle::kCosine:
+      return "cosine";
+    case LrDecayStyle::kInverseSquareRoot:
+      return "inverse-square-root";
+    case LrDecayStyle::kWSD:
+      return "WSD";
+  }
+  return "linear";
+}
+
+std::shared_ptr<PickleValue> dict_of(const PickleFields& fields) {
+  auto d = pickle_value(PickleValue::Kind::kDict);
+  for (const auto& [k, v] : fields) d->dict.emplace_back(pickle_string(k), v);
+  return d;
+}
+
+// OptimizerParamScheduler.state_dict() for the run's flags, as Megatron's
+// get_optimizer_param_scheduler computes them (steps in samples), num_steps the samples consumed.
+std::shared_ptr<PickleValue> megatron_scheduler_state(const Configs& c, int64_t consumed_samples) {
+  const OptimizerConfig& o = c.optimizer;
+  const TrainingConfig& t = c.training;
+  const bool samples = t.train_samples > 0;
+  const int64_t gbs = t.global_batch_size;
+  const double decay =
+      samples
+          ? static_cast<double>(o.lr_decay_samples > 0 ? o.lr_decay_samples : t.train_samples)
+          : static_cast<double>((o.lr_decay_iters > 0 ? o.lr_decay_iters : t.train_iters) * gbs);
+  const bool fraction = o.lr_warmup_fraction >= 0.0f;
+  auto steps = [](double v) { return pickle_int(static_cast<int64_t>(v)); };
+  return dict_of({
+      {"max_lr", pickle_float(decimal_of(o.lr))},
+      {"lr_warmup_steps", fraction ? pickle_float(decimal_of(o.lr_warmup_fraction) * decay)
+                                   : steps(samples ? static_cast<double>(o.lr_warmup_samples)
+                                                   : static_cast<double>(o.lr_warmup_iters * gbs))},
+      {"num_steps", pickle_int(consumed_samples)},
+      {"lr_decay_style", pickle_string(decay_style_name(o.lr_decay_style))},
+      {"lr_decay_steps", steps(decay)},
+      {"min_lr", pickle_float(decimal_of(o.min_lr))},
+      {"start_wd", pickle_float(decimal_of(o.weight_decay))},
+      {"end_wd", pickle_float(decimal_of(o.weight_decay))},
+      {"wd_incr_style", pickle_string("constant")},
+      {"wd_incr_steps", steps(samples ? static_cast<double>(t.train_samples)
+                                      : static_cast<double>(t.train_iters * gbs))},
+  });
+}
+
+// One parameter as written into a rank file: its model chunk, Megatron name, and ours.
+struct WrittenParam {
+  int chunk = 0;
+  std::string name;
+  const Parameter* param = nullptr;
+};
+
+// A parameter's optimizer state `kind` (this rank holds all of it: no distributed optimizer).
+StatusOr<TorchSaveTensor> state_tensor(Optimizer& optimizer, const Parameter& p,
+                                       OptimizerState kind) {
+  TorchSaveTensor t;
+  for (int d = 0; d < p.local_shape.ndim(); ++d) t.shape.push_back(p.local_shape[d]);
+  t.values.assign(static_cast<size_t>(p.local_shape.numel()), 0.0f);
+  int64_t covered = 0;
+  for (const OwnedRange& r : owned_ranges(p, optimizer)) {
+    optimizer.read_state(kind, r.shard, r.hi - r.lo, t.values.data() + r.lo);
+    covered += r.hi - r.lo;
+  }
+  if (covered != p.local_shape.numel()) {
+    return internal_error("the optimizer holds ", covered, " of ", p.local_shape.numel(),
+                          " elements of ", p.spec.name, " (a distributed optimizer's shard?)");
+  }
+  return t;
+}
+
+// FP32Optimizer / Float16OptimizerWithFloat16Params.state_dict() of Megatron for the written
+// parameters: Adam's state numbered group by group (weight decay, then not, by first
+// appearance, as _get_param_groups groups them), the groups' hyperparameters.
+StatusOr<std::shared_ptr<PickleValue>> megatron_optimizer_state(
+    MegatronRankFile& file, const std::vector<WrittenParam>& params, Optimizer& optimizer,
+    const Configs& c) {
+  std::vector<std::vector<const WrittenParam*>> groups;
+  std::vector<bool> group_no_wd;
+  for (const WrittenParam& w : params) {
+    const bool no_wd = w.name.ends_with(".bias") || w.param->local_shape.ndim() == 1;
+    auto g = std::find(group_no_wd.begin(), group_no_wd.end(), no_wd);
+    if (g == group_no_wd.end()) {
+      group_no_wd.push_back(no_wd);
+      groups.emplace_back();
+      g = group_no_wd.end() - 1;
+    }
+    groups[static_cast<size_t>(g - group_no_wd.begin())].push_back(&w);
+  }
+  const bool half = optimizer.has_state(OptimizerState::kMainParam);
+  const int64_t step = optimizer.step_count();
+  const OptimizerConfig& o = c.optimizer;
+  auto state = pickle_value(PickleValue::Kind::kDict);
+  auto param_groups = pickle_value(PickleValue::Kind::kList);
+  auto main_groups = pickle_value(PickleValue::Kind::kList);
+  int64_t index = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    auto indices = pickle_value(PickleValue::Kind::kList);
+    auto mains = pickle_value(PickleValue::Kind::kList);
+    for (const WrittenParam* w : groups[g]) {
+      indices->items.push_back(pickle_int(index));
+      if (step > 0) {  // torch keeps no state for a parameter never stepped
+        MS_ASSIGN_OR_RETURN(TorchSaveTensor exp_avg,
+                            state_tensor(optimizer, *w->param, OptimizerState::kExpAvg));
+        MS_ASSIGN_OR_RETURN(TorchSaveTensor exp_avg_sq,
+                            state_tensor(optimizer, *w->param, OptimizerState::kExpAvgSq));
+        TorchSaveTensor step_tensor{
+            {}, {static_cast<float>(step)}};  // torch's AdamW: a 0-d float tensor
+        auto entry = dict_of({{"step", file.tensor(std::move(step_tensor))},
+                              {"exp_avg", file.tensor(std::move(exp_avg))},
+                              {"exp_avg_sq", file.tensor(std::move(exp_avg_sq))}});
+        state->dict.emplace_back(pickle_int(index), entry);
+      }
+      if (half) {
+        MS_ASSIGN_OR_RETURN(TorchSaveTensor main,
+                            state_tensor(optimizer, *w->param, OptimizerState::kMainParam));
+        mains->items.push_back(file.tensor(std::move(main)));
+      }
+      ++index;
+    }
+    auto betas = pickle_value(PickleValue::Kind::kTuple);
+    betas->items = {pickle_float(decimal_of(o.adam_beta1)), pickle_float(decimal_of(o.adam_beta2))};
+    const double wd_mult = group_no_wd[g] ? 0.0 : 1.0;
+    param_groups->items.push_back(dict_of({
+        {"lr", pickle_float(decimal_of(o.lr))},
+        {"betas", betas},
+        {"eps", pickle_float(decimal_of(o.adam_eps))},
+        {"weight_decay", pickle_float(decimal_of(o.weight_decay) * wd_mult)},
+        {"amsgrad", pickle_bool(false)},
+        {"maximize", pickle_bool(false)},
+        {"foreach", pickle_value(PickleValue::Kind::kNone)},
+        {"capturable", pickle_bool(false)},
+        {"differentiable", pickle_bool(false)},
+        {"fused", pickle_value(PickleValue::Kind::kNone)},
+        {"bias_correction", pickle_bool(true)},  // Apex / Transformer Engine FusedAdam
+        {"step", pickle_int(step)},              // theirs is kept per group
+        {"wd_mult", pickle_float(wd_mult)},
+        {"lr_mult", pickle_float(1.0)},
+        {"is_expert_parallel", pickle_bool(false)},
+        {"is_decoupled_lr", pickle_bool(false)},
+        {"max_lr", pickle_float(decimal_of(o.lr))},
+        {"min_lr", pickle_float(decimal_of(o.min_lr))},
+        {"params", indices},
+    }));
+    main_groups->items.push_back(mains);
+  }
+  auto adam = dict_of({{"state", state}, {"param_groups", param_groups}});
+  if (!half) return adam;
+  PickleFields fields = {{"optimizer", adam}};
+  if (const auto& scaler = optimizer.grad_scaler()) {
+    PickleFields g;
+    if (scaler->is_dynamic()) {
+      const GradScalerState st = scaler->state();
+      g = {{"scale", file.tensor(TorchSaveTensor{{1}, {st.scale}})},
+           {"growth_tracker", pickle_int(st.growth_tracker)},
+           {"hysteresis_tracker", pickle_int(st.hysteresis_tracker)}};
+    }
+    fields.emplace_back("grad_scaler", dict_of(g));
+  }
+  fields.emplace_back("fp32_from_fp16_params", main_groups);
+  return dict_of(fields);
+}
+
+}  // namespace
+
+StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
+    const Configs& c, const ParameterRegistry& registry, const ParallelState& ps,
+    const Backend& backend, const MegatronProgress& progress, Optimizer* optimizer) {
   if (ps.dp_cp().rank() != 0) return std::optional<MegatronRankFile>();
   const ParallelConfig& parallel = c.parallel;
   MS_ASSIGN_OR_RETURN(const PipelineLayout layout,
@@ -467,6 +933,7 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(const Configs& c
                         {{"num_floating_point_operations_so_far",
                           pickle_float(progress.floating_point_operations_so_far)}});
   // Chunk by chunk in declaration order, as Megatron's state dicts list them.
+  std::vector<WrittenParam> written;
   for (int chunk = 0; chunk < layout.chunks_per_rank; ++chunk) {
     for (const auto& owned : registry.params()) {
       const Parameter& p = *owned;
@@ -494,7 +961,14 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(const Configs& c
         return internal_error("parameter ", p.spec.name, " is stored as ", dtype_name(p.data.dtype));
       }
       file.add(chunk, place->name, std::move(tensor));
+      written.push_back({chunk, place->name, &p});
     }
+  }
+  if (optimizer != nullptr) {
+    MS_ASSIGN_OR_RETURN(std::shared_ptr<PickleValue> state,
+                        megatron_optimizer_state(file, written, *optimizer, c));
+    file.set("optimizer", std::move(state));
+    file.set("opt_param_scheduler", megatron_scheduler_state(c, progress.consumed_train_samples));
   }
   return std::optional<MegatronRankFile>(std::move(file));
 }

@@ -8,17 +8,35 @@
 // (config/pipeline_layout.h: even split, --decoder-first/last-pipeline-num-layers, and
 // --account-for-embedding/loss-in-pipeline-split on an even split); with a virtual pipeline
 // a rank file holds one state dict per model chunk, model0, model1, ..., chunk c of pipeline
-// rank r being stage c*P + r in model order. The optimizer state is not read.
+// rank r being stage c*P + r in model order.
+//
+// The optimizer state of the non-distributed optimizer is read too: each rank file's
+// 'optimizer' is torch Adam's state dict (FP32Optimizer), or {'optimizer': that,
+// 'fp32_from_fp16_params': the fp32 main parameters by group, 'grad_scaler'}
+// (Float16OptimizerWithFloat16Params, --bf16 / --fp16). Adam numbers the parameters group by
+// group, each group in Megatron's named_parameters() order over the model chunks (the order
+// of the saved state dicts), the groups formed by first appearance of (no weight decay: a
+// bias or a 1-D tensor) as Megatron's _get_param_groups does; the group sizes saved are
+// checked against that. 'step' is read from the per-parameter state (torch's AdamW) or the
+// groups (Apex / Transformer Engine FusedAdam). The distributed optimizer's distrib_optim.pt
+// is not read yet.
 //
 // Writing (tools/convert_checkpoint's mg-torch output, pretrain_gpt --save with --ckpt-format
 // torch): the same files, one per tensor- and pipeline-parallel rank, with the args Megatron's
 // check_checkpoint_args and load_args_from_checkpoint read, the iteration and each model
 // chunk's state dict (this engine's names are Megatron core's; layers renumbered from 0 in
 // each chunk; fp32 values, which Megatron's load_state_dict copies into bf16 or fp16 models).
-// No optimizer or RNG state is written into them: Megatron resumes from them with
-// --no-load-optim --no-load-rng.
+// With the non-distributed optimizer and the optimizer saved, each file also holds its
+// 'optimizer' (as Megatron's FP32Optimizer / Float16OptimizerWithFloat16Params state_dict():
+// Adam's state by parameter index in Megatron's order, 'step' both per parameter as torch's
+// AdamW keeps it and per group as Apex / Transformer Engine's FusedAdam do, the fp32 main
+// parameters of 16-bit weights, the fp16 loss scaler) and 'opt_param_scheduler' (Megatron's
+// values for the run's flags): Megatron resumes with its moments (--no-load-rng: no RNG state
+// is written). The distributed optimizer's distrib_optim.pt is not written yet: Megatron
+// resumes from those files with --no-load-optim --no-load-rng.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,11 +48,21 @@
 #include "config/configs.h"
 #include "config/model_config.h"
 #include "config/pipeline_layout.h"
-#include "kernels/backend.h"
 #include "core/status.h"
+#include "kernels/backend.h"
 #include "module/parameter.h"
+#include "optimizer/grad_scaler.h"
+#include "optimizer/optimizer.h"
 
 namespace mindspeed {
+
+/// How a Megatron checkpoint holds its optimizer state (model_optim_rng.pt's 'optimizer').
+enum class MegatronOptimizerState {
+  kNone,         ///< none saved (--no-save-optim, a release checkpoint)
+  kFp32,         ///< FP32Optimizer: Adam's state dict; the main parameters are the weights
+  kFloat16,      ///< Float16OptimizerWithFloat16Params: plus the fp32 main parameters
+  kDistributed,  ///< DistributedOptimizer: the moments are in distrib_optim.pt (not read yet)
+};
 
 class MegatronTorchCheckpoint {
  public:
@@ -50,6 +78,17 @@ class MegatronTorchCheckpoint {
   int64_t consumed_valid_samples() const { return consumed_valid_; }
   /// The full tensor of a parameter (Megatron core name and global shape from `spec`).
   StatusOr<std::vector<float>> full_tensor(const ParameterSpec& spec) const;
+  MegatronOptimizerState optimizer_state() const { return optimizer_state_; }
+  /// OK when the optimizer state can be loaded, else why not (with the flag that avoids it).
+  Status optimizer_readable() const;
+  /// Adam's step count when the optimizer state was saved (0 with none).
+  int64_t optimizer_step() const { return optimizer_step_; }
+  /// The full fp32 tensor of a parameter's optimizer state, laid out as full_tensor: "exp_avg",
+  /// "exp_avg_sq" (zeros when saved before the first step) or "param" (the main parameter).
+  StatusOr<std::vector<float>> full_optimizer_tensor(const std::string& kind,
+                                                     const ParameterSpec& spec) const;
+  /// The fp16 loss scaler's state ('grad_scaler'), when saved.
+  const std::optional<GradScalerState>& grad_scaler() const { return grad_scaler_; }
   /// Every architecture field the model flags contradict, named by flag. The vocabulary is
   /// compared by its real size when the args record it (the padding then follows this run's
   /// tensor-parallel size), else by the padded size.
@@ -61,9 +100,25 @@ class MegatronTorchCheckpoint {
     int rank = 0, chunk = 0;
     int64_t local = 0;
   };
+  /// A parameter's optimizer tensors in one rank file (null: no state yet).
+  struct OptimizerTensors {
+    std::shared_ptr<TorchTensorRef> exp_avg, exp_avg_sq, main;
+  };
+  using ChunkName = std::pair<int, std::string>;  // (model chunk, name in its state dict)
   /// The state dict of model chunk `chunk` in the rank file `f`: 'model', or 'model<chunk>'
   /// with a virtual pipeline.
   StatusOr<const PickleValue*> chunk_state_dict(const TorchCheckpointFile& f, int chunk) const;
+  /// Reads the 'optimizer' entry of every rank file (optimizer_state_, optimizer_, step).
+  Status read_optimizer_state();
+  Status read_rank_optimizer(const TorchCheckpointFile& f,
+                             std::map<ChunkName, OptimizerTensors>* out,
+                             MegatronOptimizerState* form, int64_t* step);
+  /// The full tensor of `spec` from each tensor-parallel rank's slice, `slice_of` giving the
+  /// tensor of a rank file (pipeline rank from the layout), chunk and candidate names.
+  using SliceOf = std::function<StatusOr<std::shared_ptr<TorchTensorRef>>(
+      const TorchCheckpointFile& f, std::pair<int, int> rank, int chunk,
+      const std::vector<std::string>& keys)>;
+  StatusOr<std::vector<float>> assemble(const ParameterSpec& spec, const SliceOf& slice_of) const;
 
   std::map<std::pair<int, int>, TorchCheckpointFile> files_;  // (tp, pp) -> file
   int64_t tp_ = 1, pp_ = 1;
@@ -73,6 +128,12 @@ class MegatronTorchCheckpoint {
   int64_t iteration_ = 0, consumed_train_ = 0, consumed_valid_ = 0;
   bool release_ = false;
   bool records_vocab_size_ = false;  ///< args hold the tokenizer's vocab_size, not only the padded one
+  MegatronOptimizerState optimizer_state_ = MegatronOptimizerState::kNone;
+  int64_t optimizer_step_ = 0;
+  std::map<std::pair<int, int>, std::map<ChunkName, OptimizerTensors>>
+      optimizer_;  // (tp, pp) -> state
+  std::optional<GradScalerState> grad_scaler_;
+  Status optimizer_status_;  ///< why the optimizer state cannot be read, if it cannot
 };
 
 /// The pipeline split a written checkpoint's args describe (Megatron's flags for it).
@@ -110,6 +171,10 @@ class MegatronRankFile {
   MegatronRankFile(std::shared_ptr<PickleValue> args, int64_t iteration, int chunks,
                    const PickleFields& extra = {});
   void add(int chunk, const std::string& name, TorchSaveTensor tensor);
+  /// A tensor stored in the file, to place anywhere in the root (the optimizer's state).
+  std::shared_ptr<PickleValue> tensor(TorchSaveTensor tensor);
+  /// A root entry after the models ('optimizer', 'opt_param_scheduler').
+  void set(const std::string& key, std::shared_ptr<PickleValue> value);
   /// Writes DIR/mp_rank_TT[_PPP]/model_optim_rng.pt (the directory is created).
   Status write(const std::string& dir, int tp_rank, int pp_rank, int pp_size) const;
   /// "mp_rank_TT" (one pipeline stage) or "mp_rank_TT_PPP", Megatron's rank directory.
@@ -133,11 +198,10 @@ struct MegatronProgress {
 /// pipeline-parallel shard of every model chunk, the weights as the model holds them widened to
 /// fp32, and the run's args), or nullopt on ranks that write none: only the first rank of each
 /// data x context-parallel group writes (the others hold the same shard). The layouts the format
-/// cannot hold are refused at validation (config/validate.cpp).
-StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(const Configs& c,
-                                                                const ParameterRegistry& registry,
-                                                                const ParallelState& ps,
-                                                                const Backend& backend,
-                                                                const MegatronProgress& progress);
+/// cannot hold are refused at validation (config/validate.cpp). `optimizer`: its state goes in
+/// too (null: none; the distributed optimizer's is not written).
+StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
+    const Configs& c, const ParameterRegistry& registry, const ParallelState& ps,
+    const Backend& backend, const MegatronProgress& progress, Optimizer* optimizer = nullptr);
 
 }  // namespace mindspeed

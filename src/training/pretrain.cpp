@@ -209,16 +209,24 @@ StatusOr<double> evaluate(const GPTModelChunks& model, const ForwardContext& ctx
   return evaluation_loss(ps, sums);
 }
 
+// Whether a Megatron-LM checkpoint's optimizer state is loaded: as Megatron's load_checkpoint,
+// not from a release, with --finetune or with --no-load-optim.
+bool loads_megatron_optimizer(const Configs& c, const MegatronTorchCheckpoint& ckpt) {
+  return !ckpt.release() && !c.training.no_load_optim && !c.training.finetune;
+}
+
 // Megatron-LM's --ckpt-format torch checkpoint into this rank's parameters (before the
 // optimizer exists, as a Hugging Face import): the weights, and the progress unless
-// --finetune. Its optimizer state is not read, so that has to be asked for explicitly.
-Status load_megatron_weights(const Configs& c, const ParallelState& ps, const ParameterRegistry& registry, const Backend& backend,
-                             CheckpointState* start) {
-  MS_ASSIGN_OR_RETURN(MegatronTorchCheckpoint ckpt, MegatronTorchCheckpoint::open(c.training.load));
+// --finetune. Its optimizer state, when it is to be loaded, must be readable (checked here,
+// loaded once the optimizer exists: load_megatron_optimizer_state).
+Status load_megatron_weights(const Configs& c, const MegatronTorchCheckpoint& ckpt,
+                             const ParallelState& ps, const ParameterRegistry& registry,
+                             const Backend& backend, CheckpointState* start) {
   MS_RETURN_IF_ERROR(ckpt.check_model_matches(c.model));
-  if (!ckpt.release() && !c.training.no_load_optim && !c.training.finetune) {
-    return unimplemented("--load ", c.training.load, " is a Megatron-LM --ckpt-format torch checkpoint; its optimizer "
-                         "state is not read yet: pass --no-load-optim (or --finetune) to start from its weights");
+  if (loads_megatron_optimizer(c, ckpt)) {
+    const Status readable = ckpt.optimizer_readable();
+    if (!readable.ok())
+      return Status(readable.code(), str_cat("--load ", c.training.load, ": ", readable.message()));
   }
   const int64_t saved_rows = ckpt.model_config().padded_vocab_size;
   for (const auto& p : registry.params()) {
@@ -479,6 +487,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
                              MegatronTorchCheckpoint::looks_like(c.training.load) &&
                              !has_checkpoint_index(c.training.load);
   CheckpointState megatron_start;
+  std::optional<MegatronTorchCheckpoint> megatron_ckpt;
+  if (load_megatron) {
+    MS_ASSIGN_OR_RETURN(MegatronTorchCheckpoint opened,
+                        agreed(ps.world(), MegatronTorchCheckpoint::open(c.training.load)));
+    megatron_ckpt.emplace(std::move(opened));
+  }
   if (load_hf) {
     if (!c.training.model_type_hf.empty()) {
       MS_RETURN_IF_ERROR(
@@ -488,7 +502,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, alloc, c.training.load)));
     if (log_rank0) log_info("> loaded Hugging Face checkpoint from ", c.training.load);
   } else if (load_megatron) {
-    MS_RETURN_IF_ERROR(agreed(ps.world(), load_megatron_weights(c, ps, registry, backend, &megatron_start)));
+    MS_RETURN_IF_ERROR(agreed(ps.world(), load_megatron_weights(c, *megatron_ckpt, ps, registry,
+                                                                backend, &megatron_start)));
     MS_RETURN_IF_ERROR(agreed(ps.world(), check_weights_finite(model.registry(), backend, alloc, c.training.load)));
     if (log_rank0) {
       log_info("> loaded the weights of the Megatron-LM checkpoint ", c.training.load, " (--ckpt-format torch) at iteration ",
@@ -570,6 +585,14 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     log_info("WARNING: Setting args.check_for_nan_in_loss_and_grad to False since dynamic loss scaling is being used");
   }
   const CheckpointTarget checkpoint_target{registry, buffer, optimizer, ps};
+  if (megatron_ckpt && loads_megatron_optimizer(c, *megatron_ckpt)) {
+    MS_RETURN_IF_ERROR(
+        agreed(ps.world(), load_megatron_optimizer_state(*megatron_ckpt, checkpoint_target)));
+    if (log_rank0) {
+      log_info("> loaded the optimizer state of the Megatron-LM checkpoint (Adam step ",
+               megatron_ckpt->optimizer_step(), ")");
+    }
+  }
   // Megatron's load_checkpoint: the tracked iteration of --load (any saving layout), or a
   // warning and random weights when the directory holds no checkpoint yet.
   CheckpointState start = megatron_start;

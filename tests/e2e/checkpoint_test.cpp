@@ -507,12 +507,89 @@ TEST(Checkpoint, LoadsMegatronTorchCheckpoints) {
                                           " --train-iters 4 --finetune --skip-train --load " + megatron);
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("--num-layers is 2 but the checkpoint has 4"), std::string::npos) << other.output;
-  // Not a release: Megatron would load its optimizer state, which is not read here.
+  // Not a release: Megatron would load its optimizer state, which a converted checkpoint lacks.
   fs::rename(megatron + "/release", megatron + "/iter_0000004");
   std::ofstream(megatron + "/latest_checkpointed_iteration.txt") << "4";
   const CommandResult refused = train(1, "", " --train-iters 6 --load " + megatron);
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_NE(refused.output.find("pass --no-load-optim (or --finetune)"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find(
+                "holds no optimizer state (saved with --no-save-optim, or a release): pass "
+                "--no-load-optim"),
+            std::string::npos)
+      << refused.output;
+}
+
+// The Megatron files of the non-distributed optimizer hold its state (Megatron's
+// FP32Optimizer / Float16Optimizer state_dict in model_optim_rng.pt): read back, each moment
+// and fp32 main parameter equals the one this engine's index saved, bitwise; a run resumed from
+// the Megatron files alone continues exactly as one resumed from the full checkpoint (at the
+// saving layout bitwise, resharded to one rank as that checkpoint reshards); without the state
+// (--no-load-optim) it does not.
+TEST(Checkpoint, ResumesFromMegatronTorchOptimizerState) {
+  const Layout layouts[] = {
+      {"tp2_pp2_fp32", 4, " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"},
+      {"pp2_vpp2_bf16", 2,
+       " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --bf16"},
+  };
+  for (const Layout& l : layouts) {
+    SCOPED_TRACE(l.name);
+    ScratchDir scratch;
+    const std::string dir = scratch.file("ckpt"), megatron = scratch.file("megatron_only");
+    const std::string flags = l.flags + " --ckpt-format torch";
+    ASSERT_EQ(train(l.np, flags, " --train-iters 4 --save " + dir).exit_code, 0);
+    fs::create_directories(megatron + "/iter_0000004");
+    fs::copy(dir + "/latest_checkpointed_iteration.txt",
+             megatron + "/latest_checkpointed_iteration.txt");
+    for (const auto& entry : fs::directory_iterator(checkpoint_iteration_dir(dir, 4))) {
+      if (entry.path().filename().string().starts_with("mp_rank_")) {
+        fs::copy(entry.path(), megatron + "/iter_0000004/" + entry.path().filename().string(),
+                 fs::copy_options::recursive);
+      }
+    }
+    auto ckpt = MegatronTorchCheckpoint::open(megatron);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+    const bool bf16 = l.flags.find("--bf16") != std::string::npos;
+    EXPECT_EQ(ckpt->optimizer_state(),
+              bf16 ? MegatronOptimizerState::kFloat16 : MegatronOptimizerState::kFp32);
+    EXPECT_EQ(ckpt->optimizer_step(), 4);
+    auto config = checkpoint_model_config(checkpoint_iteration_dir(dir, 4));
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    const auto single = ParallelState::single_process();
+    ParameterRegistry registry;
+    const GPTModel model(*config, *single, registry);
+    for (const char* kind : {"param", "exp_avg", "exp_avg_sq"}) {
+      const auto saved = tensors(dir, 4, kind);
+      for (const auto& p : registry.params()) {
+        auto full = ckpt->full_optimizer_tensor(kind, p->spec);
+        ASSERT_TRUE(full.ok()) << full.status().to_string();
+        EXPECT_EQ(*full, saved.at(p->spec.name)) << kind << " " << p->spec.name;
+      }
+    }
+    const std::string resume = " --train-iters 8 --no-load-rng --load ";
+    const CommandResult own = train(l.np, l.flags, resume + dir);
+    const CommandResult from_megatron = train(l.np, l.flags, resume + megatron);
+    ASSERT_EQ(from_megatron.exit_code, 0) << from_megatron.output;
+    EXPECT_NE(from_megatron.output.find(
+                  "loaded the optimizer state of the Megatron-LM checkpoint (Adam step 4)"),
+              std::string::npos)
+        << from_megatron.output;
+    const auto lo = losses(own.output), lm = losses(from_megatron.output);
+    ASSERT_EQ(lm.size(), 4u) << from_megatron.output;
+    for (int it = 5; it <= 8; ++it) EXPECT_EQ(lm.at(it), lo.at(it)) << "iteration " << it;
+    // Resharded to one process, as this engine's own checkpoint reshards.
+    const CommandResult own1 = train(1, bf16 ? " --bf16" : "", resume + dir);
+    const CommandResult megatron1 = train(1, bf16 ? " --bf16" : "", resume + megatron);
+    ASSERT_EQ(megatron1.exit_code, 0) << megatron1.output;
+    const auto l1 = losses(own1.output), m1 = losses(megatron1.output);
+    for (int it = 5; it <= 8; ++it) {
+      EXPECT_NEAR(std::stod(m1.at(it)), std::stod(l1.at(it)), 1e-5 * std::stod(l1.at(it)))
+          << "iteration " << it;
+    }
+    // A fresh optimizer diverges from it.
+    const CommandResult fresh = train(l.np, l.flags, resume + megatron + " --no-load-optim");
+    ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+    EXPECT_NE(losses(fresh.output).at(6), lo.at(6));
+  }
 }
 
 // MindSpeed-LLM's recipes save with --ckpt-format torch. Every save writes Megatron-LM's rank files
