@@ -10,8 +10,12 @@
 
 slurm_start() {
   command -v slurmctld >/dev/null && command -v slurmd >/dev/null || {
-    log "SKIP slurm: slurm-wlm is not installed (apt-get install slurm-wlm)"
-    return 1
+    log "SKIP slurm: slurm-wlm is not installed (scripts/install_deps.sh installs it)"
+    return 2
+  }
+  mountpoint -q /sys/fs/cgroup || {
+    log "SKIP slurm: no cgroup file system at /sys/fs/cgroup (slurmd needs one)"
+    return 2
   }
   local s="$WORK/slurm" port=$((16817 + ID % 1000))
   mkdir -p "$s/state" "$s/spool" "$s/cgroup"
@@ -47,7 +51,7 @@ slurm_start() {
     done
     echo "PartitionName=ms Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
   } >"$SLURM_CONF"
-  printf 'CgroupPlugin=cgroup/v1\n' >"$s/cgroup.conf"
+  printf 'CgroupPlugin=autodetect\nIgnoreSystemd=yes\n' >"$s/cgroup.conf"
   unshare --uts bash -c "hostname ctl; exec slurmctld -D -i -f $SLURM_CONF" >"$s/slurmctld.out" 2>&1 &
   SLURM_PIDS="$!"
   for ((i = 0; i < ${#HOSTS[@]}; i++)); do
@@ -68,10 +72,15 @@ slurm_start() {
 
 slurm_cases() {
   local t0=$SECONDS
-  slurm_start || {
-    fail slurm "the test's Slurm cluster did not start"
-    return
-  }
+  slurm_start
+  case $? in
+    0) ;;
+    2) return ;;  # skipped: this machine cannot run slurmd
+    *)
+      fail slurm "the test's Slurm cluster did not start"
+      return
+      ;;
+  esac
   pass "slurm: slurmctld and ${#HOSTS[@]} slurmd up" $((SECONDS - t0))
   t0=$SECONDS
   on_host 0 timeout 300 srun --nodes=2 --ntasks-per-node=1 --time=10 "$TORCHRUN" --nproc_per_node 4 \

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
+#include <numeric>
+#include <tuple>
 
 #include "config/parallel_config.h"
 #include "config/pipeline_layout.h"
@@ -167,6 +170,15 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
   const PickleValue* it = first.root().get("iteration");
   ckpt.iteration_ = it != nullptr && it->kind == PickleValue::Kind::kInt ? it->i : 0;
   ckpt.consumed_train_ = a.integer_or("consumed_train_samples", 0);
+  // The distributed optimizer's buffer layout depends on these (read_distributed_optimizer).
+  ckpt.ddp_bucket_size_ = a.integer_or("ddp_bucket_size", 0);
+  ckpt.ddp_num_buckets_ = a.integer_or("ddp_num_buckets", 0);
+  ckpt.data_parallel_cp_ = std::max<int64_t>(1, a.integer_or("data_parallel_size", 1)) *
+                           std::max<int64_t>(1, a.integer_or("context_parallel_size", 1));
+  ckpt.overlap_grad_reduce_ = a.flag("overlap_grad_reduce");
+  ckpt.overlap_param_gather_with_optimizer_step_ =
+      a.flag("overlap_param_gather_with_optimizer_step");
+  ckpt.pad_buckets_for_high_nccl_busbw_ = a.flag("ddp_pad_buckets_for_high_nccl_busbw");
   ckpt.consumed_valid_ = a.integer_or("consumed_valid_samples", 0);
   ModelConfig& m = ckpt.config_;
   MS_ASSIGN_OR_RETURN(m.num_layers, a.integer("num_layers"));
@@ -182,6 +194,9 @@ StatusOr<MegatronTorchCheckpoint> MegatronTorchCheckpoint::open(const std::strin
   // the padded size is known.
   ckpt.records_vocab_size_ = a.integer_or("vocab_size", -1) > 0;
   m.vocab_size = a.integer_or("vocab_size", m.padded_vocab_size);
+  // Megatron's NullTokenizer adds the end-of-document id to --vocab-size, which args record.
+  if (ckpt.records_vocab_size_ && a.text("tokenizer_type", "") == "NullTokenizer")
+    m.vocab_size += 1;
   m.make_vocab_size_divisible_by = a.integer_or("make_vocab_size_divisible_by", 128);
   m.normalization = a.text("normalization", "LayerNorm") == "RMSNorm" ? Normalization::kRMSNorm : Normalization::kLayerNorm;
   m.swiglu = a.flag("swiglu");
@@ -287,10 +302,10 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::assemble(const ParameterSp
   std::vector<float> full(static_cast<size_t>(spec.global_shape.numel()));
   for (int t = 0; t < slices; ++t) {
     const TorchCheckpointFile& f = files_.at({t, stage});
-    MS_ASSIGN_OR_RETURN(std::shared_ptr<TorchTensorRef> tensor,
-                        slice_of(f, {t, stage}, chunk, keys));
-    if (tensor == nullptr) continue;  // no state yet: zeros
-    MS_ASSIGN_OR_RETURN(std::vector<float> values, f.read_f32(*tensor));
+    MS_ASSIGN_OR_RETURN(const SliceRef slice, slice_of(f, {t, stage}, chunk, keys));
+    if (slice.tensor == nullptr) continue;  // no state yet: zeros
+    MS_ASSIGN_OR_RETURN(std::vector<float> values,
+                        (slice.file != nullptr ? *slice.file : f).read_f32(*slice.tensor));
     if (static_cast<int64_t>(values.size()) * slices != spec.global_shape.numel()) {
       return invalid_argument(f.path(), ": '", keys.front(), "' has ", values.size(),
                               " values, expected ", spec.global_shape.numel() / slices);
@@ -304,7 +319,7 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const Paramete
   return assemble(
       spec,
       [&](const TorchCheckpointFile& f, std::pair<int, int>, int chunk,
-          const std::vector<std::string>& keys) -> StatusOr<std::shared_ptr<TorchTensorRef>> {
+          const std::vector<std::string>& keys) -> StatusOr<SliceRef> {
         MS_ASSIGN_OR_RETURN(const PickleValue* sd, chunk_state_dict(f, chunk));
         const PickleValue* tensor = nullptr;
         for (const std::string& k : keys) {
@@ -315,7 +330,7 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const Paramete
                            chunks_ > 1 ? "model" + std::to_string(chunk) : "model", "' (for ",
                            spec.name, ")");
         }
-        return tensor->tensor;
+        return SliceRef{nullptr, tensor->tensor};
       });
 }
 
@@ -326,11 +341,6 @@ Status MegatronTorchCheckpoint::optimizer_readable() const {
       return failed_precondition(
           "the Megatron-LM checkpoint holds no optimizer state (saved with --no-save-optim, ",
           "or a release): pass --no-load-optim to start a fresh optimizer from its weights");
-    case MegatronOptimizerState::kDistributed:
-      return unimplemented(
-          "the Megatron-LM checkpoint was saved by the distributed optimizer, whose state is in ",
-          "distrib_optim.pt, not read yet: pass --no-load-optim to start a fresh optimizer from ",
-          "its weights");
     default:
       return ok_status();
   }
@@ -347,7 +357,7 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_optimizer_tensor(
   return assemble(
       spec,
       [&](const TorchCheckpointFile& f, std::pair<int, int> rank, int chunk,
-          const std::vector<std::string>& keys) -> StatusOr<std::shared_ptr<TorchTensorRef>> {
+          const std::vector<std::string>& keys) -> StatusOr<SliceRef> {
         const auto& state = optimizer_.at(rank);
         for (const std::string& k : keys) {
           auto it = state.find({chunk, k});
@@ -357,7 +367,9 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_optimizer_tensor(
             return not_found(f.path(), ": no fp32 main parameter for '", k,
                              "' in 'fp32_from_fp16_params'");
           }
-          return kind == "param" ? t.main : kind == "exp_avg" ? t.exp_avg : t.exp_avg_sq;
+          return SliceRef{t.file, kind == "param"     ? t.main
+                                  : kind == "exp_avg" ? t.exp_avg
+                                                      : t.exp_avg_sq};
         }
         return not_found(f.path(), ": no optimizer state for '", keys.front(), "' (for ", spec.name,
                          ")");
@@ -414,8 +426,20 @@ Status MegatronTorchCheckpoint::read_rank_optimizer(const TorchCheckpointFile& f
   const PickleValue* state = inner->get("state");
   if (state == nullptr &&
       (groups->items.empty() || groups->items.front()->get("params") == nullptr)) {
-    *form = MegatronOptimizerState::kDistributed;  // DistributedOptimizer.state_dict(): no
-                                                   // parameter state
+    // DistributedOptimizer.state_dict(): no parameter state; the step in the groups (torch's
+    // AdamW moved there, or Apex / Transformer Engine's own).
+    *form = MegatronOptimizerState::kDistributed;
+    std::optional<double> steps;
+    for (const auto& g : groups->items) {
+      if (const PickleValue* gs = g->get("step")) {
+        MS_ASSIGN_OR_RETURN(const double v, scalar_of(f, *gs));
+        if (steps && *steps != v)
+          return invalid_argument(f.path(), ": the optimizer's groups were stepped ", *steps,
+                                  " and ", v, " times");
+        steps = v;
+      }
+    }
+    *step = steps ? static_cast<int64_t>(*steps) : 0;
     return ok_status();
   }
   if (state == nullptr || state->kind != PickleValue::Kind::kDict) {
@@ -563,6 +587,8 @@ Status MegatronTorchCheckpoint::read_optimizer_state() {
     MegatronOptimizerState form = MegatronOptimizerState::kNone;
     int64_t step = 0;
     MS_RETURN_IF_ERROR(read_rank_optimizer(f, &optimizer_[rank], &form, &step));
+    if (form == MegatronOptimizerState::kDistributed)
+      MS_RETURN_IF_ERROR(read_distributed_optimizer(rank, f));
     if (!first && (form != optimizer_state_ || step != optimizer_step_)) {
       return invalid_argument(f.path(), ": its optimizer state (", static_cast<int>(form),
                               ", step ", step, ") differs from the other rank files' (",
@@ -572,6 +598,166 @@ Status MegatronTorchCheckpoint::read_optimizer_state() {
     optimizer_state_ = form;
     optimizer_step_ = step;
     first = false;
+  }
+  return ok_status();
+}
+
+namespace {
+
+// Megatron's _ParamAndGradBuffer for the distributed optimizer (core_v0.12): the parameters in
+// reverse named_parameters() order, each start padded to 64 elements, a bucket closed when it
+// reaches bucket_size (none: one bucket) or around a shared embedding (its own bucket, start
+// padded to the bucket divisor when not a multiple of dp), each bucket end padded to
+// lcm(dp, 128[, 2^16]). distrib_optim.pt keeps each bucket's data up to its last parameter's end
+// ("numel_unpadded"), the buckets one after another: the offsets returned are in that space.
+struct BufferParam {
+  int64_t numel = 0;
+  bool shared_embedding = false;
+};
+StatusOr<std::vector<int64_t>> megatron_distopt_offsets(const std::vector<BufferParam>& params,
+                                                        int64_t dp, int64_t bucket_size /*0: none*/,
+                                                        bool high_busbw, int64_t* numel_unpadded) {
+  auto pad = [](int64_t n, int64_t d) { return (n + d - 1) / d * d; };
+  const int64_t divisor =
+      std::lcm(std::lcm(dp, int64_t{128}), high_busbw ? int64_t{1} << 16 : int64_t{1});
+  std::vector<int64_t> start(params.size()), bucket_of(params.size());
+  std::vector<int64_t> bucket_starts, unpadded;
+  int64_t param_start = 0, bucket_start = 0, in_bucket = 0, param_end = 0;
+  auto close_bucket = [&](int64_t end) {
+    bucket_starts.push_back(bucket_start);
+    unpadded.push_back(end - bucket_start);
+    bucket_start = pad(end, divisor);
+    in_bucket = 0;
+    return bucket_start;
+  };
+  for (size_t k = params.size(); k-- > 0;) {
+    const BufferParam& p = params[k];
+    param_start = pad(param_start, 64);
+    if (p.shared_embedding) {
+      if (param_start % dp != 0) param_start = pad(param_start, divisor);
+      if (in_bucket > 0) close_bucket(param_start);
+    }
+    param_end = param_start + p.numel;
+    start[k] = param_start;
+    bucket_of[k] = static_cast<int64_t>(bucket_starts.size());
+    ++in_bucket;
+    if ((bucket_size > 0 && param_end - bucket_start >= bucket_size) || p.shared_embedding) {
+      param_start = close_bucket(param_end);
+    } else {
+      param_start = param_end;
+    }
+  }
+  if (in_bucket > 0) close_bucket(param_end);
+  std::vector<int64_t> before(unpadded.size() + 1, 0);  // unpadded elements of the earlier buckets
+  for (size_t b = 0; b < unpadded.size(); ++b) before[b + 1] = before[b] + unpadded[b];
+  std::vector<int64_t> offsets(params.size());
+  for (size_t k = 0; k < params.size(); ++k) {
+    const size_t b = static_cast<size_t>(bucket_of[k]);
+    const int64_t in = start[k] - bucket_starts[b];
+    if (in < 0 || in + params[k].numel > unpadded[b]) {
+      return unimplemented(
+          "a shared embedding placed across a bucket boundary by Megatron's buffer (data-parallel ",
+          dp, ") is not read; pass --no-load-optim");
+    }
+    offsets[k] = before[b] + in;
+  }
+  *numel_unpadded = before.back();
+  return offsets;
+}
+
+}  // namespace
+
+Status MegatronTorchCheckpoint::read_distributed_optimizer(std::pair<int, int> rank,
+                                                           const TorchCheckpointFile& f) {
+  const std::string path =
+      std::filesystem::path(f.path()).parent_path().string() + "/distrib_optim.pt";
+  MS_ASSIGN_OR_RETURN(TorchCheckpointFile opened, TorchCheckpointFile::open(path));
+  const TorchCheckpointFile& d = distributed_files_.emplace(rank, std::move(opened)).first->second;
+  const PickleValue& root = d.root();
+  const PickleValue* coalesced = root.get("buckets_coalesced");
+  if (coalesced == nullptr || coalesced->kind != PickleValue::Kind::kBool || !coalesced->b) {
+    return unimplemented(
+        path, ": a distributed optimizer state of the older per-bucket layout is not read; ",
+        "re-save it with Megatron core >= 0.8 or pass --no-load-optim");
+  }
+  const bool tied = !config_.untie_embeddings_and_output_weights;
+  auto& state = optimizer_[rank];
+  for (int c = 0; c < chunks_; ++c) {
+    // The chunk's dense buffer: {(param dtype, grad dtype): {'param', 'exp_avg', 'exp_avg_sq',
+    // 'numel_unpadded'}}.
+    const PickleValue* by_dtype = nullptr;
+    for (const auto& [k, v] : root.dict) {
+      if (k->kind == PickleValue::Kind::kInt && k->i == c) by_dtype = v.get();
+    }
+    if (by_dtype == nullptr || by_dtype->kind != PickleValue::Kind::kDict ||
+        by_dtype->dict.size() != 1) {
+      return invalid_argument(path, ": no single-dtype buffer state for model chunk ", c);
+    }
+    const PickleValue& buffer = *by_dtype->dict.front().second;
+    const PickleValue* numel = buffer.get("numel_unpadded");
+    const PickleValue* flat[3] = {buffer.get("param"), buffer.get("exp_avg"),
+                                  buffer.get("exp_avg_sq")};
+    for (const PickleValue* t : flat) {
+      if (t == nullptr || t->kind != PickleValue::Kind::kTensor || t->tensor->shape.size() != 1) {
+        return invalid_argument(path, ": chunk ", c,
+                                " lacks the flat 'param' / 'exp_avg' / 'exp_avg_sq' tensors");
+      }
+    }
+    // The chunk's parameters in named_parameters() order (its saved state dict's).
+    MS_ASSIGN_OR_RETURN(const PickleValue* sd, chunk_state_dict(f, c));
+    const bool pre = rank.second == 0 && c == 0, post = rank.second == pp_ - 1 && c == chunks_ - 1;
+    std::vector<std::string> names;
+    std::vector<BufferParam> params;
+    for (const auto& [key, value] : sd->dict) {
+      if (key->kind != PickleValue::Kind::kString || value->kind != PickleValue::Kind::kTensor)
+        continue;
+      if (key->s.ends_with("_extra_state")) continue;
+      int64_t n = 1;
+      for (int64_t dim : value->tensor->shape) n *= dim;
+      const bool shared = tied && pp_ > 1 &&
+                          ((key->s == "embedding.word_embeddings.weight" && pre && !post) ||
+                           (key->s == "output_layer.weight" && post && !pre));
+      names.push_back(key->s);
+      params.push_back({n, shared});
+    }
+    // Megatron's bucket size for this chunk (training.get_model and DistributedDataParallel).
+    int64_t bucket = 0;
+    if (overlap_grad_reduce_ && rank.second == 0 && c == 0 &&
+        !overlap_param_gather_with_optimizer_step_) {
+      int64_t total = 0;
+      for (const BufferParam& p : params) total += p.numel;
+      bucket = ddp_num_buckets_ > 0   ? total / ddp_num_buckets_
+               : ddp_bucket_size_ > 0 ? ddp_bucket_size_
+                                      : std::max<int64_t>(40000000, 1000000 * data_parallel_cp_);
+    }
+    int64_t expected = 0;
+    MS_ASSIGN_OR_RETURN(std::vector<int64_t> offsets,
+                        megatron_distopt_offsets(params, data_parallel_cp_, bucket,
+                                                 pad_buckets_for_high_nccl_busbw_, &expected));
+    if (numel == nullptr || numel->kind != PickleValue::Kind::kInt || numel->i != expected ||
+        flat[0]->tensor->shape[0] != expected) {
+      return invalid_argument(
+          path, ": chunk ", c, " holds ", numel != nullptr ? numel->i : -1,
+          " elements, but Megatron's buffer layout of the saved model and args gives ", expected,
+          " (a --ddp-num-buckets split of all chunks, or another Megatron version?); pass "
+          "--no-load-optim");
+    }
+    for (size_t k = 0; k < names.size(); ++k) {
+      OptimizerTensors t;
+      t.file = &d;
+      std::shared_ptr<TorchTensorRef>* out[3] = {&t.main, &t.exp_avg, &t.exp_avg_sq};
+      const PickleValue* value = sd->get(names[k]);
+      for (int i = 0; i < 3; ++i) {
+        auto view = std::make_shared<TorchTensorRef>(*flat[i]->tensor);
+        view->offset += offsets[k];
+        view->shape = value->tensor->shape;
+        view->stride.assign(view->shape.size(), 1);
+        for (size_t dim = view->shape.size(); dim-- > 1;)
+          view->stride[dim - 1] = view->stride[dim] * view->shape[dim];
+        *out[i] = std::move(view);
+      }
+      state[{c, names[k]}] = std::move(t);
+    }
   }
   return ok_status();
 }
@@ -783,6 +969,35 @@ struct WrittenParam {
   const Parameter* param = nullptr;
 };
 
+// Where a parameter comes in Megatron's GPTModel (local layer spec): the order its modules
+// register their parameters, which named_parameters(), the state dicts and the optimizer's
+// numbering follow: the embedding (words, positions), each layer (input norm, the attention's
+// linear_proj before linear_qkv as Attention.__init__ builds them, q/k norms, pre-MLP norm,
+// fc1, fc2; a weight before its bias), the final norm, the output layer.
+std::tuple<int, int64_t, int, int> megatron_order_key(const std::string& name) {
+  static const char* const kInLayer[] = {"input_layernorm.",
+                                         "self_attention.linear_proj.",
+                                         "self_attention.linear_qkv.",
+                                         "self_attention.q_layernorm.",
+                                         "self_attention.k_layernorm.",
+                                         "pre_mlp_layernorm.",
+                                         "mlp.linear_fc1.",
+                                         "mlp.linear_fc2."};
+  const int bias = name.ends_with(".bias") ? 1 : 0;
+  long long layer = -1;
+  if (std::sscanf(name.c_str(), "decoder.layers.%lld.", &layer) == 1) {
+    const std::string rest = name.substr(name.find('.', std::string("decoder.layers.").size()) + 1);
+    for (int i = 0; i < static_cast<int>(std::size(kInLayer)); ++i) {
+      if (rest.starts_with(kInLayer[i])) return {1, layer, i, bias};
+    }
+    return {1, layer, static_cast<int>(std::size(kInLayer)), bias};
+  }
+  if (name.starts_with("embedding.word_embeddings.")) return {0, 0, 0, bias};
+  if (name.starts_with("embedding.")) return {0, 0, 1, bias};
+  if (name.starts_with("decoder.final_layernorm.")) return {2, 0, 0, bias};
+  return {3, 0, 0, bias};  // output_layer
+}
+
 // A parameter's optimizer state `kind` (this rank holds all of it: no distributed optimizer).
 StatusOr<TorchSaveTensor> state_tensor(Optimizer& optimizer, const Parameter& p,
                                        OptimizerState kind) {
@@ -928,41 +1143,51 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
       .layers_per_virtual_stage = parallel.num_layers_per_virtual_pipeline_stage,
       .decoder_first_pipeline_num_layers = parallel.decoder_first_pipeline_num_layers,
       .decoder_last_pipeline_num_layers = parallel.decoder_last_pipeline_num_layers};
-  MegatronRankFile file(megatron_args_namespace(c.model, c.model.padded_vocab_size, split, extra),
-                        progress.iteration, layout.chunks_per_rank,
-                        {{"num_floating_point_operations_so_far",
-                          pickle_float(progress.floating_point_operations_so_far)}});
-  // Chunk by chunk in declaration order, as Megatron's state dicts list them.
+  // args.vocab_size is the flag: NullTokenizer's --vocab-size, one below its vocabulary (its EOD).
+  ModelConfig args_model = c.model;
+  if (c.data.tokenizer_type == "NullTokenizer") args_model.vocab_size -= 1;
+  MegatronRankFile file(
+      megatron_args_namespace(args_model, c.model.padded_vocab_size, split, extra),
+      progress.iteration, layout.chunks_per_rank,
+      {{"num_floating_point_operations_so_far",
+        pickle_float(progress.floating_point_operations_so_far)}});
+  // Chunk by chunk, each in Megatron's parameter order (as its state dicts list them and its
+  // optimizer numbers them).
   std::vector<WrittenParam> written;
-  for (int chunk = 0; chunk < layout.chunks_per_rank; ++chunk) {
-    for (const auto& owned : registry.params()) {
-      const Parameter& p = *owned;
-      const auto place = megatron_chunk_name(p.spec.name, layout, ps.pp_rank);
-      if (!place)
-        return internal_error("parameter ", p.spec.name, " is on none of pipeline rank ",
-                              ps.pp_rank, "'s stages");
-      if (place->chunk != chunk) continue;
-      TorchSaveTensor tensor;
-      for (int d = 0; d < p.local_shape.ndim(); ++d) tensor.shape.push_back(p.local_shape[d]);
-      const int64_t n = p.local_shape.numel();
-      tensor.values.resize(static_cast<size_t>(n));
-      // The weights as stored (on a device, through its transfer), widened on the host.
-      if (p.data.dtype == DType::kFloat32) {
-        backend.kernels.copy_to_host(backend.context, tensor.values.data(), p.data.data, n * 4);
-      } else if (is_half_precision(p.data.dtype)) {
-        std::vector<uint16_t> bits(static_cast<size_t>(n));
-        backend.kernels.copy_to_host(backend.context, bits.data(), p.data.data, n * 2);
-        for (int64_t i = 0; i < n; ++i) {
-          const uint16_t b = bits[static_cast<size_t>(i)];
-          tensor.values[static_cast<size_t>(i)] =
-              p.data.dtype == DType::kBFloat16 ? bf16_to_float(bf16{b}) : fp16_to_float(fp16{b});
-        }
-      } else {
-        return internal_error("parameter ", p.spec.name, " is stored as ", dtype_name(p.data.dtype));
+  for (const auto& owned : registry.params()) {
+    const Parameter& p = *owned;
+    const auto place = megatron_chunk_name(p.spec.name, layout, ps.pp_rank);
+    if (!place)
+      return internal_error("parameter ", p.spec.name, " is on none of pipeline rank ", ps.pp_rank,
+                            "'s stages");
+    written.push_back({place->chunk, place->name, &p});
+  }
+  std::stable_sort(written.begin(), written.end(),
+                   [](const WrittenParam& x, const WrittenParam& y) {
+                     return std::make_pair(x.chunk, megatron_order_key(x.name)) <
+                            std::make_pair(y.chunk, megatron_order_key(y.name));
+                   });
+  for (const WrittenParam& w : written) {
+    const Parameter& p = *w.param;
+    TorchSaveTensor tensor;
+    for (int d = 0; d < p.local_shape.ndim(); ++d) tensor.shape.push_back(p.local_shape[d]);
+    const int64_t n = p.local_shape.numel();
+    tensor.values.resize(static_cast<size_t>(n));
+    // The weights as stored (on a device, through its transfer), widened on the host.
+    if (p.data.dtype == DType::kFloat32) {
+      backend.kernels.copy_to_host(backend.context, tensor.values.data(), p.data.data, n * 4);
+    } else if (is_half_precision(p.data.dtype)) {
+      std::vector<uint16_t> bits(static_cast<size_t>(n));
+      backend.kernels.copy_to_host(backend.context, bits.data(), p.data.data, n * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t bit = bits[static_cast<size_t>(i)];
+        tensor.values[static_cast<size_t>(i)] =
+            p.data.dtype == DType::kBFloat16 ? bf16_to_float(bf16{bit}) : fp16_to_float(fp16{bit});
       }
-      file.add(chunk, place->name, std::move(tensor));
-      written.push_back({chunk, place->name, &p});
+    } else {
+      return internal_error("parameter ", p.spec.name, " is stored as ", dtype_name(p.data.dtype));
     }
+    file.add(w.chunk, w.name, std::move(tensor));
   }
   if (optimizer != nullptr) {
     MS_ASSIGN_OR_RETURN(std::shared_ptr<PickleValue> state,

@@ -61,7 +61,7 @@ enum class MegatronOptimizerState {
   kNone,         ///< none saved (--no-save-optim, a release checkpoint)
   kFp32,         ///< FP32Optimizer: Adam's state dict; the main parameters are the weights
   kFloat16,      ///< Float16OptimizerWithFloat16Params: plus the fp32 main parameters
-  kDistributed,  ///< DistributedOptimizer: the moments are in distrib_optim.pt (not read yet)
+  kDistributed,  ///< DistributedOptimizer: the main parameters and moments are in distrib_optim.pt
 };
 
 class MegatronTorchCheckpoint {
@@ -103,6 +103,7 @@ class MegatronTorchCheckpoint {
   /// A parameter's optimizer tensors in one rank file (null: no state yet).
   struct OptimizerTensors {
     std::shared_ptr<TorchTensorRef> exp_avg, exp_avg_sq, main;
+    const TorchCheckpointFile* file = nullptr;  ///< where they are (null: the rank file)
   };
   using ChunkName = std::pair<int, std::string>;  // (model chunk, name in its state dict)
   /// The state dict of model chunk `chunk` in the rank file `f`: 'model', or 'model<chunk>'
@@ -115,9 +116,16 @@ class MegatronTorchCheckpoint {
                              MegatronOptimizerState* form, int64_t* step);
   /// The full tensor of `spec` from each tensor-parallel rank's slice, `slice_of` giving the
   /// tensor of a rank file (pipeline rank from the layout), chunk and candidate names.
-  using SliceOf = std::function<StatusOr<std::shared_ptr<TorchTensorRef>>(
-      const TorchCheckpointFile& f, std::pair<int, int> rank, int chunk,
-      const std::vector<std::string>& keys)>;
+  struct SliceRef {
+    const TorchCheckpointFile* file = nullptr;  ///< null: the rank file
+    std::shared_ptr<TorchTensorRef> tensor;     ///< null: no state yet (zeros)
+  };
+  using SliceOf =
+      std::function<StatusOr<SliceRef>(const TorchCheckpointFile& f, std::pair<int, int> rank,
+                                       int chunk, const std::vector<std::string>& keys)>;
+  /// The distributed optimizer's distrib_optim.pt beside rank file `f`: each parameter's main
+  /// copy and moments as views into its flat tensors, at the offsets Megatron's buffer gives.
+  Status read_distributed_optimizer(std::pair<int, int> rank, const TorchCheckpointFile& f);
   StatusOr<std::vector<float>> assemble(const ParameterSpec& spec, const SliceOf& slice_of) const;
 
   std::map<std::pair<int, int>, TorchCheckpointFile> files_;  // (tp, pp) -> file
@@ -132,6 +140,13 @@ class MegatronTorchCheckpoint {
   int64_t optimizer_step_ = 0;
   std::map<std::pair<int, int>, std::map<ChunkName, OptimizerTensors>>
       optimizer_;  // (tp, pp) -> state
+  std::map<std::pair<int, int>, TorchCheckpointFile>
+      distributed_files_;        // (tp, pp) -> distrib_optim.pt
+  int64_t ddp_bucket_size_ = 0;  ///< from the args: --ddp-bucket-size (0: none given)
+  int64_t ddp_num_buckets_ = 0;
+  int64_t data_parallel_cp_ = 1;  ///< data x context parallel size of the saving run
+  bool overlap_grad_reduce_ = false, overlap_param_gather_with_optimizer_step_ = false;
+  bool pad_buckets_for_high_nccl_busbw_ = false;
   std::optional<GradScalerState> grad_scaler_;
   Status optimizer_status_;  ///< why the optimizer state cannot be read, if it cannot
 };

@@ -933,9 +933,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   }
   MS_RETURN_IF_ERROR(profile_window.before_step(last_iteration - start.iteration));  // ends a window at the last step
   MS_RETURN_IF_ERROR(profile_window.finish());
-  if (!c.training.save.empty() && !c.training.skip_train && last_saved != c.training.train_iters &&
-      c.training.train_iters > start.iteration) {
-    MS_RETURN_IF_ERROR(save(c.training.train_iters));
+  // Megatron saves the final iteration unless just saved, also when the run started there
+  // (resuming with --train-iters at the loaded iteration re-saves it: a format conversion).
+  const int64_t final_iteration = std::max(c.training.train_iters, start.iteration);
+  if (!c.training.save.empty() && !c.training.skip_train && last_saved != final_iteration &&
+      final_iteration != 0) {
+    MS_RETURN_IF_ERROR(save(final_iteration));
   }
   MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/true));
   ddp.finish_param_sync();

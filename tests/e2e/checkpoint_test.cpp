@@ -15,12 +15,18 @@
 //    files (TP2 x PP2; PP2 interleaved x DP2 with the distributed optimizer and bf16), which
 //    hold the saved weights, and the run resumes from such a checkpoint bit-exactly; the
 //    Megatron files alone load as Megatron's own (weights, any layout, a 2D grid too);
+//  * Megatron-LM's own checkpoints with optimizer state (tests/checkpointing/data, written by
+//    Megatron core_v0.12.1's save_checkpoint after 3 steps: fp32, bf16, bf16 with the distributed
+//    optimizer's distrib_optim.pt): the Adam moments and main parameters the engine loads equal
+//    Megatron's live optimizer's bitwise, and 5 more steps equal those from this engine's own
+//    checkpoint of the loaded state (also resharded to TP2);
 //  * damaged checkpoints (truncated, corrupted, missing files, another architecture) are
 //    refused naming the file or the flag; saves killed with SIGKILL never leave an unloadable
 //    `latest`; SIGTERM with --exit-signal-handler saves and exits 0.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -29,6 +35,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <string>
@@ -716,6 +723,130 @@ TEST(Checkpoint, SavesMegatronTorchFormatAndResumes) {
   ASSERT_EQ(grid.exit_code, 0) << grid.output;
   EXPECT_NEAR(std::stod(eval_loss(grid)), std::stod(eval_loss(want)),
               1e-5 * std::stod(eval_loss(want)));
+}
+
+// "<count>:<CRC-32>" of fp32 values (little-endian bytes), the digest
+// tests/tools/make_megatron_optimizer_fixture.py records for each tensor of Megatron's optimizer.
+std::string fp32_digest(const std::vector<float>& v) {
+  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(v.data()),
+                          static_cast<uInt>(v.size() * sizeof(float)));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%zu:%08lx", v.size(), static_cast<unsigned long>(crc));
+  return buf;
+}
+
+// Megatron core_v0.12.1's own checkpoints of the tiny LLaMA golden model after 3 training steps
+// with the optimizer state (see the fixture generator): read by the checkpoint reader and loaded
+// by pretrain_gpt, every exp_avg, exp_avg_sq and fp32 main parameter equals the one Megatron's
+// live optimizer held (bitwise, by digest); the run continues 5 steps exactly as it does from
+// this engine's own checkpoint of the loaded state, at TP1 and resharded to TP2; with a fresh
+// optimizer it does not.
+TEST(Checkpoint, LoadsMegatronOptimizerStateBitExactly) {
+  ScratchDir scratch;
+  // Token ids below the model's vocabulary of 100 (NullTokenizer reads integers).
+  const std::string jsonl = scratch.file("ids.jsonl"), prefix = scratch.file("ids");
+  {
+    std::ofstream out(jsonl);
+    for (int d = 0; d < 64; ++d) {
+      out << "{\"text\": \"";
+      for (int i = 0; i < 40; ++i) out << (i ? " " : "") << (d * 7 + i * 13) % 99;
+      out << "\"}\n";
+    }
+  }
+  const CommandResult pre =
+      run_command(std::string(MS_PREPROCESS_DATA) + " --input " + jsonl + " --output-prefix " +
+                  prefix + " --tokenizer-type NullTokenizer --vocab-size 100 --append-eod");
+  ASSERT_EQ(pre.exit_code, 0) << pre.output;
+  // The generator's model and optimizer flags.
+  const std::string model =
+      " --data-path " + prefix +
+      "_text_document --split 100,0,0 --tokenizer-type NullTokenizer --vocab-size 100"
+      " --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 "
+      "--group-query-attention"
+      " --num-query-groups 2 --seq-length 16 --max-position-embeddings 32 --normalization RMSNorm "
+      "--norm-epsilon 1e-6"
+      " --swiglu --position-embedding-type rope --untie-embeddings-and-output-weights "
+      "--disable-bias-linear"
+      " --attention-dropout 0 --hidden-dropout 0 --micro-batch-size 2 --global-batch-size 2 --lr "
+      "1e-3 --min-lr 1e-4"
+      " --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 --adam-beta2 0.95 "
+      "--clip-grad 1.0"
+      " --log-interval 1 --eval-interval 1000 --eval-iters 0 --seed 1234 --no-load-rng";
+  struct Case {
+    const char* dir;
+    const char* flags;
+    MegatronOptimizerState form;
+  };
+  const Case cases[] = {{"megatron_optim_fp32", "", MegatronOptimizerState::kFp32},
+                        {"megatron_optim_bf16", " --bf16", MegatronOptimizerState::kFloat16},
+                        {"megatron_optim_distopt_bf16", " --bf16 --use-distributed-optimizer",
+                         MegatronOptimizerState::kDistributed}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.dir);
+    const std::string fixture = std::string(MS_SOURCE_DIR) + "/tests/checkpointing/data/" + k.dir;
+    std::ifstream in(fixture + "/expected_optimizer.json");
+    const nlohmann::json expected = nlohmann::json::parse(in);
+    const auto& want = expected.at("params");
+    // The reader: every tensor of Megatron's optimizer as Megatron's live optimizer held it.
+    auto ckpt = MegatronTorchCheckpoint::open(fixture);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+    EXPECT_EQ(ckpt->optimizer_state(), k.form);
+    EXPECT_EQ(ckpt->optimizer_step(), expected.at("step").get<int64_t>());
+    const auto single = ParallelState::single_process();
+    ParameterRegistry registry;
+    const GPTModel gpt(ckpt->model_config(), *single, registry);
+    ASSERT_EQ(registry.params().size(), want.size());
+    for (const auto& p : registry.params()) {
+      const auto& w = want.at(p->spec.name);
+      for (const auto& [kind, key] : {std::pair{"exp_avg", "exp_avg"},
+                                      {"exp_avg_sq", "exp_avg_sq"},
+                                      {"param", "main_param"}}) {
+        auto full = ckpt->full_optimizer_tensor(kind, p->spec);
+        ASSERT_TRUE(full.ok()) << full.status().to_string();
+        EXPECT_EQ(fp32_digest(*full), w.at(key).get<std::string>()) << kind << " " << p->spec.name;
+      }
+    }
+    // pretrain_gpt loads them: its own checkpoint of the loaded state holds the same bits.
+    const std::string own = scratch.file(std::string(k.dir) + "_own");
+    const CommandResult loaded = run_command(
+        launch(1) + model + k.flags + " --train-iters 3 --load " + fixture + " --save " + own);
+    ASSERT_EQ(loaded.exit_code, 0) << loaded.output;
+    EXPECT_NE(loaded.output.find(
+                  "loaded the optimizer state of the Megatron-LM checkpoint (Adam step 3)"),
+              std::string::npos)
+        << loaded.output;
+    for (const auto& [kind, key] :
+         {std::pair{"exp_avg", "exp_avg"}, {"exp_avg_sq", "exp_avg_sq"}, {"param", "main_param"}}) {
+      const auto saved = tensors(own, 3, kind);
+      ASSERT_EQ(saved.size(), want.size()) << kind;
+      for (const auto& [name, values] : saved) {
+        EXPECT_EQ(fp32_digest(values), want.at(name).at(key).get<std::string>())
+            << kind << " " << name;
+      }
+    }
+    // 5 steps from Megatron's checkpoint equal 5 steps from ours, at TP1 and TP2.
+    for (const auto& [np, layout] :
+         {std::pair{1, std::string()}, {2, std::string(" --tensor-model-parallel-size 2")}}) {
+      SCOPED_TRACE(layout);
+      const CommandResult from_ours =
+          run_command(launch(np) + model + k.flags + layout + " --train-iters 8 --load " + own);
+      const CommandResult from_megatron =
+          run_command(launch(np) + model + k.flags + layout + " --train-iters 8 --load " + fixture);
+      ASSERT_EQ(from_megatron.exit_code, 0) << from_megatron.output;
+      const auto lo = losses(from_ours.output), lm = losses(from_megatron.output);
+      ASSERT_EQ(lm.size(), 5u) << from_megatron.output;
+      for (int it = 4; it <= 8; ++it) {
+        EXPECT_NEAR(std::stod(lm.at(it)), std::stod(lo.at(it)), 1e-5 * std::stod(lo.at(it)))
+            << "iteration " << it;
+      }
+      if (np == 1) {
+        const CommandResult fresh = run_command(
+            launch(np) + model + k.flags + " --train-iters 8 --no-load-optim --load " + fixture);
+        ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+        EXPECT_NE(losses(fresh.output).at(5), lo.at(5));
+      }
+    }
+  }
 }
 
 // A Megatron-LM checkpoint saved at TP2 holds the vocabulary padded for TP2 (100 -> 256 rows);
