@@ -448,10 +448,9 @@ StatusOr<RankSnapshot> take_snapshot(const CheckpointTarget& t, const Configs& c
     const MegatronProgress progress{state.iteration, state.consumed_train_samples,
                                     state.consumed_valid_samples,
                                     state.floating_point_operations_so_far};
-    // The non-distributed optimizer's state goes into Megatron's files too (each rank holds all
-    // of its shard's); the distributed optimizer's distrib_optim.pt is not written yet.
-    Optimizer* megatron_optimizer =
-        save_optimizer && !configs.parallel.use_distributed_optimizer ? &t.optimizer : nullptr;
+    // The optimizer's state goes into Megatron's files too (the distributed optimizer's
+    // gathered over data parallelism into distrib_optim.pt: a collective, every rank calls it).
+    Optimizer* megatron_optimizer = save_optimizer ? &t.optimizer : nullptr;
     MS_ASSIGN_OR_RETURN(snap.megatron,
                         megatron_rank_file_of(configs, t.registry, t.ps, t.optimizer.backend(),
                                               progress, megatron_optimizer));
@@ -491,11 +490,15 @@ Status write_snapshot(const std::string& tmp_dir, const std::string& state_dir, 
   snap.tensors.clear();
   if (snap.megatron) {
     MS_RETURN_IF_ERROR(snap.megatron->write(tmp_dir, snap.tp_rank, snap.pp_rank, snap.pp_size));
-    const std::string file = MegatronRankFile::rank_dir(snap.tp_rank, snap.pp_rank, snap.pp_size) +
-                             "/model_optim_rng.pt";
-    MS_ASSIGN_OR_RETURN(FileDigest d, digest_of(tmp_dir + "/" + file));
-    snap.fragment["files"][(state_dir == tmp_dir ? "" : "../") + file] = {{"size", d.size},
-                                                                          {"crc32", d.crc32}};
+    std::vector<std::string> files = {"model_optim_rng.pt"};
+    if (snap.megatron->has_distributed_optimizer()) files.push_back("distrib_optim.pt");
+    for (const std::string& name : files) {
+      const std::string file =
+          MegatronRankFile::rank_dir(snap.tp_rank, snap.pp_rank, snap.pp_size) + "/" + name;
+      MS_ASSIGN_OR_RETURN(FileDigest d, digest_of(tmp_dir + "/" + file));
+      snap.fragment["files"][(state_dir == tmp_dir ? "" : "../") + file] = {{"size", d.size},
+                                                                            {"crc32", d.crc32}};
+    }
     snap.megatron.reset();
   }
   return write_file_atomically(state_dir + "/" + rank_file(rank, "json"), snap.fragment.dump());

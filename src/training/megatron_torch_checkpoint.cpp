@@ -17,6 +17,15 @@
 namespace mindspeed {
 namespace {
 
+// A float as the shortest decimal that rounds to it, read back as a double: the value Python
+// holds for the flag the user typed (--lr 1e-3 is 0.001 there, not 0.0010000000474974513),
+// which Megatron's scheduler compares with the checkpoint's on load.
+double decimal_of(float v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
 // A field of Megatron's saved argparse.Namespace.
 struct MegatronArgs {
   const PickleValue* ns;
@@ -306,6 +315,14 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::assemble(const ParameterSp
     if (slice.tensor == nullptr) continue;  // no state yet: zeros
     MS_ASSIGN_OR_RETURN(std::vector<float> values,
                         (slice.file != nullptr ? *slice.file : f).read_f32(*slice.tensor));
+    if (slice.skip > 0) {  // leading elements the file lacks: zeros, or the weights for a main copy
+      std::vector<float> head(static_cast<size_t>(slice.skip), 0.0f);
+      if (slice.fill != nullptr) {
+        MS_ASSIGN_OR_RETURN(std::vector<float> weights, f.read_f32(*slice.fill));
+        std::copy_n(weights.begin(), slice.skip, head.begin());
+      }
+      values.insert(values.begin(), head.begin(), head.end());
+    }
     if (static_cast<int64_t>(values.size()) * slices != spec.global_shape.numel()) {
       return invalid_argument(f.path(), ": '", keys.front(), "' has ", values.size(),
                               " values, expected ", spec.global_shape.numel() / slices);
@@ -330,7 +347,7 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const Paramete
                            chunks_ > 1 ? "model" + std::to_string(chunk) : "model", "' (for ",
                            spec.name, ")");
         }
-        return SliceRef{nullptr, tensor->tensor};
+        return SliceRef{nullptr, tensor->tensor, 0, nullptr};
       });
 }
 
@@ -367,9 +384,11 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_optimizer_tensor(
             return not_found(f.path(), ": no fp32 main parameter for '", k,
                              "' in 'fp32_from_fp16_params'");
           }
-          return SliceRef{t.file, kind == "param"     ? t.main
-                                  : kind == "exp_avg" ? t.exp_avg
-                                                      : t.exp_avg_sq};
+          return SliceRef{t.file,
+                          kind == "param"     ? t.main
+                          : kind == "exp_avg" ? t.exp_avg
+                                              : t.exp_avg_sq,
+                          t.skip, kind == "param" ? t.weight : nullptr};
         }
         return not_found(f.path(), ": no optimizer state for '", keys.front(), "' (for ", spec.name,
                          ")");
@@ -610,13 +629,23 @@ namespace {
 // padded to the bucket divisor when not a multiple of dp), each bucket end padded to
 // lcm(dp, 128[, 2^16]). distrib_optim.pt keeps each bucket's data up to its last parameter's end
 // ("numel_unpadded"), the buckets one after another: the offsets returned are in that space.
+// A shared embedding whose 64-aligned start is a multiple of dp but not of the divisor starts
+// before its own bucket (Megatron pads the bucket start, not the parameter): its first `skip`
+// elements lie in the previous bucket's padding, which get_parameter_state_dp_zero drops;
+// they are not in the file (Megatron itself restores zeros there).
 struct BufferParam {
   int64_t numel = 0;
   bool shared_embedding = false;
 };
-StatusOr<std::vector<int64_t>> megatron_distopt_offsets(const std::vector<BufferParam>& params,
-                                                        int64_t dp, int64_t bucket_size /*0: none*/,
-                                                        bool high_busbw, int64_t* numel_unpadded) {
+struct BufferPlace {
+  int64_t offset = 0;  ///< of element `skip` in the file's flat tensors
+  int64_t skip = 0;    ///< leading elements not in the file
+};
+StatusOr<std::vector<BufferPlace>> megatron_distopt_offsets(const std::vector<BufferParam>& params,
+                                                            int64_t dp,
+                                                            int64_t bucket_size /*0: none*/,
+                                                            bool high_busbw,
+                                                            int64_t* numel_unpadded) {
   auto pad = [](int64_t n, int64_t d) { return (n + d - 1) / d * d; };
   const int64_t divisor =
       std::lcm(std::lcm(dp, int64_t{128}), high_busbw ? int64_t{1} << 16 : int64_t{1});
@@ -650,19 +679,33 @@ StatusOr<std::vector<int64_t>> megatron_distopt_offsets(const std::vector<Buffer
   if (in_bucket > 0) close_bucket(param_end);
   std::vector<int64_t> before(unpadded.size() + 1, 0);  // unpadded elements of the earlier buckets
   for (size_t b = 0; b < unpadded.size(); ++b) before[b + 1] = before[b] + unpadded[b];
-  std::vector<int64_t> offsets(params.size());
+  std::vector<BufferPlace> offsets(params.size());
   for (size_t k = 0; k < params.size(); ++k) {
     const size_t b = static_cast<size_t>(bucket_of[k]);
     const int64_t in = start[k] - bucket_starts[b];
-    if (in < 0 || in + params[k].numel > unpadded[b]) {
-      return unimplemented(
-          "a shared embedding placed across a bucket boundary by Megatron's buffer (data-parallel ",
-          dp, ") is not read; pass --no-load-optim");
+    const int64_t skip = std::max<int64_t>(0, -in);
+    if (skip >= params[k].numel || in + params[k].numel > unpadded[b]) {
+      return internal_error("Megatron's buffer layout: parameter ", k, " does not fit its bucket");
     }
-    offsets[k] = before[b] + in;
+    offsets[k] = {before[b] + std::max<int64_t>(0, in), skip};
   }
   *numel_unpadded = before.back();
   return offsets;
+}
+
+// Megatron's bucket size for a model chunk's buffer (training.get_model, then
+// DistributedDataParallel): none without --overlap-grad-reduce, on a later pipeline stage, for
+// chunks after the first or with --overlap-param-gather-with-optimizer-step; else
+// --ddp-num-buckets' share, --ddp-bucket-size, or max(40M, 1M x data-parallel size). 0: none.
+int64_t megatron_bucket_size(bool overlap_grad_reduce,
+                             bool overlap_param_gather_with_optimizer_step, int pp_rank, int chunk,
+                             int64_t num_buckets, int64_t bucket_size, int64_t dp_cp,
+                             int64_t total) {
+  if (!overlap_grad_reduce || pp_rank > 0 || chunk > 0 || overlap_param_gather_with_optimizer_step)
+    return 0;
+  if (num_buckets > 0) return total / num_buckets;
+  if (bucket_size > 0) return bucket_size;
+  return std::max<int64_t>(40000000, 1000000 * dp_cp);
 }
 
 }  // namespace
@@ -720,18 +763,13 @@ Status MegatronTorchCheckpoint::read_distributed_optimizer(std::pair<int, int> r
       names.push_back(key->s);
       params.push_back({n, shared});
     }
-    // Megatron's bucket size for this chunk (training.get_model and DistributedDataParallel).
-    int64_t bucket = 0;
-    if (overlap_grad_reduce_ && rank.second == 0 && c == 0 &&
-        !overlap_param_gather_with_optimizer_step_) {
-      int64_t total = 0;
-      for (const BufferParam& p : params) total += p.numel;
-      bucket = ddp_num_buckets_ > 0   ? total / ddp_num_buckets_
-               : ddp_bucket_size_ > 0 ? ddp_bucket_size_
-                                      : std::max<int64_t>(40000000, 1000000 * data_parallel_cp_);
-    }
+    int64_t total = 0;
+    for (const BufferParam& p : params) total += p.numel;
+    const int64_t bucket = megatron_bucket_size(
+        overlap_grad_reduce_, overlap_param_gather_with_optimizer_step_, rank.second, c,
+        ddp_num_buckets_, ddp_bucket_size_, data_parallel_cp_, total);
     int64_t expected = 0;
-    MS_ASSIGN_OR_RETURN(std::vector<int64_t> offsets,
+    MS_ASSIGN_OR_RETURN(std::vector<BufferPlace> offsets,
                         megatron_distopt_offsets(params, data_parallel_cp_, bucket,
                                                  pad_buckets_for_high_nccl_busbw_, &expected));
     if (numel == nullptr || numel->kind != PickleValue::Kind::kInt || numel->i != expected ||
@@ -747,10 +785,13 @@ Status MegatronTorchCheckpoint::read_distributed_optimizer(std::pair<int, int> r
       t.file = &d;
       std::shared_ptr<TorchTensorRef>* out[3] = {&t.main, &t.exp_avg, &t.exp_avg_sq};
       const PickleValue* value = sd->get(names[k]);
+      t.skip = offsets[k].skip;
+      t.weight = value->tensor;
       for (int i = 0; i < 3; ++i) {
         auto view = std::make_shared<TorchTensorRef>(*flat[i]->tensor);
-        view->offset += offsets[k];
+        view->offset += offsets[k].offset;
         view->shape = value->tensor->shape;
+        if (t.skip > 0) view->shape = {params[k].numel - t.skip};  // the elements in the file, flat
         view->stride.assign(view->shape.size(), 1);
         for (size_t dim = view->shape.size(); dim-- > 1;)
           view->stride[dim - 1] = view->stride[dim] * view->shape[dim];
@@ -791,7 +832,7 @@ std::shared_ptr<PickleValue> megatron_args_namespace(const ModelConfig& m, int64
       {"make_vocab_size_divisible_by", pickle_int(m.make_vocab_size_divisible_by)},
       {"normalization",
        pickle_string(m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm")},
-      {"norm_epsilon", pickle_float(m.norm_epsilon)},
+      {"norm_epsilon", pickle_float(decimal_of(m.norm_epsilon))},
       {"swiglu", pickle_bool(m.swiglu)},
       {"openai_gelu", pickle_bool(m.openai_gelu)},
       {"position_embedding_type",
@@ -890,25 +931,26 @@ std::string MegatronRankFile::rank_dir(int tp_rank, int pp_rank, int pp_size) {
   return name;
 }
 
+void MegatronRankFile::set_distributed_optimizer(std::shared_ptr<PickleValue> root,
+                                                 std::vector<TorchSaveTensor> tensors) {
+  distributed_root_ = std::move(root);
+  distributed_tensors_ = std::move(tensors);
+}
+
 Status MegatronRankFile::write(const std::string& dir, int tp_rank, int pp_rank,
                                int pp_size) const {
   const std::string rank = dir + "/" + rank_dir(tp_rank, pp_rank, pp_size);
   std::error_code ec;
   std::filesystem::create_directories(rank, ec);
   if (ec) return failed_precondition("cannot create '", rank, "': ", ec.message());
+  if (distributed_root_ != nullptr) {
+    MS_RETURN_IF_ERROR(write_torch_save(rank + "/distrib_optim.pt", "distrib_optim",
+                                        *distributed_root_, distributed_tensors_));
+  }
   return write_torch_save(rank + "/model_optim_rng.pt", "model_optim_rng", *root_, tensors_);
 }
 
 namespace {
-
-// A float as the shortest decimal that rounds to it, read back as a double: the value Python
-// holds for the flag the user typed (--lr 1e-3 is 0.001 there, not 0.0010000000474974513),
-// which Megatron's scheduler compares with the checkpoint's on load.
-double decimal_of(float v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
-}
 
 const char* decay_style_name(LrDecayStyle s) {
   switch (s) {
@@ -1021,7 +1063,7 @@ StatusOr<TorchSaveTensor> state_tensor(Optimizer& optimizer, const Parameter& p,
 // appearance, as _get_param_groups groups them), the groups' hyperparameters.
 StatusOr<std::shared_ptr<PickleValue>> megatron_optimizer_state(
     MegatronRankFile& file, const std::vector<WrittenParam>& params, Optimizer& optimizer,
-    const Configs& c) {
+    const Configs& c, bool distributed) {
   std::vector<std::vector<const WrittenParam*>> groups;
   std::vector<bool> group_no_wd;
   for (const WrittenParam& w : params) {
@@ -1046,7 +1088,7 @@ StatusOr<std::shared_ptr<PickleValue>> megatron_optimizer_state(
     auto mains = pickle_value(PickleValue::Kind::kList);
     for (const WrittenParam* w : groups[g]) {
       indices->items.push_back(pickle_int(index));
-      if (step > 0) {  // torch keeps no state for a parameter never stepped
+      if (step > 0 && !distributed) {  // torch keeps no state for a parameter never stepped
         MS_ASSIGN_OR_RETURN(TorchSaveTensor exp_avg,
                             state_tensor(optimizer, *w->param, OptimizerState::kExpAvg));
         MS_ASSIGN_OR_RETURN(TorchSaveTensor exp_avg_sq,
@@ -1058,7 +1100,7 @@ StatusOr<std::shared_ptr<PickleValue>> megatron_optimizer_state(
                               {"exp_avg_sq", file.tensor(std::move(exp_avg_sq))}});
         state->dict.emplace_back(pickle_int(index), entry);
       }
-      if (half) {
+      if (half && !distributed) {
         MS_ASSIGN_OR_RETURN(TorchSaveTensor main,
                             state_tensor(optimizer, *w->param, OptimizerState::kMainParam));
         mains->items.push_back(file.tensor(std::move(main)));
@@ -1080,16 +1122,31 @@ StatusOr<std::shared_ptr<PickleValue>> megatron_optimizer_state(
         {"differentiable", pickle_bool(false)},
         {"fused", pickle_value(PickleValue::Kind::kNone)},
         {"bias_correction", pickle_bool(true)},  // Apex / Transformer Engine FusedAdam
-        {"step", pickle_int(step)},              // theirs is kept per group
+        // Theirs is kept per group; the distributed optimizer keeps torch AdamW's there too.
+        {"step", distributed ? pickle_float(static_cast<double>(step)) : pickle_int(step)},
         {"wd_mult", pickle_float(wd_mult)},
         {"lr_mult", pickle_float(1.0)},
         {"is_expert_parallel", pickle_bool(false)},
         {"is_decoupled_lr", pickle_bool(false)},
         {"max_lr", pickle_float(decimal_of(o.lr))},
         {"min_lr", pickle_float(decimal_of(o.min_lr))},
-        {"params", indices},
     }));
+    // DistributedOptimizer.state_dict() drops the parameter lists (its state is in
+    // distrib_optim.pt).
+    if (!distributed)
+      param_groups->items.back()->dict.emplace_back(pickle_string("params"), indices);
     main_groups->items.push_back(mains);
+  }
+  if (distributed) {
+    PickleFields fields = {{"optimizer", dict_of({{"param_groups", param_groups}})}};
+    if (const auto& scaler = optimizer.grad_scaler(); scaler && scaler->is_dynamic()) {
+      const GradScalerState st = scaler->state();
+      fields.emplace_back("grad_scaler",
+                          dict_of({{"scale", file.tensor(TorchSaveTensor{{1}, {st.scale}})},
+                                   {"growth_tracker", pickle_int(st.growth_tracker)},
+                                   {"hysteresis_tracker", pickle_int(st.hysteresis_tracker)}}));
+    }
+    return dict_of(fields);
   }
   auto adam = dict_of({{"state", state}, {"param_groups", param_groups}});
   if (!half) return adam;
@@ -1113,10 +1170,51 @@ StatusOr<std::shared_ptr<PickleValue>> megatron_optimizer_state(
 StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
     const Configs& c, const ParameterRegistry& registry, const ParallelState& ps,
     const Backend& backend, const MegatronProgress& progress, Optimizer* optimizer) {
-  if (ps.dp_cp().rank() != 0) return std::optional<MegatronRankFile>();
   const ParallelConfig& parallel = c.parallel;
   MS_ASSIGN_OR_RETURN(const PipelineLayout layout,
                       PipelineLayout::build(parallel, c.model.num_layers));
+  // Chunk by chunk, each in Megatron's parameter order (as its state dicts list them and its
+  // optimizer numbers them).
+  std::vector<WrittenParam> written;
+  for (const auto& owned : registry.params()) {
+    const Parameter& p = *owned;
+    const auto place = megatron_chunk_name(p.spec.name, layout, ps.pp_rank);
+    if (!place)
+      return internal_error("parameter ", p.spec.name, " is on none of pipeline rank ", ps.pp_rank,
+                            "'s stages");
+    written.push_back({place->chunk, place->name, &p});
+  }
+  std::stable_sort(written.begin(), written.end(),
+                   [](const WrittenParam& x, const WrittenParam& y) {
+                     return std::make_pair(x.chunk, megatron_order_key(x.name)) <
+                            std::make_pair(y.chunk, megatron_order_key(y.name));
+                   });
+  // The distributed optimizer's state of this shard, gathered from its data-parallel ranks
+  // (each adds what it owns into zeros: exact): [exp_avg of every parameter | exp_avg_sq | main].
+  const bool distributed = optimizer != nullptr && parallel.use_distributed_optimizer;
+  std::vector<float> gathered;
+  std::vector<int64_t> at_of;  // each written parameter's start in one block
+  int64_t block = 0;
+  if (distributed) {
+    for (const WrittenParam& w : written) {
+      at_of.push_back(block);
+      block += w.param->local_shape.numel();
+    }
+    const bool half = optimizer->has_state(OptimizerState::kMainParam);
+    gathered.assign(static_cast<size_t>(3 * block), 0.0f);
+    for (size_t k = 0; k < written.size(); ++k) {
+      const OptimizerState kinds[3] = {OptimizerState::kExpAvg, OptimizerState::kExpAvgSq,
+                                       OptimizerState::kMainParam};
+      for (int b = 0; b < (half ? 3 : 2); ++b) {
+        for (const OwnedRange& r : owned_ranges(*written[k].param, *optimizer)) {
+          optimizer->read_state(kinds[b], r.shard, r.hi - r.lo,
+                                gathered.data() + b * block + at_of[k] + r.lo);
+        }
+      }
+    }
+    ps.dp_cp().all_reduce(gathered.data(), static_cast<int64_t>(gathered.size()));
+  }
+  if (ps.dp_cp().rank() != 0) return std::optional<MegatronRankFile>();
   const TrainingConfig& t = c.training;
   const int64_t dp = ps.dp_cp().size() / parallel.context_parallel_size;
   const PickleFields extra = {
@@ -1131,6 +1229,10 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
       {"world_size", pickle_int(ps.world().size())},
       {"sequence_parallel", pickle_bool(parallel.sequence_parallel)},
       {"use_distributed_optimizer", pickle_bool(parallel.use_distributed_optimizer)},
+      // What Megatron's buffer layout (distrib_optim.pt) depends on.
+      {"overlap_grad_reduce", pickle_bool(parallel.overlap_grad_reduce)},
+      {"ddp_bucket_size", parallel.ddp_bucket_size > 0 ? pickle_int(parallel.ddp_bucket_size)
+                                                       : pickle_value(PickleValue::Kind::kNone)},
       {"bf16", pickle_bool(t.bf16)},
       {"fp16", pickle_bool(t.fp16)},
       {"tokenizer_type", pickle_string(c.data.tokenizer_type)},
@@ -1151,22 +1253,6 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
       progress.iteration, layout.chunks_per_rank,
       {{"num_floating_point_operations_so_far",
         pickle_float(progress.floating_point_operations_so_far)}});
-  // Chunk by chunk, each in Megatron's parameter order (as its state dicts list them and its
-  // optimizer numbers them).
-  std::vector<WrittenParam> written;
-  for (const auto& owned : registry.params()) {
-    const Parameter& p = *owned;
-    const auto place = megatron_chunk_name(p.spec.name, layout, ps.pp_rank);
-    if (!place)
-      return internal_error("parameter ", p.spec.name, " is on none of pipeline rank ", ps.pp_rank,
-                            "'s stages");
-    written.push_back({place->chunk, place->name, &p});
-  }
-  std::stable_sort(written.begin(), written.end(),
-                   [](const WrittenParam& x, const WrittenParam& y) {
-                     return std::make_pair(x.chunk, megatron_order_key(x.name)) <
-                            std::make_pair(y.chunk, megatron_order_key(y.name));
-                   });
   for (const WrittenParam& w : written) {
     const Parameter& p = *w.param;
     TorchSaveTensor tensor;
@@ -1191,9 +1277,85 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
   }
   if (optimizer != nullptr) {
     MS_ASSIGN_OR_RETURN(std::shared_ptr<PickleValue> state,
-                        megatron_optimizer_state(file, written, *optimizer, c));
+                        megatron_optimizer_state(file, written, *optimizer, c, distributed));
     file.set("optimizer", std::move(state));
     file.set("opt_param_scheduler", megatron_scheduler_state(c, progress.consumed_train_samples));
+  }
+  if (distributed) {
+    // distrib_optim.pt: per model chunk, the flat fp32 main parameters and moments in Megatron's
+    // buffer layout (the parameters reversed, 64-aligned, buckets without their end padding).
+    const bool half = optimizer->has_state(OptimizerState::kMainParam);
+    const bool tied = !c.model.untie_embeddings_and_output_weights;
+    const int64_t dp_cp = ps.dp_cp().size();
+    const int pp = parallel.pipeline_model_parallel_size;
+    auto root = dict_of({{"buckets_coalesced", pickle_bool(true)}});
+    std::vector<TorchSaveTensor> tensors;
+    auto flat_ref = [&tensors](TorchSaveTensor t) {
+      auto ref = pickle_value(PickleValue::Kind::kTensor);
+      ref->tensor = std::make_shared<TorchTensorRef>();
+      ref->tensor->key = std::to_string(tensors.size());
+      tensors.push_back(std::move(t));
+      return ref;
+    };
+    for (int chunk = 0; chunk < layout.chunks_per_rank; ++chunk) {
+      std::vector<size_t> members;
+      std::vector<BufferParam> params;
+      const bool pre = ps.pp_rank == 0 && chunk == 0,
+                 post = ps.pp_rank == pp - 1 && chunk == layout.chunks_per_rank - 1;
+      int64_t total = 0;
+      for (size_t k = 0; k < written.size(); ++k) {
+        if (written[k].chunk != chunk) continue;
+        const std::string& name = written[k].name;
+        const bool shared = tied && pp > 1 &&
+                            ((name == "embedding.word_embeddings.weight" && pre && !post) ||
+                             (name == "output_layer.weight" && post && !pre));
+        members.push_back(k);
+        params.push_back({written[k].param->local_shape.numel(), shared});
+        total += params.back().numel;
+      }
+      const int64_t bucket = megatron_bucket_size(parallel.overlap_grad_reduce, false, ps.pp_rank,
+                                                  chunk, 0, parallel.ddp_bucket_size, dp_cp, total);
+      int64_t numel = 0;
+      MS_ASSIGN_OR_RETURN(std::vector<BufferPlace> offsets,
+                          megatron_distopt_offsets(params, dp_cp, bucket, false, &numel));
+      TorchSaveTensor flat[3];  // param, exp_avg, exp_avg_sq
+      for (TorchSaveTensor& t : flat) {
+        t.shape = {numel};
+        t.values.assign(static_cast<size_t>(numel), 0.0f);
+      }
+      for (size_t m = 0; m < members.size(); ++m) {
+        const WrittenParam& w = written[members[m]];
+        const int64_t n = params[m].numel,
+                      skip = offsets[m].skip;  // Megatron's file drops `skip` leading elements
+        std::vector<float> main(static_cast<size_t>(n));
+        if (half) {
+          std::copy_n(gathered.data() + 2 * block + at_of[members[m]], n, main.data());
+        } else {  // fp32 weights are their own main copy
+          backend.kernels.copy_to_host(backend.context, main.data(), w.param->data.data, n * 4);
+        }
+        std::copy(main.begin() + skip, main.end(), flat[0].values.begin() + offsets[m].offset);
+        const float* exp_avg = gathered.data() + at_of[members[m]];
+        const float* exp_avg_sq = gathered.data() + block + at_of[members[m]];
+        std::copy(exp_avg + skip, exp_avg + n, flat[1].values.begin() + offsets[m].offset);
+        std::copy(exp_avg_sq + skip, exp_avg_sq + n, flat[2].values.begin() + offsets[m].offset);
+      }
+      auto dtypes = pickle_value(PickleValue::Kind::kTuple);
+      auto param_dtype = pickle_value(PickleValue::Kind::kGlobal);
+      param_dtype->s = c.training.bf16   ? "torch.bfloat16"
+                       : c.training.fp16 ? "torch.float16"
+                                         : "torch.float32";
+      auto grad_dtype = pickle_value(PickleValue::Kind::kGlobal);
+      grad_dtype->s = "torch.float32";
+      dtypes->items = {param_dtype, grad_dtype};
+      auto state = dict_of({{"param", flat_ref(std::move(flat[0]))},
+                            {"exp_avg", flat_ref(std::move(flat[1]))},
+                            {"exp_avg_sq", flat_ref(std::move(flat[2]))},
+                            {"numel_unpadded", pickle_int(numel)}});
+      auto by_dtype = pickle_value(PickleValue::Kind::kDict);
+      by_dtype->dict.emplace_back(dtypes, state);
+      root->dict.emplace_back(pickle_int(chunk), by_dtype);
+    }
+    file.set_distributed_optimizer(root, std::move(tensors));
   }
   return std::optional<MegatronRankFile>(std::move(file));
 }

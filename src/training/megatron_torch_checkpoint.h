@@ -32,8 +32,10 @@
 // AdamW keeps it and per group as Apex / Transformer Engine's FusedAdam do, the fp32 main
 // parameters of 16-bit weights, the fp16 loss scaler) and 'opt_param_scheduler' (Megatron's
 // values for the run's flags): Megatron resumes with its moments (--no-load-rng: no RNG state
-// is written). The distributed optimizer's distrib_optim.pt is not written yet: Megatron
-// resumes from those files with --no-load-optim --no-load-rng.
+// is written). With the distributed optimizer, 'optimizer' is DistributedOptimizer's
+// state_dict() (the groups, the step in them) and distrib_optim.pt beside it holds the main
+// parameters and moments of the rank's shard, gathered from its data-parallel ranks, in
+// Megatron's buffer layout (get_parameter_state_dp_zero's 'buckets_coalesced' form).
 #pragma once
 
 #include <functional>
@@ -104,6 +106,8 @@ class MegatronTorchCheckpoint {
   struct OptimizerTensors {
     std::shared_ptr<TorchTensorRef> exp_avg, exp_avg_sq, main;
     const TorchCheckpointFile* file = nullptr;  ///< where they are (null: the rank file)
+    int64_t skip = 0;  ///< distrib_optim.pt: leading elements Megatron's dp-zero format drops
+    std::shared_ptr<TorchTensorRef> weight;  ///< the model weight (in the rank file), for those
   };
   using ChunkName = std::pair<int, std::string>;  // (model chunk, name in its state dict)
   /// The state dict of model chunk `chunk` in the rank file `f`: 'model', or 'model<chunk>'
@@ -119,6 +123,9 @@ class MegatronTorchCheckpoint {
   struct SliceRef {
     const TorchCheckpointFile* file = nullptr;  ///< null: the rank file
     std::shared_ptr<TorchTensorRef> tensor;     ///< null: no state yet (zeros)
+    int64_t skip = 0;                           ///< leading elements missing from `tensor`
+    std::shared_ptr<TorchTensorRef>
+        fill;  ///< in the rank file: what stands in for them (null: zeros)
   };
   using SliceOf =
       std::function<StatusOr<SliceRef>(const TorchCheckpointFile& f, std::pair<int, int> rank,
@@ -190,7 +197,12 @@ class MegatronRankFile {
   std::shared_ptr<PickleValue> tensor(TorchSaveTensor tensor);
   /// A root entry after the models ('optimizer', 'opt_param_scheduler').
   void set(const std::string& key, std::shared_ptr<PickleValue> value);
-  /// Writes DIR/mp_rank_TT[_PPP]/model_optim_rng.pt (the directory is created).
+  /// The distributed optimizer's distrib_optim.pt, written beside model_optim_rng.pt.
+  void set_distributed_optimizer(std::shared_ptr<PickleValue> root,
+                                 std::vector<TorchSaveTensor> tensors);
+  bool has_distributed_optimizer() const { return distributed_root_ != nullptr; }
+  /// Writes DIR/mp_rank_TT[_PPP]/model_optim_rng.pt (the directory is created), and
+  /// distrib_optim.pt when set.
   Status write(const std::string& dir, int tp_rank, int pp_rank, int pp_size) const;
   /// "mp_rank_TT" (one pipeline stage) or "mp_rank_TT_PPP", Megatron's rank directory.
   static std::string rank_dir(int tp_rank, int pp_rank, int pp_size);
@@ -199,6 +211,8 @@ class MegatronRankFile {
   std::shared_ptr<PickleValue> root_;
   std::vector<std::shared_ptr<PickleValue>> models_;
   std::vector<TorchSaveTensor> tensors_;
+  std::shared_ptr<PickleValue> distributed_root_;
+  std::vector<TorchSaveTensor> distributed_tensors_;
 };
 
 /// The progress a training save records (Megatron keeps it in the args and the root dict).
@@ -214,7 +228,8 @@ struct MegatronProgress {
 /// fp32, and the run's args), or nullopt on ranks that write none: only the first rank of each
 /// data x context-parallel group writes (the others hold the same shard). The layouts the format
 /// cannot hold are refused at validation (config/validate.cpp). `optimizer`: its state goes in
-/// too (null: none; the distributed optimizer's is not written).
+/// too (null: none). With the distributed optimizer the call is collective over the data x
+/// context-parallel group (the state is gathered to its first rank).
 StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
     const Configs& c, const ParameterRegistry& registry, const ParallelState& ps,
     const Backend& backend, const MegatronProgress& progress, Optimizer* optimizer = nullptr);

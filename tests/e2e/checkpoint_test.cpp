@@ -526,8 +526,9 @@ TEST(Checkpoint, LoadsMegatronTorchCheckpoints) {
       << refused.output;
 }
 
-// The Megatron files of the non-distributed optimizer hold its state (Megatron's
-// FP32Optimizer / Float16Optimizer state_dict in model_optim_rng.pt): read back, each moment
+// The Megatron files hold the optimizer's state (Megatron's FP32Optimizer / Float16Optimizer
+// state_dict in model_optim_rng.pt; the distributed optimizer's gathered over data parallelism
+// into distrib_optim.pt in Megatron's buffer layout): read back, each moment
 // and fp32 main parameter equals the one this engine's index saved, bitwise; a run resumed from
 // the Megatron files alone continues exactly as one resumed from the full checkpoint (at the
 // saving layout bitwise, resharded to one rank as that checkpoint reshards); without the state
@@ -537,6 +538,11 @@ TEST(Checkpoint, ResumesFromMegatronTorchOptimizerState) {
       {"tp2_pp2_fp32", 4, " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"},
       {"pp2_vpp2_bf16", 2,
        " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --bf16"},
+      // Tied embeddings on two stages: Megatron's buffer starts the output layer's copy before
+      // its own bucket, and its file drops those leading elements (zeros on load, as Megatron).
+      {"pp2_dp2_distopt_bf16", 4,
+       " --pipeline-model-parallel-size 2 --use-distributed-optimizer --bf16"},
+      {"tp2_dp2_distopt_fp32", 4, " --tensor-model-parallel-size 2 --use-distributed-optimizer"},
   };
   for (const Layout& l : layouts) {
     SCOPED_TRACE(l.name);
@@ -556,8 +562,15 @@ TEST(Checkpoint, ResumesFromMegatronTorchOptimizerState) {
     auto ckpt = MegatronTorchCheckpoint::open(megatron);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
     const bool bf16 = l.flags.find("--bf16") != std::string::npos;
-    EXPECT_EQ(ckpt->optimizer_state(),
-              bf16 ? MegatronOptimizerState::kFloat16 : MegatronOptimizerState::kFp32);
+    const bool distributed = l.flags.find("--use-distributed-optimizer") != std::string::npos;
+    EXPECT_EQ(ckpt->optimizer_state(), distributed ? MegatronOptimizerState::kDistributed
+                                       : bf16      ? MegatronOptimizerState::kFloat16
+                                                   : MegatronOptimizerState::kFp32);
+    if (distributed) {
+      for (const auto& entry : fs::directory_iterator(megatron + "/iter_0000004")) {
+        EXPECT_TRUE(fs::is_regular_file(entry.path() / "distrib_optim.pt")) << entry.path();
+      }
+    }
     EXPECT_EQ(ckpt->optimizer_step(), 4);
     auto config = checkpoint_model_config(checkpoint_iteration_dir(dir, 4));
     ASSERT_TRUE(config.ok()) << config.status().to_string();
