@@ -568,6 +568,12 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
       ->needs(overlap_grad);
   r.number("--ddp-bucket-size", p.ddp_bucket_size, "Elements per gradient bucket",
            between(1, 1ll << 40, false, "elements"));
+  r.number(
+      "--hccl-slice-size", p.hccl_slice_size,
+      "MindSpeed: elements per data-parallel collective when the distributed optimizer's state is "
+      "gathered "
+      "into Megatron's distrib_optim.pt (--ckpt-format torch saves; bounds the staging memory)",
+      between(1, 1ll << 40, false, "elements"));
   r.clear_flag("--no-gradient-accumulation-fusion", p.gradient_accumulation_fusion,
                "Weight-gradient GEMM into a temporary, then add (instead of accumulating in place)");
   r.flag("--use-tp-pp-dp-mapping", p.use_tp_pp_dp_mapping, "Rank order tp-cp-ep-pp-dp");

@@ -382,9 +382,6 @@ constexpr Refusal kRefusals[] = {
     {"--hc-mult", kModelVariant},
     {"--hc-sinkhorn-iters", kModelVariant},
     {"--hccl-op-mode", kDeviceBackend},
-    {"--hccl-slice-size", kDeviceBackend,
-     "slices a gather of optimizer state to DP rank 0; checkpoints here have none (issue 30: "
-     "distrib_optim)"},
     {"--head-lr-mult", kOtherFamily, "vision"},
     {"--heterogeneous-layers-config-encoded-json", kModelVariant},
     {"--heterogeneous-layers-config-path", kModelVariant},

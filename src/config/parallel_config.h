@@ -90,6 +90,9 @@ struct ParallelConfig {
   bool overlap_grad_reduce = false;      ///< --overlap-grad-reduce
   bool overlap_param_gather = false;     ///< --overlap-param-gather
   int64_t ddp_bucket_size = 0;           ///< --ddp-bucket-size (elements); 0 = Megatron's default
+  /// MindSpeed's --hccl-slice-size: elements per collective call when the distributed
+  /// optimizer's state is gathered to the first data-parallel rank (distrib_optim.pt saves).
+  int64_t hccl_slice_size = 10 * 1024 * 1024;
   bool gradient_accumulation_fusion = true;  ///< false with --no-gradient-accumulation-fusion
   bool use_tp_pp_dp_mapping = false;     ///< --use-tp-pp-dp-mapping (order tp-cp-ep-pp-dp)
 

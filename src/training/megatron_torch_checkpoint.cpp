@@ -12,6 +12,7 @@
 
 #include "config/parallel_config.h"
 #include "config/pipeline_layout.h"
+#include "core/logging.h"
 #include "training/checkpointing.h"
 
 namespace mindspeed {
@@ -1212,7 +1213,18 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
         }
       }
     }
-    ps.dp_cp().all_reduce(gathered.data(), static_cast<int64_t>(gathered.size()));
+    // In slices of --hccl-slice-size elements (MindSpeed's bound on one call's buffers).
+    const int64_t slice = std::max<int64_t>(1, parallel.hccl_slice_size);
+    int64_t calls = 0;
+    for (int64_t lo = 0; lo < static_cast<int64_t>(gathered.size()); lo += slice, ++calls) {
+      ps.dp_cp().all_reduce(gathered.data() + lo,
+                            std::min<int64_t>(slice, static_cast<int64_t>(gathered.size()) - lo));
+    }
+    if (ps.world_rank == 0) {
+      log_info("> distrib_optim.pt: ", gathered.size(),
+               " state elements gathered over data parallelism in ", calls,
+               " call(s) of at most --hccl-slice-size ", slice);
+    }
   }
   if (ps.dp_cp().rank() != 0) return std::optional<MegatronRankFile>();
   const TrainingConfig& t = c.training;

@@ -87,6 +87,7 @@ const std::map<std::string, Row> kExpected = {
     {"--moe-shared-expert-intermediate-size", {false, false, false}},
     {"--n-shared-experts", {false, false, false}},
     {"--ddp-bucket-size", {false, false, false}},
+    {"--hccl-slice-size", {false, false, false}},
     {"--dry-run-world-size", {false, false, false}},
     {"--decoder-first-pipeline-num-layers", {false, false, false}},
     {"--decoder-last-pipeline-num-layers", {false, false, false}},

@@ -738,6 +738,44 @@ TEST(Checkpoint, SavesMegatronTorchFormatAndResumes) {
               1e-5 * std::stod(eval_loss(want)));
 }
 
+// MindSpeed's --hccl-slice-size bounds each data-parallel call of the distributed optimizer's
+// gather into distrib_optim.pt: with 1000 elements the gather takes ceil(3 x shard / 1000) calls
+// (exp_avg, exp_avg_sq and the main copy of the rank's parameters) and writes the same bytes as
+// the default slice (10 Mi elements: one call here).
+TEST(Checkpoint, HcclSliceSizeSlicesTheDistributedOptimizerGather) {
+  ScratchDir scratch;
+  auto save = [&](const std::string& dir, const std::string& extra) {
+    return train(2, " --use-distributed-optimizer --bf16 --ckpt-format torch" + extra,
+                 " --train-iters 3 --save " + dir);
+  };
+  const std::string sliced = scratch.file("sliced"), whole = scratch.file("whole");
+  const CommandResult a = save(sliced, " --hccl-slice-size 1000");
+  const CommandResult b = save(whole, "");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(a.output, m, std::regex(R"(model parallel rank \(0, 0\): ([0-9]+))")))
+      << a.output;
+  const int64_t shard = std::stoll(m[1]);
+  const int64_t calls = (3 * shard + 999) / 1000;
+  EXPECT_NE(a.output.find("> distrib_optim.pt: " + std::to_string(3 * shard) +
+                          " state elements gathered over data "
+                          "parallelism in " +
+                          std::to_string(calls) + " call(s) of at most --hccl-slice-size 1000"),
+            std::string::npos)
+      << a.output;
+  EXPECT_NE(b.output.find("in 1 call(s) of at most --hccl-slice-size 10485760"), std::string::npos)
+      << b.output;
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string file = "/iter_0000003/mp_rank_00/distrib_optim.pt";
+  ASSERT_TRUE(fs::is_regular_file(sliced + file));
+  EXPECT_EQ(bytes(sliced + file), bytes(whole + file));
+}
+
 // "<count>:<CRC-32>" of fp32 values (little-endian bytes), the digest
 // tests/tools/make_megatron_optimizer_fixture.py records for each tensor of Megatron's optimizer.
 std::string fp32_digest(const std::vector<float>& v) {
