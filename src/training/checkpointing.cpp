@@ -149,6 +149,14 @@ class CheckpointIndex {
     const std::string path = index.dir_ + "/" + kMetadata;
     MS_ASSIGN_OR_RETURN(index.meta_, read_json(path));
     if (index.meta_.value("format", "") != kFormat) {
+      if (index.meta_.contains("sharded_backend")) {  // Megatron's dist-checkpointing metadata
+        return unimplemented(
+            "'", iteration_dir, "' is a Megatron-LM ",
+            index.meta_.value("sharded_backend", "torch_dist"),
+            " checkpoint (PyTorch Distributed Checkpoint), not read yet: convert it to the legacy ",
+            "format with Megatron (--ckpt-convert-format torch --ckpt-convert-save DIR) and --load "
+            "that, weights and optimizer state included");
+      }
       return invalid_argument("'", path, "' is not a mindspeed-cpp checkpoint index");
     }
     try {

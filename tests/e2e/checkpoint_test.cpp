@@ -738,6 +738,27 @@ TEST(Checkpoint, SavesMegatronTorchFormatAndResumes) {
               1e-5 * std::stod(eval_loss(want)));
 }
 
+// A Megatron-LM torch_dist iteration (dist-checkpointing's metadata.json, .metadata and
+// __R_N.distcp shards) is not read yet: refused naming the format and Megatron's conversion.
+TEST(Checkpoint, MegatronTorchDistIsRefusedByName) {
+  ScratchDir scratch;
+  const std::string dir = scratch.file("torch_dist");
+  fs::create_directories(dir + "/iter_0000005");
+  std::ofstream(dir + "/latest_checkpointed_iteration.txt") << "5";
+  std::ofstream(dir + "/iter_0000005/metadata.json")
+      << R"({"sharded_backend": "torch_dist", "sharded_backend_version": 1})";
+  std::ofstream(dir + "/iter_0000005/.metadata") << "x";
+  std::ofstream(dir + "/iter_0000005/__0_0.distcp") << "x";
+  const CommandResult r = train(1, "", " --train-iters 6 --load " + dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(
+      r.output.find(
+          "is a Megatron-LM torch_dist checkpoint (PyTorch Distributed Checkpoint), not read yet: "
+          "convert it to the legacy format with Megatron (--ckpt-convert-format torch"),
+      std::string::npos)
+      << r.output;
+}
+
 // MindSpeed's --hccl-slice-size bounds each data-parallel call of the distributed optimizer's
 // gather into distrib_optim.pt: with 1000 elements the gather takes ceil(3 x shard / 1000) calls
 // (exp_avg, exp_avg_sq and the main copy of the rank's parameters) and writes the same bytes as
