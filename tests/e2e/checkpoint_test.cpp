@@ -94,6 +94,20 @@ std::map<std::string, std::vector<float>> tensors(const std::string& dir, int64_
   return t.ok() ? *t : std::map<std::string, std::vector<float>>{};
 }
 
+// Megatron's files of iteration `iteration` of a --ckpt-format torch save (its tracker and the
+// mp_rank_* directories, not this engine's index): a plain Megatron-LM checkpoint in `to`.
+void copy_megatron_files(const std::string& from, int64_t iteration, const std::string& to) {
+  const std::string iter = fs::path(checkpoint_iteration_dir(to, iteration)).filename().string();
+  fs::create_directories(to + "/" + iter);
+  fs::copy(from + "/latest_checkpointed_iteration.txt", to + "/latest_checkpointed_iteration.txt");
+  for (const auto& entry : fs::directory_iterator(checkpoint_iteration_dir(from, iteration))) {
+    if (entry.path().filename().string().starts_with("mp_rank_")) {
+      fs::copy(entry.path(), to + "/" + iter + "/" + entry.path().filename().string(),
+               fs::copy_options::recursive);
+    }
+  }
+}
+
 // The key part of the QKV bias has an exactly zero gradient (softmax ignores a shift shared by
 // all scores of a query); Adam turns its rounding noise into layout-dependent steps, so it is
 // left out of the cross-layout comparison (as in tests/mpi/parallel_equivalence_test.cpp).
@@ -550,15 +564,7 @@ TEST(Checkpoint, ResumesFromMegatronTorchOptimizerState) {
     const std::string dir = scratch.file("ckpt"), megatron = scratch.file("megatron_only");
     const std::string flags = l.flags + " --ckpt-format torch";
     ASSERT_EQ(train(l.np, flags, " --train-iters 4 --save " + dir).exit_code, 0);
-    fs::create_directories(megatron + "/iter_0000004");
-    fs::copy(dir + "/latest_checkpointed_iteration.txt",
-             megatron + "/latest_checkpointed_iteration.txt");
-    for (const auto& entry : fs::directory_iterator(checkpoint_iteration_dir(dir, 4))) {
-      if (entry.path().filename().string().starts_with("mp_rank_")) {
-        fs::copy(entry.path(), megatron + "/iter_0000004/" + entry.path().filename().string(),
-                 fs::copy_options::recursive);
-      }
-    }
+    copy_megatron_files(dir, 4, megatron);
     auto ckpt = MegatronTorchCheckpoint::open(megatron);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
     const bool bf16 = l.flags.find("--bf16") != std::string::npos;
@@ -703,15 +709,7 @@ TEST(Checkpoint, SavesMegatronTorchFormatAndResumes) {
             " --train-iters 4 --save " + dir)
           .exit_code,
       0);
-  fs::create_directories(megatron + "/iter_0000004");
-  fs::copy(dir + "/latest_checkpointed_iteration.txt",
-           megatron + "/latest_checkpointed_iteration.txt");
-  for (const auto& entry : fs::directory_iterator(checkpoint_iteration_dir(dir, 4))) {
-    if (entry.path().filename().string().starts_with("mp_rank_")) {
-      fs::copy(entry.path(), megatron + "/iter_0000004/" + entry.path().filename().string(),
-               fs::copy_options::recursive);
-    }
-  }
+  copy_megatron_files(dir, 4, megatron);
   auto eval_loss = [](const CommandResult& r) {
     const std::regex re(R"(the end of training for val data \| lm loss value: ([0-9.E+-]+))");
     std::smatch m;
