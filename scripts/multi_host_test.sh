@@ -4,8 +4,9 @@
 # launched the way users launch Megatron / MindSpeed across nodes — one tools/torchrun per
 # host with torchrun's flags, or under Slurm (a slurmctld and one slurmd per host, started here
 # and stopped after; `srun` starts one launcher per node). What it checks:
-#   * TP2 x PP2 x DP2 over 2 hosts x 4 ranks and 4 hosts x 2 ranks: every iteration's loss and
-#     grad norm equal the single-process run's (same weights and data) within 1e-5 relative;
+#   * TP2 x PP2 x DP2 over 2 hosts x 4 ranks and 4 hosts x 2 ranks (static rendezvous with node
+#     ranks, and c10d at an endpoint with node ranks given in join order): every iteration's loss
+#     and grad norm equal the single-process run's (same weights and data) within 1e-5 relative;
 #   * start-up failures end every launcher within a bounded time with the node and the cause
 #     named: a node missing, the master port taken, a wrong node count, no master;
 #   * MindSpeed-LLM's --no-shared-storage with a data cache in each host's own /tmp;
@@ -108,8 +109,11 @@ launch_job() {
   shift 4
   local pids=()
   for ((i = nnodes - 1; i >= 0; i--)); do
-    on_host "$i" timeout 300 "$TORCHRUN" --nnodes "$nnodes" --nproc_per_node "$nproc" --node_rank "$i" \
-      --master_addr "$(addr 0)" --master_port 29500 --rdzv_conf "join_timeout=60,keep_alive_interval=1,keep_alive_max_attempt=3" \
+    # RDZV=c10d: torchrun's c10d rendezvous at host 0's endpoint, node ranks in join order.
+    local where=(--node_rank "$i" --master_addr "$(addr 0)" --master_port 29500)
+    [ "${RDZV:-static}" = c10d ] && where=(--rdzv_backend c10d --rdzv_endpoint "$(addr 0):29500" --rdzv_id "$name")
+    on_host "$i" timeout 300 "$TORCHRUN" --nnodes "$nnodes" --nproc_per_node "$nproc" "${where[@]}" \
+      --rdzv_conf "join_timeout=60,keep_alive_interval=1,keep_alive_max_attempt=3" \
       pretrain_gpt.py ${JOB_MODEL:-$MODEL} --train-iters "$iters" "$@" >"$WORK/$name.$i.log" 2>&1 &
     pids+=($!)
   done
@@ -129,7 +133,16 @@ equivalence_case() {
     fail "$name" "losses differ from the single-process run"
     return
   fi
-  pass "$name: TP2 x PP2 x DP2 over $nnodes hosts x $nproc ranks equals the single-process run" $((SECONDS - t0))
+  if [ "${RDZV:-static}" = c10d ]; then  # the other hosts got node ranks 1 .. n-1, each once
+    local ranks
+    ranks=$(cat "$WORK/$name".[1-9].log | grep -o "as node [0-9]* of" | awk '{print $3}' | sort -n | tr '\n' ' ')
+    [ "$ranks" = "$(seq -s ' ' 1 $((nnodes - 1))) " ] || {
+      fail "$name" "c10d node ranks assigned: '$ranks'"
+      return
+    }
+  fi
+  pass "$name: TP2 x PP2 x DP2 over $nnodes hosts x $nproc ranks (${RDZV:-static} rendezvous) equals the single-process run" \
+    $((SECONDS - t0))
 }
 
 # expect_failure NAME LOG PATTERN SECONDS_TAKEN LIMIT
@@ -304,6 +317,7 @@ log "single-process reference run (${SECONDS}s)"
 want() { [ -z "${MULTI_HOST_ONLY:-}" ] || [[ " $MULTI_HOST_ONLY " == *" $1 "* ]]; }
 want two_hosts && equivalence_case two_hosts 2 4
 want four_hosts && equivalence_case four_hosts 4 2
+want c10d && RDZV=c10d equivalence_case c10d_rendezvous 4 2
 want startup && startup_failures
 want no_shared_storage && no_shared_storage
 want link_cut && link_cut
