@@ -301,8 +301,10 @@ link_cut() {
   pass "resume: the job continues at iteration $((last + 1)) from the checkpoint left by the cut" $((SECONDS - t0))
 }
 
-if [ "$(id -u)" != 0 ] || ! make_hosts 4 2>"$WORK/setup.err"; then
-  log "SKIP: cannot create network namespaces here ($(head -1 "$WORK/setup.err" 2>/dev/null)); needs root"
+# Network namespaces, and inside them a UTS and mount namespace of their own (bind mounts):
+# where a container withholds either, the test is skipped, saying why.
+if [ "$(id -u)" != 0 ] || ! make_hosts 4 2>"$WORK/setup.err" || ! on_host 0 true 2>>"$WORK/setup.err"; then
+  log "SKIP: cannot create network, UTS and mount namespaces here ($(head -1 "$WORK/setup.err" 2>/dev/null)); needs root"
   exit 77
 fi
 [ -x "$TORCHRUN" ] && [ -x "$PRETRAIN" ] || {
