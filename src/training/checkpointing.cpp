@@ -743,15 +743,8 @@ Status load_megatron_optimizer_state(const MegatronTorchCheckpoint& ckpt,
   MS_RETURN_IF_ERROR(ckpt.optimizer_readable());
   const Backend& backend = target.optimizer.backend();
   const bool half = is_half_precision(target.buffer.param_dtype());
-  const int64_t saved_rows = ckpt.model_config().padded_vocab_size;
   for (const auto& owned : target.registry.params()) {
     Parameter& p = *owned;
-    ParameterSpec source = p.spec;
-    if (p.is_tied_copy()) source.name = p.spec.tied_to;
-    const bool vocab =
-        source.name == "embedding.word_embeddings.weight" || source.name == "output_layer.weight";
-    if (vocab)
-      source.global_shape = Shape{saved_rows, p.spec.global_shape[1]};  // Megatron's padding
     const std::vector<OwnedRange> ranges = owned_ranges(p, target.optimizer);
     const ShardCoords at = shard_coords(p.spec, target.ps);
     std::vector<float> mine(static_cast<size_t>(p.local_shape.numel()));
@@ -763,12 +756,9 @@ Status load_megatron_optimizer_state(const MegatronTorchCheckpoint& ckpt,
       if (main && !half && ckpt.optimizer_state() != MegatronOptimizerState::kFloat16) continue;
       MS_ASSIGN_OR_RETURN(
           std::vector<float> full,
-          ckpt.full_optimizer_tensor(main                               ? "param"
-                                     : state == OptimizerState::kExpAvg ? "exp_avg"
-                                                                        : "exp_avg_sq",
-                                     source));
-      if (vocab)
-        full.resize(static_cast<size_t>(p.spec.global_shape.numel()), 0.0f);  // this run's padding
+          ckpt.full_tensor_for_run(p.spec, main                               ? "param"
+                                           : state == OptimizerState::kExpAvg ? "exp_avg"
+                                                                              : "exp_avg_sq"));
       slice_for_rank(mine.data(), full.data(), p.spec, at.rank, at.count);
       if (main && !half) {
         set_parameter_from_shard(p, mine.data(), &backend);

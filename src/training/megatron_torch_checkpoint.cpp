@@ -27,6 +27,51 @@ double decimal_of(float v) {
   return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
 }
 
+// The parameters of a saved chunk state dict in named_parameters() order: its tensors, less
+// Transformer Engine's _extra_state entries.
+std::vector<std::pair<std::string, const PickleValue*>> megatron_saved_parameters(
+    const PickleValue& sd) {
+  std::vector<std::pair<std::string, const PickleValue*>> out;
+  for (const auto& [key, value] : sd.dict) {
+    if (key->kind != PickleValue::Kind::kString || value->kind != PickleValue::Kind::kTensor)
+      continue;
+    if (!key->s.ends_with("_extra_state")) out.emplace_back(key->s, value.get());
+  }
+  return out;
+}
+
+// _get_param_groups: Megatron's optimizer groups its parameters (in named_parameters() order)
+// by whether weight decay applies (not to biases and 1-D tensors), the groups in order of first
+// appearance. Returns each group's members (indices into `params`) and, in `group_no_wd`,
+// whether the group is the no-weight-decay one.
+std::vector<std::vector<size_t>> megatron_weight_decay_groups(
+    const std::vector<std::pair<std::string, size_t /*ndim*/>>& params,
+    std::vector<bool>* group_no_wd) {
+  std::vector<std::vector<size_t>> groups;
+  group_no_wd->clear();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const bool no_wd = params[k].first.ends_with(".bias") || params[k].second == 1;
+    auto g = std::find(group_no_wd->begin(), group_no_wd->end(), no_wd);
+    if (g == group_no_wd->end()) {
+      group_no_wd->push_back(no_wd);
+      groups.emplace_back();
+      g = group_no_wd->end() - 1;
+    }
+    groups[static_cast<size_t>(g - group_no_wd->begin())].push_back(k);
+  }
+  return groups;
+}
+
+// The copy of tied embeddings Megatron marks shared_embedding with PP > 1 (its own bucket in the
+// distributed optimizer's buffer): the word embeddings of the first stage's first chunk, the
+// output layer of the last stage's last chunk.
+bool megatron_shared_embedding(const std::string& name, bool tied, int64_t pp, bool pre,
+                               bool post) {
+  return tied && pp > 1 &&
+         ((name == "embedding.word_embeddings.weight" && pre && !post) ||
+          (name == "output_layer.weight" && post && !pre));
+}
+
 // A field of Megatron's saved argparse.Namespace.
 struct MegatronArgs {
   const PickleValue* ns;
@@ -352,6 +397,21 @@ StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor(const Paramete
       });
 }
 
+StatusOr<std::vector<float>> MegatronTorchCheckpoint::full_tensor_for_run(
+    const ParameterSpec& spec, const std::string& kind) const {
+  ParameterSpec source = spec;
+  if (!spec.tied_to.empty()) source.name = spec.tied_to;  // a tied copy: its original
+  const bool vocab =
+      source.name == "embedding.word_embeddings.weight" || source.name == "output_layer.weight";
+  if (vocab)
+    source.global_shape = Shape{config_.padded_vocab_size, spec.global_shape[1]};  // as saved
+  MS_ASSIGN_OR_RETURN(std::vector<float> full,
+                      kind == "weight" ? full_tensor(source) : full_optimizer_tensor(kind, source));
+  if (vocab)
+    full.resize(static_cast<size_t>(spec.global_shape.numel()), 0.0f);  // this run's padding
+  return full;
+}
+
 Status MegatronTorchCheckpoint::optimizer_readable() const {
   MS_RETURN_IF_ERROR(optimizer_status_);
   switch (optimizer_state_) {
@@ -484,33 +544,21 @@ Status MegatronTorchCheckpoint::read_rank_optimizer(const TorchCheckpointFile& f
     }
     grad_scaler_ = scaler;
   }
-  // Megatron's parameter order: named_parameters() over the chunks = the saved state dicts'
-  // order (Transformer Engine's _extra_state entries are not parameters).
-  struct Named {
-    ChunkName name;
-    bool no_weight_decay = false;
-  };
-  std::vector<Named> order;
+  // Megatron's parameter order: named_parameters() over the chunks = the saved state dicts'.
+  std::vector<ChunkName> order;
+  std::vector<std::pair<std::string, size_t>> shapes;
   for (int c = 0; c < chunks_; ++c) {
     MS_ASSIGN_OR_RETURN(const PickleValue* sd, chunk_state_dict(f, c));
-    for (const auto& [key, value] : sd->dict) {
-      if (key->kind != PickleValue::Kind::kString || value->kind != PickleValue::Kind::kTensor)
-        continue;
-      if (key->s.ends_with("_extra_state")) continue;
-      order.push_back({{c, key->s}, key->s.ends_with(".bias") || value->tensor->shape.size() == 1});
+    for (const auto& [name, value] : megatron_saved_parameters(*sd)) {
+      order.emplace_back(c, name);
+      shapes.emplace_back(name, value->tensor->shape.size());
     }
   }
-  // _get_param_groups: groups by (weight decay or not) in order of first appearance.
-  std::vector<std::vector<ChunkName>> by_group;
   std::vector<bool> group_no_wd;
-  for (const Named& n : order) {
-    auto g = std::find(group_no_wd.begin(), group_no_wd.end(), n.no_weight_decay);
-    if (g == group_no_wd.end()) {
-      group_no_wd.push_back(n.no_weight_decay);
-      by_group.emplace_back();
-      g = group_no_wd.end() - 1;
-    }
-    by_group[static_cast<size_t>(g - group_no_wd.begin())].push_back(n.name);
+  std::vector<std::vector<ChunkName>> by_group;
+  for (const std::vector<size_t>& members : megatron_weight_decay_groups(shapes, &group_no_wd)) {
+    by_group.emplace_back();
+    for (size_t k : members) by_group.back().push_back(order[k]);
   }
   auto sizes = [](const auto& lists) {
     std::string s;
@@ -752,17 +800,11 @@ Status MegatronTorchCheckpoint::read_distributed_optimizer(std::pair<int, int> r
     const bool pre = rank.second == 0 && c == 0, post = rank.second == pp_ - 1 && c == chunks_ - 1;
     std::vector<std::string> names;
     std::vector<BufferParam> params;
-    for (const auto& [key, value] : sd->dict) {
-      if (key->kind != PickleValue::Kind::kString || value->kind != PickleValue::Kind::kTensor)
-        continue;
-      if (key->s.ends_with("_extra_state")) continue;
+    for (const auto& [name, value] : megatron_saved_parameters(*sd)) {
       int64_t n = 1;
       for (int64_t dim : value->tensor->shape) n *= dim;
-      const bool shared = tied && pp_ > 1 &&
-                          ((key->s == "embedding.word_embeddings.weight" && pre && !post) ||
-                           (key->s == "output_layer.weight" && post && !pre));
-      names.push_back(key->s);
-      params.push_back({n, shared});
+      names.push_back(name);
+      params.push_back({n, megatron_shared_embedding(name, tied, pp_, pre, post)});
     }
     int64_t total = 0;
     for (const BufferParam& p : params) total += p.numel;
@@ -904,13 +946,22 @@ MegatronRankFile::MegatronRankFile(std::shared_ptr<PickleValue> args, int64_t it
   for (const auto& [k, v] : extra) root_->dict.emplace_back(pickle_string(k), v);
 }
 
-std::shared_ptr<PickleValue> MegatronRankFile::tensor(TorchSaveTensor tensor) {
+std::shared_ptr<PickleValue> MegatronRankFile::stored(std::vector<TorchSaveTensor>& tensors,
+                                                      TorchSaveTensor tensor) {
   auto ref = pickle_value(PickleValue::Kind::kTensor);
   ref->tensor = std::make_shared<TorchTensorRef>();
-  ref->tensor->key = std::to_string(tensors_.size());
+  ref->tensor->key = std::to_string(tensors.size());
   ref->tensor->shape = tensor.shape;
-  tensors_.push_back(std::move(tensor));
+  tensors.push_back(std::move(tensor));
   return ref;
+}
+
+std::shared_ptr<PickleValue> MegatronRankFile::tensor(TorchSaveTensor tensor) {
+  return stored(tensors_, std::move(tensor));
+}
+
+std::shared_ptr<PickleValue> MegatronRankFile::distributed_tensor(TorchSaveTensor tensor) {
+  return stored(distributed_tensors_, std::move(tensor));
 }
 
 void MegatronRankFile::add(int chunk, const std::string& name, TorchSaveTensor tensor) {
@@ -932,10 +983,8 @@ std::string MegatronRankFile::rank_dir(int tp_rank, int pp_rank, int pp_size) {
   return name;
 }
 
-void MegatronRankFile::set_distributed_optimizer(std::shared_ptr<PickleValue> root,
-                                                 std::vector<TorchSaveTensor> tensors) {
+void MegatronRankFile::set_distributed_optimizer(std::shared_ptr<PickleValue> root) {
   distributed_root_ = std::move(root);
-  distributed_tensors_ = std::move(tensors);
 }
 
 Status MegatronRankFile::write(const std::string& dir, int tp_rank, int pp_rank,
@@ -1065,17 +1114,14 @@ StatusOr<TorchSaveTensor> state_tensor(Optimizer& optimizer, const Parameter& p,
 StatusOr<std::shared_ptr<PickleValue>> megatron_optimizer_state(
     MegatronRankFile& file, const std::vector<WrittenParam>& params, Optimizer& optimizer,
     const Configs& c, bool distributed) {
-  std::vector<std::vector<const WrittenParam*>> groups;
+  std::vector<std::pair<std::string, size_t>> shapes;
+  for (const WrittenParam& w : params)
+    shapes.emplace_back(w.name, static_cast<size_t>(w.param->local_shape.ndim()));
   std::vector<bool> group_no_wd;
-  for (const WrittenParam& w : params) {
-    const bool no_wd = w.name.ends_with(".bias") || w.param->local_shape.ndim() == 1;
-    auto g = std::find(group_no_wd.begin(), group_no_wd.end(), no_wd);
-    if (g == group_no_wd.end()) {
-      group_no_wd.push_back(no_wd);
-      groups.emplace_back();
-      g = group_no_wd.end() - 1;
-    }
-    groups[static_cast<size_t>(g - group_no_wd.begin())].push_back(&w);
+  std::vector<std::vector<const WrittenParam*>> groups;
+  for (const std::vector<size_t>& members : megatron_weight_decay_groups(shapes, &group_no_wd)) {
+    groups.emplace_back();
+    for (size_t k : members) groups.back().push_back(&params[k]);
   }
   const bool half = optimizer.has_state(OptimizerState::kMainParam);
   const int64_t step = optimizer.step_count();
@@ -1301,14 +1347,6 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
     const int64_t dp_cp = ps.dp_cp().size();
     const int pp = parallel.pipeline_model_parallel_size;
     auto root = dict_of({{"buckets_coalesced", pickle_bool(true)}});
-    std::vector<TorchSaveTensor> tensors;
-    auto flat_ref = [&tensors](TorchSaveTensor t) {
-      auto ref = pickle_value(PickleValue::Kind::kTensor);
-      ref->tensor = std::make_shared<TorchTensorRef>();
-      ref->tensor->key = std::to_string(tensors.size());
-      tensors.push_back(std::move(t));
-      return ref;
-    };
     for (int chunk = 0; chunk < layout.chunks_per_rank; ++chunk) {
       std::vector<size_t> members;
       std::vector<BufferParam> params;
@@ -1317,12 +1355,9 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
       int64_t total = 0;
       for (size_t k = 0; k < written.size(); ++k) {
         if (written[k].chunk != chunk) continue;
-        const std::string& name = written[k].name;
-        const bool shared = tied && pp > 1 &&
-                            ((name == "embedding.word_embeddings.weight" && pre && !post) ||
-                             (name == "output_layer.weight" && post && !pre));
         members.push_back(k);
-        params.push_back({written[k].param->local_shape.numel(), shared});
+        params.push_back({written[k].param->local_shape.numel(),
+                          megatron_shared_embedding(written[k].name, tied, pp, pre, post)});
         total += params.back().numel;
       }
       const int64_t bucket = megatron_bucket_size(parallel.overlap_grad_reduce, false, ps.pp_rank,
@@ -1359,15 +1394,15 @@ StatusOr<std::optional<MegatronRankFile>> megatron_rank_file_of(
       auto grad_dtype = pickle_value(PickleValue::Kind::kGlobal);
       grad_dtype->s = "torch.float32";
       dtypes->items = {param_dtype, grad_dtype};
-      auto state = dict_of({{"param", flat_ref(std::move(flat[0]))},
-                            {"exp_avg", flat_ref(std::move(flat[1]))},
-                            {"exp_avg_sq", flat_ref(std::move(flat[2]))},
+      auto state = dict_of({{"param", file.distributed_tensor(std::move(flat[0]))},
+                            {"exp_avg", file.distributed_tensor(std::move(flat[1]))},
+                            {"exp_avg_sq", file.distributed_tensor(std::move(flat[2]))},
                             {"numel_unpadded", pickle_int(numel)}});
       auto by_dtype = pickle_value(PickleValue::Kind::kDict);
       by_dtype->dict.emplace_back(dtypes, state);
       root->dict.emplace_back(pickle_int(chunk), by_dtype);
     }
-    file.set_distributed_optimizer(root, std::move(tensors));
+    file.set_distributed_optimizer(root);
   }
   return std::optional<MegatronRankFile>(std::move(file));
 }

@@ -89,6 +89,11 @@ class MegatronTorchCheckpoint {
   /// "exp_avg_sq" (zeros when saved before the first step) or "param" (the main parameter).
   StatusOr<std::vector<float>> full_optimizer_tensor(const std::string& kind,
                                                      const ParameterSpec& spec) const;
+  /// A parameter of this run from the checkpoint: its weights (`kind` "weight") or optimizer
+  /// state (as full_optimizer_tensor), a tied copy read from its original, the vocabulary's rows
+  /// kept and re-padded to this run's padded size (Megatron pads per tensor-parallel size).
+  StatusOr<std::vector<float>> full_tensor_for_run(const ParameterSpec& spec,
+                                                   const std::string& kind) const;
   /// The fp16 loss scaler's state ('grad_scaler'), when saved.
   const std::optional<GradScalerState>& grad_scaler() const { return grad_scaler_; }
   /// Every architecture field the model flags contradict, named by flag. The vocabulary is
@@ -197,9 +202,10 @@ class MegatronRankFile {
   std::shared_ptr<PickleValue> tensor(TorchSaveTensor tensor);
   /// A root entry after the models ('optimizer', 'opt_param_scheduler').
   void set(const std::string& key, std::shared_ptr<PickleValue> value);
-  /// The distributed optimizer's distrib_optim.pt, written beside model_optim_rng.pt.
-  void set_distributed_optimizer(std::shared_ptr<PickleValue> root,
-                                 std::vector<TorchSaveTensor> tensors);
+  /// A tensor stored in distrib_optim.pt, the distributed optimizer's file beside this one.
+  std::shared_ptr<PickleValue> distributed_tensor(TorchSaveTensor tensor);
+  /// distrib_optim.pt's root (its tensors from distributed_tensor()).
+  void set_distributed_optimizer(std::shared_ptr<PickleValue> root);
   bool has_distributed_optimizer() const { return distributed_root_ != nullptr; }
   /// Writes DIR/mp_rank_TT[_PPP]/model_optim_rng.pt (the directory is created), and
   /// distrib_optim.pt when set.
@@ -208,6 +214,9 @@ class MegatronRankFile {
   static std::string rank_dir(int tp_rank, int pp_rank, int pp_size);
 
  private:
+  /// A kTensor value for `tensor`, stored as the next of `tensors` (the archive's records).
+  static std::shared_ptr<PickleValue> stored(std::vector<TorchSaveTensor>& tensors,
+                                             TorchSaveTensor tensor);
   std::shared_ptr<PickleValue> root_;
   std::vector<std::shared_ptr<PickleValue>> models_;
   std::vector<TorchSaveTensor> tensors_;

@@ -228,15 +228,8 @@ Status load_megatron_weights(const Configs& c, const MegatronTorchCheckpoint& ck
     if (!readable.ok())
       return Status(readable.code(), str_cat("--load ", c.training.load, ": ", readable.message()));
   }
-  const int64_t saved_rows = ckpt.model_config().padded_vocab_size;
   for (const auto& p : registry.params()) {
-    ParameterSpec source = p->spec;
-    if (p->is_tied_copy()) source.name = p->spec.tied_to;
-    const bool vocab = source.name == "embedding.word_embeddings.weight" || source.name == "output_layer.weight";
-    if (vocab) source.global_shape = Shape{saved_rows, p->spec.global_shape[1]};  // Megatron's padding
-    MS_ASSIGN_OR_RETURN(std::vector<float> full, ckpt.full_tensor(source));
-    // Re-padded for this run's tensor-parallel size: the rows are kept, padding added or cut.
-    if (vocab) full.resize(static_cast<size_t>(p->spec.global_shape.numel()), 0.0f);
+    MS_ASSIGN_OR_RETURN(std::vector<float> full, ckpt.full_tensor_for_run(p->spec, "weight"));
     const ShardCoords at = shard_coords(p->spec, ps);
     set_parameter_from_full(*p, full.data(), at.rank, at.count, &backend);
   }
