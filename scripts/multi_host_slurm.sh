@@ -70,6 +70,21 @@ slurm_start() {
   return 1
 }
 
+# slurm_equivalence NAME WHAT COMMAND...: COMMAND (an srun line, from host 0) with the model
+# flags at TP2 x PP2 x DP2 logs the single-process run's losses and grad norms.
+slurm_equivalence() {
+  local name=$1 what=$2 t0=$SECONDS
+  shift 2
+  on_host 0 timeout 300 "$@" $MODEL --train-iters 6 $LAYOUT >"$WORK/$name.log" 2>&1
+  if [ $? -ne 0 ]; then
+    fail "$name" "$(tail -5 "$WORK/$name.log")"
+  elif ! same_metrics "$WORK/single.log" "$WORK/$name.log"; then
+    fail "$name" "losses differ from the single-process run"
+  else
+    pass "$name: $what, TP2 x PP2 x DP2 over 2 hosts equals the single-process run" $((SECONDS - t0))
+  fi
+}
+
 slurm_cases() {
   local t0=$SECONDS
   slurm_start
@@ -82,28 +97,10 @@ slurm_cases() {
       ;;
   esac
   pass "slurm: slurmctld and ${#HOSTS[@]} slurmd up" $((SECONDS - t0))
-  t0=$SECONDS
-  on_host 0 timeout 300 srun --nodes=2 --ntasks-per-node=1 --time=10 "$TORCHRUN" --nproc_per_node 4 \
-    pretrain_gpt.py $MODEL --train-iters 6 $LAYOUT >"$WORK/slurm_torchrun.log" 2>&1
-  if [ $? -ne 0 ]; then
-    fail slurm_torchrun "$(tail -5 "$WORK/slurm_torchrun.log")"
-  elif ! same_metrics "$WORK/single.log" "$WORK/slurm_torchrun.log"; then
-    fail slurm_torchrun "losses differ from the single-process run"
-  else
-    pass "slurm torchrun: srun, one launcher per node, TP2 x PP2 x DP2 over 2 hosts equals the single-process run" \
-      $((SECONDS - t0))
-  fi
-  t0=$SECONDS
-  on_host 0 timeout 300 srun --nodes=2 --ntasks-per-node=4 --mpi=pmix --time=10 "$PRETRAIN" $MODEL --train-iters 6 $LAYOUT \
-    >"$WORK/slurm_pmix.log" 2>&1
-  if [ $? -ne 0 ]; then
-    fail slurm_pmix "$(tail -5 "$WORK/slurm_pmix.log")"
-  elif ! same_metrics "$WORK/single.log" "$WORK/slurm_pmix.log"; then
-    fail slurm_pmix "losses differ from the single-process run"
-  else
-    pass "slurm direct: srun --mpi=pmix -n 8, TP2 x PP2 x DP2 over 2 hosts equals the single-process run" \
-      $((SECONDS - t0))
-  fi
+  slurm_equivalence slurm_torchrun "srun, one launcher per node" \
+    srun --nodes=2 --ntasks-per-node=1 --time=10 "$TORCHRUN" --nproc_per_node 4 pretrain_gpt.py
+  slurm_equivalence slurm_pmix "srun --mpi=pmix -n 8" \
+    srun --nodes=2 --ntasks-per-node=4 --mpi=pmix --time=10 "$PRETRAIN"
   # Without PMIx each task would be a world of one: Open MPI itself stops them, naming PMIx.
   t0=$SECONDS
   on_host 0 timeout 60 srun --nodes=2 --ntasks=2 --time=10 "$PRETRAIN" $MODEL --train-iters 6 >"$WORK/slurm_nopmi.log" 2>&1
