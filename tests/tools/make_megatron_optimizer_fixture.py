@@ -181,6 +181,7 @@ removed and rewritten). Not part of CTest (CI has no PyTorch).
 """
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -504,61 +505,93 @@ def walk_optimizer(model, optimizer):
     return kind, meg_opt, adam, model_groups, main_groups, prefix_of
 
 
+def start_megatron_process(megatron_dir, rank, world, port, extra_shims=()):
+    """A gloo worker's start, as torchrun would set it up: the distributed variables, one
+    deterministic CPU thread, every shim (install_shims, then pretrain_gpt's import, then the
+    training shims and `extra_shims`). Returns the shims' descriptions."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), CUDA_VISIBLE_DEVICES="", CUDA_DEVICE_MAX_CONNECTIONS="1")
+    import torch
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    shims = install_shims(megatron_dir)
+    importlib.import_module("pretrain_gpt")  # Megatron's entry module, importable once the shims are in
+
+    shims += install_training_shims()
+    shims += install_single_rank_collectives()
+    for install in extra_shims:
+        shims += install()
+    return shims
+
+
+def megatron_model_flags(ck):
+    """Megatron's flags for the checkpoint's model (args `ck`) on this CPU: the local layer spec,
+    no fusions, NullTokenizer of the saved vocabulary, the saved norm epsilon."""
+    return ["--transformer-impl", "local", "--use-cpu-initialization", "--no-gradient-accumulation-fusion",
+            "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-swiglu-fusion",
+            "--no-bias-dropout-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
+            "--tokenizer-type", "NullTokenizer", "--vocab-size", str(ck.vocab_size),
+            "--make-vocab-size-divisible-by", str(ck.make_vocab_size_divisible_by),
+            "--norm-epsilon", repr(ck.norm_epsilon)]
+
+
+def initialize_megatron_process(argv, rank, world, tp, pp):
+    """initialize_megatron's steps on `argv`: Megatron's parse_args, load_args_from_checkpoint,
+    validate_args, the global variables (no tokenizer), gloo and parallel_state at TP x PP, the
+    random seed and the rerun state machine. Returns the args."""
+    import torch
+    from megatron.core import parallel_state as mpu
+    from megatron.core.rerun_state_machine import (RerunDiagnostic, RerunErrorInjector, RerunMode,
+                                                   initialize_rerun_state_machine)
+    from megatron.training import arguments as margs
+    from megatron.training import checkpointing
+    from megatron.training.global_vars import set_global_variables
+    from megatron.training.initialize import _set_random_seed
+
+    sys.argv = ["pretrain_gpt.py"] + argv
+    args = margs.parse_args()
+    checkpointing.load_args_from_checkpoint(args)
+    margs.validate_args(args, {})
+    set_global_variables(args, build_tokenizer=False)
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    mpu.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
+    _set_random_seed(args.seed, args.data_parallel_random_init)
+    # initialize_megatron's rerun state machine (state save/restore funcs unused when disabled).
+    initialize_rerun_state_machine(
+        mode=RerunMode(args.rerun_mode),
+        error_injector=RerunErrorInjector(error_injection_rate=args.error_injection_rate,
+                                          error_injection_type=RerunDiagnostic(args.error_injection_type)),
+        result_rejected_tracker_filename=args.result_rejected_tracker_filename)
+    return args
+
+
 def worker(case, megatron_dir, work_dir, port, result_path):
     # Relative paths from a scratch directory, so the pickled args ('load', 'save') are the same on
     # every run and machine: load = CONVERTED, save = the case directory's name.
     os.chdir(work_dir)
     ckpt_dir, out_dir = CONVERTED, ALL_CASES[case][0]
-    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), CUDA_VISIBLE_DEVICES="", CUDA_DEVICE_MAX_CONNECTIONS="1")
     result = {"ok": False, "msgs": []}
     try:
+        shims = start_megatron_process(megatron_dir, 0, 1, port)
         import numpy as np
-        import torch
-
-        torch.set_num_threads(1)
-        torch.use_deterministic_algorithms(True)
-        shims = install_shims(megatron_dir)
         import pretrain_gpt
-
-        shims += install_training_shims()
-        shims += install_single_rank_collectives()
+        import torch
         from megatron.core import parallel_state as mpu
         from megatron.core.distributed import finalize_model_grads
         from megatron.core.enums import ModelType
-        from megatron.core.rerun_state_machine import (RerunDiagnostic, RerunErrorInjector, RerunMode,
-                                                       get_rerun_state_machine, initialize_rerun_state_machine)
-        from megatron.training import arguments as margs
+        from megatron.core.rerun_state_machine import get_rerun_state_machine
         from megatron.training import checkpointing
         from megatron.training import training
-        from megatron.training.global_vars import get_timers, set_global_variables
-        from megatron.training.initialize import _set_random_seed
+        from megatron.training.global_vars import get_timers
         from megatron.training.utils import unwrap_model
 
         dirname, extra = ALL_CASES[case]
         ck = torch.load(checkpointing.find_checkpoint_rank_0(ckpt_dir, 0, True), map_location="cpu")["args"]
         argv = ["--use-checkpoint-args", "--use-mp-args-from-checkpoint-args", "--load", ckpt_dir,
-                "--save", out_dir, "--ckpt-format", "torch", "--no-load-optim", "--no-load-rng", "--no-save-rng",
-                "--transformer-impl", "local", "--use-cpu-initialization", "--no-gradient-accumulation-fusion",
-                "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-swiglu-fusion",
-                "--no-bias-dropout-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
-                "--tokenizer-type", "NullTokenizer", "--vocab-size", str(ck.vocab_size),
-                "--make-vocab-size-divisible-by", str(ck.make_vocab_size_divisible_by),
-                "--norm-epsilon", repr(ck.norm_epsilon)] + TRAIN_ARGS + extra
-        sys.argv = ["pretrain_gpt.py"] + argv
-        args = margs.parse_args()
-        checkpointing.load_args_from_checkpoint(args)
-        margs.validate_args(args, {})
-        set_global_variables(args, build_tokenizer=False)
-        torch.distributed.init_process_group("gloo", rank=0, world_size=1)
-        mpu.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
-        _set_random_seed(args.seed, args.data_parallel_random_init)
-        # initialize_megatron's rerun state machine (state save/restore funcs unused when disabled).
-        initialize_rerun_state_machine(
-            mode=RerunMode(args.rerun_mode),
-            error_injector=RerunErrorInjector(error_injection_rate=args.error_injection_rate,
-                                              error_injection_type=RerunDiagnostic(args.error_injection_type)),
-            result_rejected_tracker_filename=args.result_rejected_tracker_filename)
+                "--save", out_dir, "--ckpt-format", "torch", "--no-load-optim", "--no-load-rng", "--no-save-rng"
+                ] + megatron_model_flags(ck) + TRAIN_ARGS + extra
+        args = initialize_megatron_process(argv, 0, 1, 1, 1)
 
         model, optimizer, scheduler = training.setup_model_and_optimizer(
             pretrain_gpt.model_provider, ModelType.encoder_or_decoder)

@@ -96,10 +96,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 from make_megatron_optimizer_fixture import (TRAIN_ARGS, _make_cpu_torch, build_batch, fp32_hex,  # noqa: E402
-                                             install_single_rank_collectives, install_training_shims,
-                                             walk_optimizer)
+                                             initialize_megatron_process, megatron_model_flags,
+                                             start_megatron_process, walk_optimizer)
 from make_megatron_torch_fixture import read_safetensors  # noqa: E402
-from run_megatron_load_checkpoint import free_port, install_shims  # noqa: E402
+from run_megatron_load_checkpoint import free_port  # noqa: E402
 
 ITERATIONS, EXTRA_STEPS, GLOBAL_BATCH = 3, 2, 2
 # Our engine's command line (the C++ e2e test's model and optimizer flags).
@@ -206,32 +206,20 @@ def install_multi_rank_shims():
 
 
 def worker(rank, world, port, case, megatron_dir, ckpt_dir, result_path):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), CUDA_VISIBLE_DEVICES="", CUDA_DEVICE_MAX_CONNECTIONS="1")
     result = {"ok": False, "msgs": [], "names": [], "losses": [], "bad": []}
     msgs = result["msgs"]
     ok = True
     try:
-        import torch
-
-        torch.set_num_threads(1)
-        torch.use_deterministic_algorithms(True)
-        shims = install_shims(megatron_dir)
+        shims = start_megatron_process(megatron_dir, rank, world, port, extra_shims=(install_multi_rank_shims,))
         import pretrain_gpt
-
-        shims += install_training_shims()
-        shims += install_single_rank_collectives()
-        shims += install_multi_rank_shims()
+        import torch
         from megatron.core import parallel_state as mpu
         from megatron.core.distributed import finalize_model_grads
         from megatron.core.enums import ModelType
-        from megatron.core.rerun_state_machine import (RerunDiagnostic, RerunErrorInjector, RerunMode,
-                                                       get_rerun_state_machine, initialize_rerun_state_machine)
-        from megatron.training import arguments as margs
+        from megatron.core.rerun_state_machine import get_rerun_state_machine
         from megatron.training import checkpointing
         from megatron.training import training
-        from megatron.training.global_vars import get_timers, set_global_variables
-        from megatron.training.initialize import _set_random_seed
+        from megatron.training.global_vars import get_timers
         from megatron.training.utils import unwrap_model
 
         tp, pp, _, extra = CASES[case]
@@ -239,26 +227,9 @@ def worker(rank, world, port, case, megatron_dir, ckpt_dir, result_path):
         assert (ck.tensor_model_parallel_size, ck.pipeline_model_parallel_size) == (tp, pp), ck
         # The generator's command line, loading the optimizer (no --no-load-optim).
         argv = ["--use-checkpoint-args", "--use-mp-args-from-checkpoint-args", "--load", ckpt_dir,
-                "--ckpt-format", "torch", "--no-load-rng", "--no-save-rng",
-                "--transformer-impl", "local", "--use-cpu-initialization", "--no-gradient-accumulation-fusion",
-                "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-swiglu-fusion",
-                "--no-bias-dropout-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
-                "--tokenizer-type", "NullTokenizer", "--vocab-size", str(ck.vocab_size),
-                "--make-vocab-size-divisible-by", str(ck.make_vocab_size_divisible_by),
-                "--norm-epsilon", repr(ck.norm_epsilon)] + megatron_train_args() + extra
-        sys.argv = ["pretrain_gpt.py"] + argv
-        args = margs.parse_args()
-        checkpointing.load_args_from_checkpoint(args)
-        margs.validate_args(args, {})
-        set_global_variables(args, build_tokenizer=False)
-        torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
-        mpu.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
-        _set_random_seed(args.seed, args.data_parallel_random_init)
-        initialize_rerun_state_machine(
-            mode=RerunMode(args.rerun_mode),
-            error_injector=RerunErrorInjector(error_injection_rate=args.error_injection_rate,
-                                              error_injection_type=RerunDiagnostic(args.error_injection_type)),
-            result_rejected_tracker_filename=args.result_rejected_tracker_filename)
+                "--ckpt-format", "torch", "--no-load-rng", "--no-save-rng"
+                ] + megatron_model_flags(ck) + megatron_train_args() + extra
+        args = initialize_megatron_process(argv, rank, world, tp, pp)
 
         # Megatron's own setup: model, optimizer, scheduler, load_checkpoint WITH the optimizer.
         model, optimizer, scheduler = training.setup_model_and_optimizer(
