@@ -141,10 +141,16 @@ class Master {
   // Aborts the rendezvous: every connected node is told why; this launcher ends.
   int abort_all(const std::string& why, std::vector<Connection>* pending) {
     log_.error(why);
-    for (auto& [r, n] : nodes_) n.conn.send("ABORT " + why);
-    for (Connection& c : *pending) c.send("ABORT " + why);
-    for (auto& [r, n] : nodes_) n.conn.read_available();  // let the sends leave before closing
+    tell_abort(why, pending);
     return 1;
+  }
+
+  // ABORT with the reason to every joined node (and connections still joining).
+  void tell_abort(const std::string& why, std::vector<Connection>* pending = nullptr) {
+    for (auto& [r, n] : nodes_) n.conn.send("ABORT " + why);
+    if (pending != nullptr) {
+      for (Connection& c : *pending) c.send("ABORT " + why);
+    }
   }
 
   int join() {
@@ -299,9 +305,9 @@ class Master {
   // A node was lost: the others are told, this node's tree ended.
   int lose(const std::string& why) {
     log_.error(why + "; ending the job on every node");
-    for (auto& [r, n] : nodes_) n.conn.send("ABORT " + why);
+    tell_abort(why);
     end_descendants(5.0);
-    for (auto& [r, n] : nodes_) n.conn.read_available();
+    for (auto& [r, n] : nodes_) n.conn.flush();  // what a full socket kept queued
     return 1;
   }
 
@@ -319,12 +325,11 @@ class Master {
     const double interval = spec_.keep_alive_interval_s;
     const double silence = interval * spec_.keep_alive_max_attempt;
     Clock::time_point last_sent = Clock::now();
-    for (auto& [r, n] : nodes_) n.conn.read_available();
     for (;;) {
       if (std::optional<int> code = reap_children(*mpirun)) {
         for (auto& [r, n] : nodes_) n.conn.send(str_cat("EXIT ", *code));
         end_descendants(3.0);
-        for (auto& [r, n] : nodes_) n.conn.read_available();
+        for (auto& [r, n] : nodes_) n.conn.flush();  // what a full socket kept queued
         if (*code != 0) log_.error(str_cat("the job ended with exit code ", *code));
         return *code;
       }

@@ -43,6 +43,8 @@ class Connection {
   bool open() const { return fd_ >= 0; }
   /// Queues `message` + '\n' and writes what the socket takes now (false: the peer is gone).
   bool send(const std::string& message);
+  /// Writes what is queued as far as the socket takes it now (false: the peer is gone).
+  bool flush();
   /// Reads what is available (call when poll says readable); false on end of stream or error.
   bool read_available();
   /// The next complete message, if one has arrived.
@@ -53,7 +55,6 @@ class Connection {
   Clock::time_point last_heard() const { return last_heard_; }
 
  private:
-  bool flush();  // false: the peer is gone
   int fd_ = -1;
   std::string in_, out_;
   Clock::time_point last_heard_ = Clock::now();
