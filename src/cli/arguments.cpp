@@ -187,6 +187,7 @@ struct Choices {
   bool moe_layer_recompute = false;
   std::string swap_modules = "input_norm,self_attention,post_attention_norm";
   std::string data_parallel_sharding_strategy = "no_shard";
+  std::string auto_settings_type = "white";
 };
 
 // Megatron's recompute flags (TransformerConfig recompute_*) and MindSpeed's memory additions.
@@ -420,6 +421,60 @@ Status apply_moe_choices(Configs& c, const Choices& ch) {
   return ok_status();
 }
 
+// MindSpeed's Auto Settings (mindspeed/features_manager/auto_settings) and the target cluster's
+// numbers mindspeed-cpp adds; the planner is auto_settings/.
+void register_auto_settings_flags(FlagRegistry& r, AutoSettingsConfig& a, Choices& ch) {
+  r.flag("--auto-settings", a.enabled,
+         "MindSpeed: search the parallel layout (TP, PP, VPP, CP, EP, DP, micro-batch, recompute, "
+         "distributed "
+         "optimizer) for this command line and print the top 3 as runnable command lines");
+  r.value("--auto-settings-type", ch.auto_settings_type,
+          "white (memory and time model over profiled rates), black (run every candidate that "
+          "fits) or mixed "
+          "(the model proposes, the best --auto-settings-top-k are run)")
+      ->check(CLI::IsMember({"white", "black", "mixed"}));
+  r.value("--auto-settings-work-dir", a.work_dir,
+          "Where the planner writes its runs, profile and plan (default .)");
+  r.number("--auto-settings-ranks", a.ranks,
+           "Ranks this machine gives the profiling and candidate runs",
+           between(1, 1 << 16, false, "ranks"));
+  r.value("--auto-settings-log-level", a.log_level, "warning, info or debug")
+      ->check(CLI::IsMember({"warning", "info", "debug"}));
+  r.number("--target-nnodes", a.target_nnodes,
+           "Nodes of the cluster planned for (default --nnodes)",
+           between(1, 1 << 16, false, "nodes"));
+  r.number("--nnodes", a.nnodes, "Nodes running the profiling runs",
+           between(1, 1 << 16, false, "nodes"));
+  r.number("--nproc-per-node", a.nproc_per_node, "Ranks per node",
+           between(1, 1 << 12, false, "ranks"));
+  r.number("--node-rank", a.node_rank, "This node's rank (the planner runs on node 0)",
+           between(0, 1 << 16, true, "nodes"));
+  r.value("--master-addr", a.master_addr, "Address of node 0 (auto settings)");
+  r.number("--master-port", a.master_port, "Port of node 0 (auto settings)",
+           between(1, 65535, false, "port"));
+  r.value("--prof-file", a.prof_file,
+          "The profiling cache (default <work dir>/auto_settings_profile.json): read when present, "
+          "written after "
+          "profiling");
+  r.number("--auto-settings-memory-cap", a.memory_cap_mb,
+           "mindspeed-cpp: MB one rank may use (default: this machine's memory over its ranks)",
+           above(0, "MB"));
+  r.number("--auto-settings-device-tflops", a.device_tflops,
+           "mindspeed-cpp: dense GEMM TFLOP/s of one rank of the target (default: measured here)",
+           above(0, "TFLOP/s"));
+  r.number("--auto-settings-intra-node-bandwidth", a.intra_node_gbps,
+           "mindspeed-cpp: GB/s per rank between ranks of a node (default: measured here)",
+           above(0, "GB/s"));
+  r.number("--auto-settings-inter-node-bandwidth", a.inter_node_gbps,
+           "mindspeed-cpp: GB/s per rank between nodes (default: the intra-node figure)",
+           above(0, "GB/s"));
+  r.number("--auto-settings-top-k", a.top_k, "mindspeed-cpp: candidates the mixed search runs",
+           between(3, 1000, false, "candidates"));
+  r.number("--auto-settings-iters", a.measure_iters,
+           "mindspeed-cpp: iterations of each profiling and candidate run (the first is warm-up)",
+           between(2, 1000, false, "iterations"));
+}
+
 void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
   ModelConfig& m = c.model;
   r.number("--num-layers", m.num_layers, "Number of transformer layers", between(1, 1 << 20, false, "layers"));
@@ -507,6 +562,7 @@ void register_flags(FlagRegistry& r, Configs& c, Choices& ch) {
            between(1, 1 << 20, false, "ranks"));
   register_moe_flags(r, m.moe, p, ch);
   register_recompute_flags(r, m.recompute, ch);
+  register_auto_settings_flags(r, c.auto_settings, ch);
   r.flag("--sequence-parallel", p.sequence_parallel, "Megatron sequence parallelism (with tensor parallelism)");
   r.flag("--unaligned-linear", m.unaligned_linear,
          "MindSpeed: query groups (with their heads) and FFN channels need not divide the "
@@ -1108,6 +1164,9 @@ std::vector<std::string> launch_notes(const Choices& ch, const Configs& c) {
 }
 
 Status apply_choices(Configs& c, const Choices& ch) {
+  c.auto_settings.type = ch.auto_settings_type == "black"   ? AutoSettingsType::kBlack
+                         : ch.auto_settings_type == "mixed" ? AutoSettingsType::kMixed
+                                                            : AutoSettingsType::kWhite;
   if (ch.persistent_save_interval > 0) c.training.save_interval = ch.persistent_save_interval;
   MS_RETURN_IF_ERROR(apply_attention_mask_flags(c.model, ch));
   MS_RETURN_IF_ERROR(parse_noop_layers(ch.noop_layers, c.model.num_layers, &c.model.noop_layers));

@@ -3,6 +3,7 @@
 // (validate.h), then passed by const reference.
 #pragma once
 
+#include "config/auto_settings_config.h"
 #include "config/data_config.h"
 #include "config/logging_config.h"
 #include "config/model_config.h"
@@ -19,6 +20,7 @@ struct Configs {
   TrainingConfig training;
   DataConfig data;
   LoggingConfig logging;
+  AutoSettingsConfig auto_settings;
 };
 
 }  // namespace mindspeed

@@ -807,6 +807,56 @@ Status validate_optimizer_memory(const OptimizerConfig& o, const ParallelConfig&
   return ok_status();
 }
 
+// MindSpeed's Auto Settings flags: only with --auto-settings, which refuses --save / --load (as
+// MindSpeed's auto_settings_feature does) and needs the ranks per node.
+Status validate_auto_settings(const AutoSettingsConfig& a, const TrainingConfig& t) {
+  const AutoSettingsConfig d;
+  if (!a.enabled) {
+    const std::pair<bool, const char*> given[] = {
+        {a.type != d.type, "--auto-settings-type"},
+        {a.work_dir != d.work_dir, "--auto-settings-work-dir"},
+        {a.ranks != d.ranks, "--auto-settings-ranks"},
+        {a.log_level != d.log_level, "--auto-settings-log-level"},
+        {a.target_nnodes != d.target_nnodes, "--target-nnodes"},
+        {a.nnodes != d.nnodes, "--nnodes"},
+        {a.nproc_per_node != d.nproc_per_node, "--nproc-per-node"},
+        {a.node_rank != d.node_rank, "--node-rank"},
+        {a.master_addr != d.master_addr, "--master-addr"},
+        {a.master_port != d.master_port, "--master-port"},
+        {a.prof_file != d.prof_file, "--prof-file"},
+        {a.memory_cap_mb != d.memory_cap_mb, "--auto-settings-memory-cap"},
+        {a.device_tflops != d.device_tflops, "--auto-settings-device-tflops"},
+        {a.intra_node_gbps != d.intra_node_gbps, "--auto-settings-intra-node-bandwidth"},
+        {a.inter_node_gbps != d.inter_node_gbps, "--auto-settings-inter-node-bandwidth"},
+        {a.top_k != d.top_k, "--auto-settings-top-k"},
+        {a.measure_iters != d.measure_iters, "--auto-settings-iters"},
+    };
+    for (const auto& [set, flag] : given) {
+      if (set) {
+        return invalid_argument(
+            flag, " is an --auto-settings flag: add --auto-settings to plan the layout, or drop ",
+            flag, " to train (torchrun takes the node flags)");
+      }
+    }
+    return ok_status();
+  }
+  if (!t.save.empty() || !t.load.empty()) {
+    return invalid_argument(
+        "--auto-settings plans a run and trains nothing: not with ",
+        !t.save.empty() ? "--save" : "--load",
+        " (MindSpeed refuses them together too); plan first, then add it to the printed command");
+  }
+  if (a.nproc_per_node <= 0) {
+    return invalid_argument(
+        "--auto-settings needs --nproc-per-node (ranks per node of the cluster planned for)");
+  }
+  if (a.node_rank != 0) {
+    return invalid_argument("--auto-settings runs on node 0 only (--node-rank ", a.node_rank,
+                            "): it launches its profiling runs itself");
+  }
+  return ok_status();
+}
+
 Status validate_configs(Configs& c, int world_size, std::optional<int64_t> tokenizer_vocab_size) {
   MS_RETURN_IF_ERROR(validate_parallel_sizes(c.parallel, world_size));
   MS_RETURN_IF_ERROR(validate_model(c.model, c.parallel));
@@ -835,6 +885,7 @@ Status validate_configs(Configs& c, int world_size, std::optional<int64_t> token
   MS_RETURN_IF_ERROR(validate_optimizer_memory(c.optimizer, c.parallel, c.training));
   MS_RETURN_IF_ERROR(validate_data(c.data));
   MS_RETURN_IF_ERROR(validate_logging(c.logging));
+  MS_RETURN_IF_ERROR(validate_auto_settings(c.auto_settings, c.training));
   if (tokenizer_vocab_size.has_value()) {
     c.model.vocab_size = *tokenizer_vocab_size;
     c.model.padded_vocab_size = padded_vocab(*tokenizer_vocab_size, c.model.make_vocab_size_divisible_by,

@@ -11,6 +11,9 @@
 
 namespace mindspeed {
 
+/// MindSpeed's Auto Settings flags: only with --auto-settings, never with --save / --load, and
+/// --nproc-per-node given (part of validate_configs; the planner checks it before searching).
+Status validate_auto_settings(const AutoSettingsConfig& a, const TrainingConfig& t);
 /// Fills derived values (ffn_hidden_size, kv_channels, query groups, global batch size, and
 /// -- given the tokenizer's vocabulary size -- vocab_size and padded_vocab_size, Megatron's
 /// _vocab_size_with_padding) and checks every rule; the error names the flags and their

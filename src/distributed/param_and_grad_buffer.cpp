@@ -1,6 +1,7 @@
 // ParamAndGradBuffer (param_and_grad_buffer.h).
 #include "distributed/param_and_grad_buffer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -33,19 +34,8 @@ Tensor zeros_in(const Backend* backend, Allocator& alloc, Shape shape, DType dty
 }
 }  // namespace
 
-ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc,
-                                       const BufferOptions& options)
-    : alloc_(alloc),
-      backend_(options.backend),
-      param_dtype_(options.param_dtype),
-      grad_dtype_(options.grad_dtype) {
-  MS_CHECK(!options.shard_grads || options.pad_for_distributed_optimizer,
-           "sharded gradients need the distributed optimizer's bucket padding");
-  MS_CHECK(options.grad_dtype == DType::kFloat32 ||
-               (is_half_precision(options.grad_dtype) && options.bucket_per_module && !options.shard_grads),
-           "16-bit gradients need a bucket per module (the transient fp32 units) and unsharded gradients");
-  MS_CHECK(options.param_dtype == DType::kFloat32 || is_half_precision(options.param_dtype),
-           "parameter dtype must be fp32, bf16 or fp16");
+BufferLayout lay_out_buffer(ParameterRegistry& registry, const BufferOptions& options) {
+  BufferLayout layout;
   auto bucket_align = [&](bool expert) -> int64_t {
     if (!options.pad_for_distributed_optimizer) return 1;
     return std::lcm<int64_t>(expert ? options.expert_data_parallel_size : options.data_parallel_size, 128);
@@ -58,7 +48,7 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
     if (current.params.empty()) return;
     offset = round_up(offset, bucket_align(current.expert));
     current.numel = offset - current.offset;
-    buckets_.push_back(std::move(current));
+    layout.buckets.push_back(std::move(current));
     current = Bucket{};
     current.offset = offset;
   };
@@ -75,14 +65,64 @@ ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& a
     p->buffer_offset = offset;
     offset += p->local_shape.numel();
     current.params.push_back(p);
-    order_.push_back(p);
+    layout.order.push_back(p);
     if (p->spec.shared_embedding ||
         (options.bucket_size > 0 && offset - current.offset >= options.bucket_size)) {
       close_bucket();
     }
   }
   close_bucket();
-  numel_ = offset;
+  layout.numel = offset;
+  return layout;
+}
+
+BufferOptions buffer_options_of(const Configs& c, int data_parallel_size,
+                                int expert_data_parallel_size) {
+  BufferOptions bopts;
+  bopts.param_dtype = c.training.bf16   ? DType::kBFloat16
+                      : c.training.fp16 ? DType::kFloat16
+                                        : DType::kFloat32;
+  bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
+  bopts.data_parallel_size = data_parallel_size;
+  bopts.expert_data_parallel_size = expert_data_parallel_size;
+  // FSDP units; the transient fp32 gradients of a 16-bit gradient buffer (--o2-gradient; --fp16
+  // without --accumulate-allreduce-grads-in-fp32) are per module too.
+  const bool half_grads = c.optimizer.o2_gradient || c.training.fp16_gradients();
+  bopts.bucket_per_module = c.parallel.use_custom_fsdp || half_grads;
+  bopts.shard_grads = c.parallel.shard_gradients();
+  bopts.grad_dtype = c.optimizer.o2_gradient ? DType::kBFloat16
+                     : half_grads            ? DType::kFloat16
+                                             : DType::kFloat32;
+  if (c.parallel.overlap_grad_reduce) {
+    bopts.bucket_size =
+        c.parallel.ddp_bucket_size > 0
+            ? c.parallel.ddp_bucket_size
+            : std::max<int64_t>(40000000, 1000000 * static_cast<int64_t>(data_parallel_size));
+  } else if (c.parallel.ddp_bucket_size > 0) {
+    bopts.bucket_size = c.parallel.ddp_bucket_size;
+  }
+  return bopts;
+}
+
+ParamAndGradBuffer::ParamAndGradBuffer(ParameterRegistry& registry, Allocator& alloc,
+                                       const BufferOptions& options)
+    : alloc_(alloc),
+      backend_(options.backend),
+      param_dtype_(options.param_dtype),
+      grad_dtype_(options.grad_dtype) {
+  MS_CHECK(!options.shard_grads || options.pad_for_distributed_optimizer,
+           "sharded gradients need the distributed optimizer's bucket padding");
+  MS_CHECK(
+      options.grad_dtype == DType::kFloat32 || (is_half_precision(options.grad_dtype) &&
+                                                options.bucket_per_module && !options.shard_grads),
+      "16-bit gradients need a bucket per module (the transient fp32 units) and unsharded "
+      "gradients");
+  MS_CHECK(options.param_dtype == DType::kFloat32 || is_half_precision(options.param_dtype),
+           "parameter dtype must be fp32, bf16 or fp16");
+  BufferLayout layout = lay_out_buffer(registry, options);
+  buckets_ = std::move(layout.buckets);
+  order_ = std::move(layout.order);
+  numel_ = layout.numel;
   params_ = zeros_in(options.backend, alloc, Shape{numel_}, options.param_dtype, MemoryCategory::kParameters);
   if (options.shard_grads) {
     int64_t shards = 0;

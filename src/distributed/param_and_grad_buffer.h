@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "config/configs.h"
 #include "core/tensor.h"
 #include "kernels/backend.h"
 #include "module/parameter.h"
@@ -51,6 +52,23 @@ struct Bucket {
   std::vector<Parameter*> params;
   bool expert = false;  ///< expert parameters only: reduced over expert-data-parallel
 };
+
+/// Where each parameter goes in the buffers: buckets in reverse declaration order, each closed
+/// at a shared embedding, an expert/dense change, a module change (bucket_per_module) or the
+/// bucket size, and padded for the distributed optimizer. Sets every Parameter::buffer_offset.
+/// The constructor below lays its buffers out with it; the auto-settings memory model
+/// (auto_settings/memory_model.h) counts a layout's bytes with it, allocating nothing.
+struct BufferLayout {
+  std::vector<Bucket> buckets;
+  std::vector<Parameter*> order;  ///< parameters in buffer order
+  int64_t numel = 0;              ///< elements, padding included
+};
+BufferLayout lay_out_buffer(ParameterRegistry& registry, const BufferOptions& options);
+/// The buffer options of a run (pretrain; the auto-settings memory model): dtypes, padding,
+/// buckets and sharding from its configs, over `data_parallel_size` (the dp x cp group) and
+/// `expert_data_parallel_size` ranks. The backend is left null (host memory).
+BufferOptions buffer_options_of(const Configs& c, int data_parallel_size,
+                                int expert_data_parallel_size);
 
 class ParamAndGradBuffer {
  public:

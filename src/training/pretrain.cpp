@@ -5,10 +5,13 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
 #include "config/group_buffers.h"
 #include "config/num_microbatches_calculator.h"
@@ -343,6 +346,82 @@ StatusOr<Backend> select_run_backend(const Configs& c, const KernelOptions& kopt
   }
   return select_device_backend(c.training.device, kopts, threads, cuda);
 }
+
+// The run report of an --auto-settings measurement run (auto_settings/run_launcher.h): set by the
+// planner in the environment of the runs it launches (MindSpeed's OOTB_OPTIMIZER_PROFILING runs
+// play this part), never by users. Each rank writes <path>.rank<R>.json at the end of training:
+// its coordinates, the allocator's exact peaks per category and the seconds of every iteration.
+constexpr const char* kRunReportVariable = "MINDSPEED_AUTO_SETTINGS_REPORT";
+
+// The groups whose traffic a run report gives, by name.
+std::vector<std::pair<const char*, const ProcessGroup*>> reported_groups(const ParallelState& ps) {
+  return {{"tp", &ps.tp()},
+          {"pp", &ps.pp()},
+          {"cp", &ps.cp()},
+          {"cp_ring", &ps.cp_ring()},
+          {"cp_ulysses", &ps.cp_ulysses()},
+          {"dp_cp", &ps.dp_cp()},
+          {"embedding", &ps.embedding()},
+          {"ep", &ps.ep()},
+          {"expert_dp", &ps.expert_dp()}};
+}
+
+// Each reported group's payload bytes per collective kind (ProcessGroup::stats()).
+std::map<std::string, CommStats> traffic_of(const ParallelState& ps) {
+  std::map<std::string, CommStats> out;
+  for (const auto& [name, group] : reported_groups(ps)) out[name] = group->stats();
+  return out;
+}
+
+Status write_run_report(const std::string& path, const ParallelState& ps, const MemoryStats& stats,
+                        const std::vector<double>& iteration_seconds,
+                        const std::map<std::string, CommStats>& traffic_after_first) {
+  nlohmann::json j;
+  j["rank"] = ps.world_rank;
+  j["tp_rank"] = ps.tp_rank;
+  j["pp_rank"] = ps.pp_rank;
+  j["cp_rank"] = ps.cp_rank;
+  j["dp_rank"] = ps.dp_rank;
+  nlohmann::json peaks = nlohmann::json::object();
+  for (int k = 0; k < kNumMemoryCategories; ++k) {
+    peaks[memory_category_name(static_cast<MemoryCategory>(k))] =
+        stats.peak[static_cast<size_t>(k)];
+  }
+  j["peak_bytes"] = peaks;
+  j["total_peak_bytes"] = stats.total_peak;
+  j["swapped_peak_bytes"] = stats.total_swapped_peak;
+  j["iteration_seconds"] = iteration_seconds;
+  // Payload bytes each group moved after the first iteration (evaluation is off in these runs),
+  // and the calls, per collective kind: the traffic of iteration_seconds.size() - 1 iterations.
+  nlohmann::json traffic = nlohmann::json::object(), calls = nlohmann::json::object();
+  for (const auto& [name, now] : traffic_of(ps)) {
+    const auto first = traffic_after_first.find(name);
+    nlohmann::json kinds = nlohmann::json::object(), counts = nlohmann::json::object();
+    for (int k = 0; k < kNumCollectiveKinds; ++k) {
+      const char* kind = collective_name(static_cast<CollectiveKind>(k));
+      const bool known = first != traffic_after_first.end();
+      if (const int64_t d = now.bytes[k] - (known ? first->second.bytes[k] : 0); d != 0)
+        kinds[kind] = d;
+      if (const int64_t d = now.calls[k] - (known ? first->second.calls[k] : 0); d != 0)
+        counts[kind] = d;
+    }
+    traffic[name] = kinds;
+    calls[name] = counts;
+  }
+  j["traffic_bytes"] = traffic;
+  j["traffic_calls"] = calls;
+  const std::string file = str_cat(path, ".rank", ps.world_rank, ".json");
+  const std::string tmp = file + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump() << "\n";
+    if (!out.flush()) return internal_error("cannot write the run report ", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) return internal_error("cannot write the run report ", file, ": ", ec.message());
+  return ok_status();
+}
 }  // namespace
 
 StatusOr<std::unique_ptr<Tokenizer>> build_tokenizer_from_config(const DataConfig& data) {
@@ -452,25 +531,8 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
              " chunk(s) per rank, ", num_micro_full, " micro-batches; stage layers@rank: ", stages);
   }
   GPTModelChunks model(c.model, ps, registry, layout, c.parallel.sequence_parallel);
-  BufferOptions bopts;
-  bopts.param_dtype = c.training.bf16 ? DType::kBFloat16 : c.training.fp16 ? DType::kFloat16 : DType::kFloat32;
-  bopts.pad_for_distributed_optimizer = c.parallel.use_distributed_optimizer;
+  BufferOptions bopts = buffer_options_of(c, ps.dp_cp().size(), ps.expert_dp().size());
   bopts.backend = &backend;
-  bopts.data_parallel_size = ps.dp_cp().size();
-  bopts.expert_data_parallel_size = ps.expert_dp().size();
-  // FSDP units; the transient fp32 gradients of a 16-bit gradient buffer (--o2-gradient; --fp16
-  // without --accumulate-allreduce-grads-in-fp32) are per module too.
-  const bool half_grads = c.optimizer.o2_gradient || c.training.fp16_gradients();
-  bopts.bucket_per_module = c.parallel.use_custom_fsdp || half_grads;
-  bopts.shard_grads = c.parallel.shard_gradients();
-  bopts.grad_dtype = c.optimizer.o2_gradient ? DType::kBFloat16 : half_grads ? DType::kFloat16 : DType::kFloat32;
-  if (c.parallel.overlap_grad_reduce) {
-    bopts.bucket_size = c.parallel.ddp_bucket_size > 0
-                            ? c.parallel.ddp_bucket_size
-                            : std::max<int64_t>(40000000, 1000000 * static_cast<int64_t>(ps.dp_cp().size()));
-  } else if (c.parallel.ddp_bucket_size > 0) {
-    bopts.bucket_size = c.parallel.ddp_bucket_size;
-  }
   ParamAndGradBuffer buffer(model.registry(), alloc, bopts);
   std::error_code ec;
   const bool load_hf = !c.training.load.empty() && std::filesystem::is_regular_file(c.training.load + "/config.json", ec);
@@ -529,7 +591,7 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   dconf.use_distributed_optimizer = c.parallel.use_distributed_optimizer;
   dconf.shard_grads = c.parallel.shard_gradients();
   dconf.shard_params = c.parallel.shard_parameters();
-  dconf.half_grads = half_grads;
+  dconf.half_grads = is_half_precision(bopts.grad_dtype);
   dconf.calculate_per_token_loss = c.training.calculate_per_token_loss;
   DistributedDataParallel ddp(buffer, ps, dconf, backend);
   // --swap-attention / --swap-optimizer: the swap tier (a file on local disk on the CPU; host
@@ -770,6 +832,9 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
                       agreed(ps.world(), TrainingMetrics::open(c.logging, log_last)));
   const Timer run_timer;
   int64_t last_saved = -1;
+  const char* run_report = std::getenv(kRunReportVariable);
+  std::vector<double> iteration_seconds;                 // of each train_step, for the run report
+  std::map<std::string, CommStats> traffic_after_first;  // the groups' counters after iteration 1
   // --skip-train: straight to the evaluation at the end (Megatron's evaluation-only run).
   const int64_t last_iteration = c.training.skip_train ? start.iteration : c.training.train_iters;
   for (int64_t it = start.iteration + 1; it <= last_iteration; ++it) {
@@ -804,7 +869,12 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
     if (hooks.on_forward_step) {
       step_options.on_forward_step = [&hooks, &world, it](int64_t step) { hooks.on_forward_step(world.rank, it, step); };
     }
+    const Timer step_timer;
     const TrainStepResult r = train_step(model, buffer, optimizer, &ddp, ctx, mbs, lr_now, step_options);
+    if (run_report != nullptr) {
+      iteration_seconds.push_back(step_timer.seconds());
+      if (iteration_seconds.size() == 1) traffic_after_first = traffic_of(ps);
+    }
     // The loss lives on the last pipeline stage (the others add 0).
     const double loss_sum =
         ps.pp().all_reduce_scalar(ps.dp_cp().all_reduce_scalar(r.loss_sum, ReduceOp::kSum), ReduceOp::kSum);
@@ -935,6 +1005,10 @@ Status pretrain(const Configs& c, const Tokenizer& tokenizer_ref, const MpiWorld
   }
   MS_RETURN_IF_ERROR(finish_async_save(/*wait=*/true));
   ddp.finish_param_sync();
+  if (run_report != nullptr && *run_report != '\0') {
+    MS_RETURN_IF_ERROR(
+        write_run_report(run_report, ps, alloc.stats(), iteration_seconds, traffic_after_first));
+  }
   if (valid_loader) {
     MS_ASSIGN_OR_RETURN(double vl, evaluate(model, ctx, *valid_loader, c, num_micro_full, ps));
     if (log_last) log_line(format_validation_lines("the end of training for val data", vl));

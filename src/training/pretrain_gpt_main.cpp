@@ -32,6 +32,14 @@ int run(int argc, char** argv, const PretrainHooks& hooks) {
     return stop("", 0);
   }
   Configs configs = parsed->configs;
+  if (configs.auto_settings.enabled) {
+    // apps/pretrain_gpt hands --auto-settings to the planner before this point.
+    return stop(
+        "error: --auto-settings is run by the pretrain_gpt program's planner (auto_settings/), not "
+        "by "
+        "pretrain_gpt_main",
+        2);
+  }
   if (configs.parallel.dry_run_world_size > 0) {
     // Print the process groups of a (possibly huge) layout without starting it.
     const ParallelLayout layout = parallel_layout(configs.parallel, configs.parallel.dry_run_world_size);

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Auto-settings evidence (bench/run_auto_settings_bench.sh): reads the plan JSON of a mixed
+search that ran every fitting layout (the grid) and prints, per layout, the white-box
+prediction beside the measurement (memory per pipeline stage against the run's exact peak,
+step time against the median iteration), the error counts against the issue's bounds, the
+chosen layout against the grid's measured best (re-measured interleaved, medians of
+--rounds), and the search's time against the grid's.
+
+  auto_settings_report.py PLAN.json [--rounds N] [--pretrain PATH] [--ranks R]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def measured_stage_peak(plan, pp_rank):
+    return max(r["total_peak_bytes"] for r in plan["measured"]["ranks"] if r["pp_rank"] == pp_rank)
+
+
+def rerun(pretrain, ranks, args, work):
+    """One run with the report on; the median iteration after the first, slowest rank."""
+    prefix = os.path.join(work, "rerun")
+    for r in range(ranks):
+        try:
+            os.remove("%s.rank%d.json" % (prefix, r))
+        except FileNotFoundError:
+            pass
+    env = dict(os.environ, MINDSPEED_AUTO_SETTINGS_REPORT=prefix, OMP_WAIT_POLICY="PASSIVE")
+    cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", "-x",
+           "MINDSPEED_AUTO_SETTINGS_REPORT"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    subprocess.run(cmd + [pretrain] + args, env=env, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    reports = [json.load(open("%s.rank%d.json" % (prefix, r))) for r in range(ranks)]
+    steps = [max(rep["iteration_seconds"][i] for rep in reports)
+             for i in range(1, len(reports[0]["iteration_seconds"]))]
+    return statistics.median(steps)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("plan")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pretrain", default="")
+    ap.add_argument("--iters", type=int, default=8)
+    args = ap.parse_args()
+    plan = json.load(open(args.plan))
+    rows = [p for p in plan["plans"] if "measured" in p]
+    print("| layout | memory model (MiB) | measured peak (MiB) | error | step model (s) | step measured (s) | "
+          "error | iteration spread |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    mem_errors, time_errors = [], []
+    for p in sorted(rows, key=lambda q: q["measured"]["step_seconds"]):
+        worst = None
+        for st in p["memory"]["stages"]:
+            peak = measured_stage_peak(p, st["pp_rank"])
+            err = (st["total_bytes"] - peak) / peak
+            if worst is None or abs(err) > abs(worst[2]):
+                worst = (st["total_bytes"], peak, err)
+        mem_errors.append(worst[2])
+        t_err = (p["step_seconds"]["total"] - p["measured"]["step_seconds"]) / p["measured"]["step_seconds"]
+        time_errors.append(t_err)
+        print("| %s | %.2f | %.2f | %+.1f%% | %.4f | %.4f | %+.1f%% | %.0f%% |" % (
+            p["name"], worst[0] / 2**20, worst[1] / 2**20, 100 * worst[2], p["step_seconds"]["total"],
+            p["measured"]["step_seconds"], 100 * t_err, 100 * p["measured"]["spread"]))
+    n = len(rows)
+    spreads = [p["measured"]["spread"] for p in rows]
+    print()
+    print("layouts measured: %d of %d legal (%d fit)" % (n, plan["legal"], plan["fitting"]))
+    print("memory within 5%%: %d of %d (median |error| %.1f%%, worst %+.1f%%)" % (
+        sum(abs(e) <= 0.05 for e in mem_errors), n, 100 * statistics.median(map(abs, mem_errors)),
+        100 * max(mem_errors, key=abs)))
+    print("step time within 15%%: %d of %d (median |error| %.1f%%); iteration spread median %.0f%%, max %.0f%%" % (
+        sum(abs(e) <= 0.15 for e in time_errors), n, 100 * statistics.median(map(abs, time_errors)),
+        100 * statistics.median(spreads), 100 * max(spreads)))
+    grid_seconds = sum(p["measured"]["wall_seconds"] for p in rows)
+    white_seconds = plan["profiling_seconds"] + (plan["search_seconds"] - plan["profiling_seconds"] - grid_seconds)
+    print("search (white box, profiling included): %.0f s; grid (every layout run once): %.0f s (%.0f%%)" % (
+        white_seconds, grid_seconds, 100 * white_seconds / grid_seconds))
+    # The white box's choice (its best prediction) against the grid's measured best, re-measured
+    # interleaved.
+    chosen = min(rows, key=lambda q: q["step_seconds"]["total"])
+    best = sorted(rows, key=lambda q: q["measured"]["step_seconds"])[:3]
+    print("white box's choice: %s (grid rank %d by single measurement)" % (
+        chosen["name"], 1 + sorted(rows, key=lambda q: q["measured"]["step_seconds"]).index(chosen)))
+    if not args.pretrain:
+        return
+    contenders = [chosen] + [b for b in best if b is not chosen]
+    times = {c["name"]: [] for c in contenders}
+    with tempfile.TemporaryDirectory() as work:
+        for _ in range(args.rounds):
+            for c in contenders:
+                run_args = [a for a in c["args"]]
+                run_args += ["--train-iters", str(args.iters), "--log-interval", str(args.iters), "--eval-iters", "0"]
+                times[c["name"]].append(rerun(args.pretrain, plan["world_size"], run_args, work))
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    fastest = min(medians.values())
+    print("re-measured interleaved, %d rounds (median step s): " % args.rounds +
+          "; ".join("%s %.4f" % (k, v) for k, v in medians.items()))
+    print("chosen vs best: %+.1f%%" % (100 * (medians[chosen["name"]] - fastest) / fastest))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

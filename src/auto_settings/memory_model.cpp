@@ -1,0 +1,277 @@
+// The auto-settings memory model (memory_model.h).
+#include "auto_settings/memory_model.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/str_cat.h"
+#include "distributed/param_and_grad_buffer.h"
+#include "models/gpt/gpt_model_chunks.h"
+#include "parallel/parallel_state.h"
+#include "parallel/rank_generator.h"
+
+namespace mindspeed {
+namespace {
+
+// The sizes a layer's activations are counted in, on one rank for one micro-batch.
+struct LayerShape {
+  double tokens;  ///< N = s*b/cp: the micro-batch's tokens on this context-parallel rank
+  double rows;    ///< N / t' (t' = tp with sequence parallelism, else 1): the replicated parts
+  double t;       ///< tensor-parallel size
+  double d;       ///< bytes of a saved element: 2 with --bf16 / --fp16, else 4
+  double h, q_width, kv_width, ffn, ffn_in, heads;
+  double norm_stats;  ///< fp32 bytes per row a norm keeps (LayerNorm: mean + rstd; RMSNorm: rstd)
+  bool half;
+};
+
+LayerShape layer_shape(const Configs& c) {
+  const ModelConfig& m = c.model;
+  const ParallelConfig& p = c.parallel;
+  LayerShape s;
+  s.tokens = static_cast<double>(m.seq_length) * static_cast<double>(c.training.micro_batch_size) /
+             p.context_parallel_size;
+  s.t = p.tensor_model_parallel_size;
+  s.rows = p.sequence_parallel ? s.tokens / s.t : s.tokens;
+  s.half = c.training.bf16 || c.training.fp16;
+  s.d = s.half ? 2.0 : 4.0;
+  s.h = static_cast<double>(m.hidden_size);
+  s.q_width = static_cast<double>(m.num_attention_heads * m.kv_channels);
+  s.kv_width = static_cast<double>(m.query_groups() * m.kv_channels);
+  const bool moe = m.moe.num_experts > 0;
+  // A routed MoE layer's experts see top-k copies of each token (spread over the experts).
+  const double ffn = moe ? static_cast<double>(m.expert_ffn_hidden_size() * m.moe.router_topk)
+                         : static_cast<double>(m.ffn_hidden_size);
+  s.ffn = ffn;
+  s.ffn_in = m.swiglu ? 2.0 * ffn : ffn;
+  s.heads = static_cast<double>(m.num_attention_heads);
+  s.norm_stats = m.normalization == Normalization::kRMSNorm ? 4.0 : 8.0;
+  return s;
+}
+
+double layer_bytes(const LayerShape& s, RecomputeGranularity granularity) {
+  if (granularity == RecomputeGranularity::kFull) return s.d * s.rows * s.h;  // the layer's input
+  // Input, input_layernorm output, the residual mid point, pre_mlp_layernorm output: 4 x [rows, h];
+  // q, k, v; the core attention output; fc1's output and the activation: the TP-split parts.
+  const double tensors = 4.0 * s.rows * s.h + s.tokens * (s.q_width + 2.0 * s.kv_width) / s.t +
+                         s.tokens * s.q_width / s.t + s.tokens * (s.ffn_in + s.ffn) / s.t;
+  const double stats = 2.0 * s.norm_stats * s.rows;   // fp32 statistics of both norms
+  const double lse = 4.0 * s.heads / s.t * s.tokens;  // flash attention's fp32 log-sum-exp
+  double bytes = s.d * tensors + stats + lse;
+  // Selective (core_attn): the log-sum-exp and the attention output are rebuilt in backward.
+  if (granularity == RecomputeGranularity::kSelective)
+    bytes -= lse + s.d * s.tokens * s.q_width / s.t;
+  return bytes;
+}
+
+// Activations outside the saved layer tensors at the peak (the start of a backward): the fp32
+// gradient path through the residual stream and, with 16-bit activations, the widened fp32
+// copies of the layer's largest saved tensors. Fitted to this engine's measured peaks
+// (bench/README.md's model at TP 1, 2 and 2+SP, bf16 and fp32, to 0.1 MiB).
+double outside_layer_bytes(const LayerShape& s) {
+  return 12.0 * s.rows * s.h + (s.half ? 1.75 * s.tokens * s.ffn / s.t : 0.0);
+}
+
+// Workspace peak of a stage: the largest transient of its modules.
+double workspace_bytes(const Configs& c, const LayerShape& s, bool pre_process, bool post_process,
+                       double layer_params_local) {
+  const ModelConfig& m = c.model;
+  const double vocab_local = static_cast<double>(m.padded_vocab_size) / s.t;
+  const double tokens = s.tokens;  // the output layer works on whole rows (gathered under SP)
+  double peak =
+      3.0 * 4.0 * s.rows * s.h + (s.half ? 4.0 * layer_params_local : 0.0);  // a layer's backward
+  if (post_process) {
+    // OutputLayerLoss::loss_chunk_rows: about 256 MiB of fp32 logits per chunk, at least 64 rows.
+    const double chunk_rows = std::min(
+        tokens, std::max(64.0, static_cast<double>(int64_t{256} << 20) / (4.0 * vocab_local)));
+    double loss =
+        4.0 * chunk_rows * vocab_local + 16.0 * tokens;  // logits chunk, labels/mask/scale/losses
+    if (s.half)
+      loss +=
+          4.0 * vocab_local * s.h + 4.0 * tokens * s.h;  // fp32 output weight, widened input grad
+    if (c.parallel.sequence_parallel)
+      loss += 2.0 * 4.0 * tokens * s.h;  // gathered input and its gradient
+    peak = std::max(peak, loss);
+  }
+  if (pre_process) {
+    double embedding = 4.0 * tokens * s.h;
+    if (s.half)
+      embedding += 2.0 * 4.0 * vocab_local * s.h;  // fp32 word embeddings, forward and backward
+    peak = std::max(peak, embedding);
+  }
+  return peak;
+}
+
+// A ParallelState with one pipeline rank's coordinates and the layout's sizes, groups of one:
+// enough for the model code to declare that stage's parameters.
+std::unique_ptr<ParallelState> stage_state(const Configs& c, int world_size, int pp_rank) {
+  const ParallelLayout l = parallel_layout(c.parallel, world_size);
+  auto ps = ParallelState::single_process();
+  ps->world_size = world_size;
+  ps->sizes.tensor = l.tp;
+  ps->sizes.pipeline = l.pp;
+  ps->sizes.context = l.cp;
+  ps->sizes.data = world_size / (l.tp * l.pp * l.cp);
+  ps->sizes.expert = l.ep;
+  ps->sizes.expert_tensor = l.etp > 0 ? l.etp : l.tp;
+  ps->sizes.expert_data = world_size / (ps->sizes.expert_tensor * l.ep * l.pp);
+  ps->pp_rank = pp_rank;
+  return ps;
+}
+
+int64_t dtype_bytes(bool half) { return half ? 2 : 4; }
+
+// What decides a layout's plan and its stages: the schedule and each stage's place and size.
+std::string layout_key(const PipelineLayout& layout) {
+  std::string key = str_cat(static_cast<int>(layout.schedule), "/", layout.pipeline_size, "/",
+                            layout.chunks_per_rank, "/", layout.microbatch_group_size, "/",
+                            layout.dw_detach ? 1 : 0);
+  for (const PipelineStage& s : layout.stages)
+    key += str_cat("|", s.rank, ",", s.chunk, ",", s.first_layer, ",", s.num_layers);
+  return key;
+}
+
+// A stage's parameters as the model code declares them, remembered per tensor/expert layout
+// and stage (declaring an 80-layer stage builds its rotary tables; the search asks again for
+// every micro-batch size, recompute mode and optimizer of the same stage).
+ParameterRegistry& stage_parameters(const Configs& c, int world_size, const PipelineLayout& layout,
+                                    int pp_rank) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<ParameterRegistry>> cache;
+  const ParallelLayout l = parallel_layout(c.parallel, world_size);
+  const std::string key =
+      str_cat(l.tp, "/", l.ep, "/", l.etp, "/", c.parallel.sequence_parallel ? 1 : 0, "/", pp_rank,
+              "/", layout_key(layout));
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<ParameterRegistry>& registry = cache[key];
+  if (registry == nullptr) {
+    registry = std::make_unique<ParameterRegistry>();
+    const std::unique_ptr<ParallelState> ps = stage_state(c, world_size, pp_rank);
+    const GPTModelChunks chunks(c.model, *ps, *registry, layout, c.parallel.sequence_parallel);
+  }
+  return *registry;
+}
+
+}  // namespace
+
+const PlanSimulation& simulated_plan(const PipelineLayout& layout, int64_t num_microbatches) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<PlanSimulation>> cache;
+  const std::string key = str_cat(num_microbatches, "#", layout_key(layout));
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<PlanSimulation>& sim = cache[key];
+  if (sim == nullptr)
+    sim = std::make_unique<PlanSimulation>(simulate_plans(layout, num_microbatches));
+  return *sim;
+}
+
+const StageMemory& MemoryEstimate::largest() const {
+  return *std::max_element(
+      stages.begin(), stages.end(),
+      [](const StageMemory& a, const StageMemory& b) { return a.total() < b.total(); });
+}
+
+double layer_activation_bytes(const Configs& c) {
+  return layer_bytes(layer_shape(c), c.model.recompute.granularity);
+}
+
+double layer_activation_bytes_without_recompute(const Configs& c) {
+  return layer_bytes(layer_shape(c), RecomputeGranularity::kNone);
+}
+
+StatusOr<MemoryEstimate> estimate_memory(const Configs& c, int world_size,
+                                         const MeasuredActivations* measured) {
+  const ParallelConfig& p = c.parallel;
+  if (p.tp_2d)
+    return unimplemented(
+        "auto settings: the memory model has no 2D tensor parallelism (--tp-2d) yet");
+  const int dp = world_size / (p.tensor_model_parallel_size * p.pipeline_model_parallel_size *
+                               p.context_parallel_size);
+  const int64_t num_micro = c.training.global_batch_size / (c.training.micro_batch_size * dp);
+  MS_ASSIGN_OR_RETURN(const PipelineLayout layout,
+                      PipelineLayout::build(p, c.model.num_layers, num_micro));
+  const PlanSimulation& sim = simulated_plan(layout, num_micro);
+  const LayerShape shape = layer_shape(c);
+  const int64_t mbs = c.training.micro_batch_size;
+  // Per layer: the measured no-recompute bytes scaled by the modelled recompute ratio.
+  const double modelled_none = layer_bytes(shape, RecomputeGranularity::kNone);
+  const double modelled_layer = layer_bytes(shape, c.model.recompute.granularity);
+  const double per_layer = measured != nullptr
+                               ? measured->per_layer_per_sample * static_cast<double>(mbs) *
+                                     (modelled_layer / modelled_none)
+                               : modelled_layer;
+  const double per_layer_none = measured != nullptr
+                                    ? measured->per_layer_per_sample * static_cast<double>(mbs)
+                                    : modelled_none;
+  const bool half_params = c.training.bf16 || c.training.fp16;
+  const bool half_grads = c.optimizer.o2_gradient || c.training.fp16_gradients();
+
+  MemoryEstimate estimate;
+  for (int r = 0; r < p.pipeline_model_parallel_size; ++r) {
+    const std::unique_ptr<ParallelState> ps = stage_state(c, world_size, r);
+    ParameterRegistry& registry = stage_parameters(c, world_size, layout, r);
+    const BufferLayout buffer = lay_out_buffer(
+        registry, buffer_options_of(c, ps->sizes.data * ps->sizes.context, ps->sizes.expert_data));
+    StageMemory s;
+    s.pp_rank = r;
+    s.num_params = registry.num_local_elements();
+    int64_t sharded = 0;  // this rank's 1/dp of every bucket (the distributed optimizer's share)
+    for (const Bucket& b : buffer.buckets) {
+      sharded += b.numel / (b.expert ? ps->sizes.expert_data : ps->sizes.data * ps->sizes.context);
+    }
+    s.params = (p.shard_parameters() ? sharded : buffer.numel) * dtype_bytes(half_params);
+    s.grads = p.shard_gradients() ? sharded * 4 : buffer.numel * dtype_bytes(half_grads);
+    const int64_t owned = p.use_distributed_optimizer ? sharded : buffer.numel;
+    const OptimizerConfig& o = c.optimizer;
+    if (!o.swap_optimizer) {
+      s.optimizer = owned * 2 * (o.o2_optimizer ? 2 : 4);  // exp_avg, exp_avg_sq
+      if (o.reuse_fp32_param)
+        s.optimizer += owned * 2;  // the 16-bit residual of the fp32 master
+      else if (half_params)
+        s.optimizer += owned * 4;  // fp32 main parameters
+      if (o.ema()) s.optimizer += owned * 4;
+    }
+    // Activations: the layers of every live (micro-batch, chunk) pair; with full recompute one
+    // layer's whole activations are rebuilt at a time on top.
+    int64_t layers_per_chunk = 0;
+    bool pre = false, post = false;
+    for (const PipelineStage& st : layout.stages_of_rank(r)) {
+      layers_per_chunk = std::max(layers_per_chunk, st.num_layers);
+      pre = pre || st.pre_process;
+      post = post || st.post_process;
+    }
+    s.live_microbatch_chunks =
+        sim.peak_in_flight.empty() ? 1 : sim.peak_in_flight[static_cast<size_t>(r)];
+    const double layers_alive =
+        static_cast<double>(s.live_microbatch_chunks * layers_per_chunk) * per_layer;
+    // Full recompute rebuilds one layer's whole activations in its backward, beside the gradient
+    // path (outside the layers) and after the loss's workspace is gone.
+    // Modelled (no profile): with 16-bit activations the rebuilt layer's backward also holds fp32
+    // copies of its largest tensors, 1.75x its saved bytes in all (fitted as outside_layer_bytes).
+    const double widened = measured == nullptr && shape.half ? 1.75 : 1.0;
+    const double rebuilt =
+        c.model.recompute.full() && layers_per_chunk > 0 ? widened * per_layer_none : 0.0;
+    const double outside =
+        measured != nullptr ? measured->outside_layers.at(mbs) : outside_layer_bytes(shape);
+    s.activations = static_cast<int64_t>(layers_alive + outside + rebuilt);
+    const int64_t chunks = static_cast<int64_t>(layout.stages_of_rank(r).size());
+    const double layer_params =
+        layers_per_chunk > 0
+            ? static_cast<double>(s.num_params) / static_cast<double>(layers_per_chunk * chunks)
+            : 0.0;
+    s.workspace = static_cast<int64_t>(measured != nullptr
+                                           ? measured->workspace.at(mbs)
+                                           : workspace_bytes(c, shape, pre, post, layer_params));
+    s.transient = measured != nullptr
+                      ? static_cast<int64_t>(
+                            layers_alive +
+                            std::max(measured->transient_outside_layers.at(mbs), outside + rebuilt))
+                      : s.activations + s.workspace;
+    estimate.stages.push_back(s);
+  }
+  return estimate;
+}
+
+}  // namespace mindspeed

@@ -1,0 +1,289 @@
+// Profiling for the auto-settings white box (profile.h).
+#include "auto_settings/profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "core/json_util.h"
+#include "core/str_cat.h"
+
+namespace mindspeed {
+
+std::string profile_key(const Candidate& c) {
+  std::string key = str_cat("tp", c.tp, c.sp ? "-sp" : "", "-cp", c.cp);
+  if (c.cp > 1)
+    key += str_cat("-", cp_algo_flag_value(c.cp_algo),
+                   c.cp_algo == CpAlgo::kHybrid ? str_cat("-u", c.ulysses_degree) : "");
+  key += str_cat("-ep", c.ep, c.distributed_optimizer ? "-distopt" : "");
+  return key;
+}
+
+Candidate profiled_candidate(const Candidate& c) {
+  Candidate p = c;
+  p.pp = 1;
+  p.vpp = 0;
+  p.dualpipev = false;
+  p.mbs = 1;
+  p.recompute = RecomputeChoice::kNone;
+  return p;
+}
+
+const std::map<std::string, int>& measurement_run_removed_flags() {
+  static const std::map<std::string, int> kRemoved = {
+      {"--save", 1},
+      {"--load", 1},
+      {"--save-interval", 1},
+      {"--tensorboard-dir", 1},
+      {"--metrics-file", 1},
+      {"--eval-interval", 1},
+      {"--eval-iters", 1},
+      {"--exit-interval", 1},
+      {"--exit-duration-in-mins", 1},
+      {"--train-samples", 1},
+      {"--lr-decay-samples", 1},
+      {"--lr-warmup-samples", 1},
+      {"--lr-wsd-decay-samples", 1},
+      {"--rampup-batch-size", 3},
+      {"--profile", 0},
+      {"--log-interval", 1},
+      {"--train-iters", 1},
+      {"--global-batch-size", 1},
+      {"--num-layers", 1},
+      {"--lr-decay-iters", 1},
+      {"--lr-warmup-iters", 1},
+      {"--lr-warmup-fraction", 1},
+      {"--lr-wsd-decay-iters", 1},
+  };
+  return kRemoved;
+}
+
+std::vector<std::string> with_flags(
+    const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& replaced,
+    const std::map<std::string, int>& removed) {
+  std::map<std::string, int> drop = removed;
+  for (const auto& [flag, value] : replaced) drop.emplace(flag, 1);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string name = args[i].substr(0, args[i].find('='));
+    const auto it = drop.find(name);
+    if (it == drop.end()) {
+      out.push_back(args[i]);
+      continue;
+    }
+    if (args[i].find('=') == std::string::npos) i += static_cast<size_t>(it->second);
+  }
+  for (const auto& [flag, value] : replaced) out.insert(out.end(), {flag, value});
+  return out;
+}
+
+namespace {
+
+// Bytes of a run's peaks: activations, workspace, and the total less what is held all along.
+struct RunBytes {
+  double activations, workspace, transient;
+};
+
+RunBytes bytes_of(const MeasuredRun& run) {
+  const RankReport& r = run.largest_memory();
+  auto peak = [&](MemoryCategory k) {
+    return static_cast<double>(r.peak_bytes[static_cast<size_t>(k)]);
+  };
+  const double held = peak(MemoryCategory::kParameters) + peak(MemoryCategory::kGradients) +
+                      peak(MemoryCategory::kOptimizerState);
+  return {peak(MemoryCategory::kActivations), peak(MemoryCategory::kWorkspace),
+          static_cast<double>(r.total_peak_bytes) - held};
+}
+
+}  // namespace
+
+StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, const Candidate& c,
+                                      const Configs& configs, int iterations,
+                                      const LaunchOptions& options,
+                                      const ProfiledShape* without_distributed_optimizer) {
+  const Candidate p = profiled_candidate(c);
+  const int dp = options.ranks / (p.tp * p.cp);
+  ProfiledShape shape;
+  shape.key = profile_key(p);
+  const auto start = std::chrono::steady_clock::now();
+  // One run: `layers` layers, `micro` micro-batches of `mbs` samples per data-parallel rank.
+  auto run = [&](int layers, int micro, int mbs) -> StatusOr<MeasuredRun> {
+    Candidate q = p;
+    q.mbs = mbs;
+    std::vector<std::string> args =
+        with_flags(base,
+                   {{"--num-layers", std::to_string(layers)},
+                    {"--global-batch-size", std::to_string(dp * micro * mbs)},
+                    {"--train-iters", std::to_string(iterations)},
+                    {"--log-interval", std::to_string(iterations)},
+                    {"--eval-iters", "0"}},
+                   measurement_run_removed_flags());
+    const std::vector<std::string> layout = candidate_flags(q);
+    args.insert(args.end(), layout.begin(), layout.end());
+    LaunchOptions o = options;
+    o.name = str_cat("profile-", shape.key, "-L", layers, "-m", micro, "-b", mbs);
+    MS_ASSIGN_OR_RETURN(MeasuredRun r, launch_measured_run(args, o));
+    shape.spread = std::max(shape.spread, r.step_spread);
+    return r;
+  };
+  MS_ASSIGN_OR_RETURN(const MeasuredRun r111, run(1, 1, 1));
+  const double t111 = r111.step_seconds;
+  const double rb = layer_param_share(configs);
+  if (without_distributed_optimizer != nullptr) {
+    // The distributed optimizer changes only the per-step work (sharded optimizer, reduce-scatter
+    // and all-gather): the layer's costs and bytes are its twin's, the per-step terms this run's.
+    shape.memory = without_distributed_optimizer->memory;
+    shape.times = without_distributed_optimizer->times;
+    const double y =
+        std::max(0.0, t111 - shape.times.per_microbatch - shape.times.per_layer_microbatch);
+    shape.times.per_layer_step = rb * y;
+    shape.times.per_step = (1.0 - rb) * y;
+  } else {
+    // The four corners of (layers, micro-batches) in [1, L] x [1, M]: L = min(4, the model's
+    // layers), M = the most micro-batches a one-stage layout of this shape runs (micro-batch 1),
+    // at most 8. Candidates then interpolate rather than extrapolate, and the differences are
+    // taken over long lever arms (the iterations of this machine spread by tens of percent).
+    const int L = static_cast<int>(std::clamp<int64_t>(configs.model.num_layers, 2, 4));
+    const int M =
+        static_cast<int>(std::clamp<int64_t>(configs.training.global_batch_size / dp, 2, 8));
+    MS_ASSIGN_OR_RETURN(const MeasuredRun rL11, run(L, 1, 1));
+    MS_ASSIGN_OR_RETURN(const MeasuredRun r1M1, run(1, M, 1));
+    MS_ASSIGN_OR_RETURN(const MeasuredRun rLM1, run(L, M, 1));
+    MS_ASSIGN_OR_RETURN(const MeasuredRun r112, run(1, 1, 2));
+    // T(l, m) = a + b l + c m + d l m through the corners; a term the noise makes negative is 0.
+    const double tL1 = rL11.step_seconds, t1M = r1M1.step_seconds, tLM = rLM1.step_seconds;
+    const double d = std::max(0.0, (tLM - tL1 - t1M + t111) / ((L - 1.0) * (M - 1.0)));
+    const double b = std::max(0.0, (tL1 - t111) / (L - 1.0) - d);
+    const double cc = std::max(0.0, (t1M - t111) / (M - 1.0) - d);
+    const double a = std::max(0.0, t111 - b - cc - d);
+    shape.times.per_layer_microbatch = d;
+    shape.times.per_microbatch = cc;
+    shape.times.per_layer_step = b;
+    shape.times.per_step = a;
+    // The micro-batch of 2 samples: c + d grows to (f + 2 (1 - f)) (c + d).
+    const double cd = cc + d;
+    const double grown = cd > 0.0 ? (r112.step_seconds - a - b) / cd : 2.0;
+    shape.times.fixed_fraction = std::clamp(2.0 - grown, 0.0, 1.0);
+    // Memory: a layer's bytes from 1 and 2 layers; the rest as fixed + per sample from
+    // micro-batches of 1 and 2.
+    const RunBytes b111 = bytes_of(r111), bL11 = bytes_of(rL11), b112 = bytes_of(r112);
+    const double layer =
+        std::max(0.0, (bL11.activations - b111.activations) / (std::max(L, 2) - 1));
+    shape.memory.per_layer_per_sample = layer;
+    auto affine = [](double at1, double at2) {
+      AffineBytes a;
+      a.per_sample = std::max(0.0, at2 - at1);
+      a.fixed = std::max(0.0, at1 - a.per_sample);
+      return a;
+    };
+    shape.memory.outside_layers = affine(b111.activations - layer, b112.activations - 2.0 * layer);
+    shape.memory.transient_outside_layers =
+        affine(b111.transient - layer, b112.transient - 2.0 * layer);
+    shape.memory.workspace = affine(std::max(b111.workspace, bL11.workspace), b112.workspace);
+  }
+  shape.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return shape;
+}
+
+StatusOr<MachineProfile> load_profile(const std::string& path, const std::string& command_line,
+                                      int ranks, bool* reused) {
+  MachineProfile profile;
+  profile.command_line = command_line;
+  profile.ranks = ranks;
+  *reused = false;
+  std::ifstream in(path);
+  if (!in) return profile;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string error;
+  const std::optional<nlohmann::json> parsed = try_parse_json(ss.str(), &error);
+  if (!parsed.has_value() || !parsed->is_object()) {
+    return data_loss("--prof-file ", path, " is not a profile written by --auto-settings (", error,
+                     "); delete it or name another file");
+  }
+  const nlohmann::json& j = *parsed;
+  const auto text = [&](const nlohmann::json& o, const char* key) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const auto number = [&](const nlohmann::json& o, const char* key) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  if (text(j, "command_line") != command_line || static_cast<int>(number(j, "ranks")) != ranks)
+    return profile;
+  profile.cores = static_cast<int>(number(j, "cores"));
+  profile.gemm_tflops_per_rank = number(j, "gemm_tflops_per_rank");
+  if (const auto shapes = j.find("shapes"); shapes != j.end() && shapes->is_object()) {
+    for (const auto& [key, s] : shapes->items()) {
+      if (!s.is_object()) continue;
+      ProfiledShape shape;
+      shape.key = key;
+      shape.memory.per_layer_per_sample = number(s, "activation_bytes_per_layer_per_sample");
+      const auto affine = [&](const char* key) {
+        AffineBytes a;
+        const auto it = s.find(key);
+        if (it != s.end() && it->is_object()) {
+          a.fixed = number(*it, "fixed");
+          a.per_sample = number(*it, "per_sample");
+        }
+        return a;
+      };
+      shape.memory.outside_layers = affine("activation_bytes_outside_layers");
+      shape.memory.workspace = affine("workspace_bytes");
+      shape.memory.transient_outside_layers = affine("transient_bytes_outside_layers");
+      shape.times.per_step = number(s, "seconds_per_step");
+      shape.times.per_layer_step = number(s, "seconds_per_layer_step");
+      shape.times.per_microbatch = number(s, "seconds_per_microbatch");
+      shape.times.per_layer_microbatch = number(s, "seconds_per_layer_microbatch");
+      shape.times.fixed_fraction = number(s, "fixed_fraction");
+      shape.spread = number(s, "spread");
+      shape.seconds = number(s, "profiling_seconds");
+      profile.shapes[key] = shape;
+    }
+  }
+  *reused = true;
+  return profile;
+}
+
+Status save_profile(const std::string& path, const MachineProfile& profile) {
+  nlohmann::json j;
+  j["command_line"] = profile.command_line;
+  j["ranks"] = profile.ranks;
+  j["cores"] = profile.cores;
+  j["gemm_tflops_per_rank"] = profile.gemm_tflops_per_rank;
+  nlohmann::json shapes = nlohmann::json::object();
+  for (const auto& [key, s] : profile.shapes) {
+    const auto affine = [](const AffineBytes& a) {
+      return nlohmann::json{{"fixed", a.fixed}, {"per_sample", a.per_sample}};
+    };
+    shapes[key] = {{"activation_bytes_per_layer_per_sample", s.memory.per_layer_per_sample},
+                   {"activation_bytes_outside_layers", affine(s.memory.outside_layers)},
+                   {"workspace_bytes", affine(s.memory.workspace)},
+                   {"transient_bytes_outside_layers", affine(s.memory.transient_outside_layers)},
+                   {"seconds_per_step", s.times.per_step},
+                   {"seconds_per_layer_step", s.times.per_layer_step},
+                   {"seconds_per_microbatch", s.times.per_microbatch},
+                   {"seconds_per_layer_microbatch", s.times.per_layer_microbatch},
+                   {"fixed_fraction", s.times.fixed_fraction},
+                   {"spread", s.spread},
+                   {"profiling_seconds", s.seconds}};
+  }
+  j["shapes"] = shapes;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) return internal_error("cannot write the profile ", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return internal_error("cannot write the profile ", path, ": ", ec.message());
+  return ok_status();
+}
+
+}  // namespace mindspeed

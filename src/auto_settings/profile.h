@@ -1,0 +1,82 @@
+// Profiling for the auto-settings white box: scaled-down real runs of this binary on this
+// machine, per layer shape (TP, SP, CP and its algorithm, EP; one pipeline stage, no
+// recompute): five runs of (layers, micro-batches, micro-batch size) = the corners (1,1,1),
+// (L,1,1), (1,M,1), (L,M,1) with L = min(4, the model's layers) and M the most micro-batches
+// the shape runs (at most 8), and (1,1,2). Their exact memory peaks give the memory model's
+// bytes per layer and per sample and what lives outside the layers (fixed + per sample); their
+// median iteration times the time model's costs
+//   T(l layers, m micro-batches) = a + b*l + c*m + d*l*m
+// (a: per step; b: per layer and step -- optimizer and gradient reduction; c: per micro-batch
+// outside the layers -- embedding, output layer, loss; d: one layer's forward and backward of
+// one micro-batch, its tensor- and context-parallel communication included), and the fraction
+// of c and d that does not grow with the micro-batch size (latencies). The same shape with the
+// distributed optimizer takes one run more, for its per-step terms. Fits tried first: 2x2
+// corners at (1..2, 1..2), whose second differences the 20-40 % iteration spread of this machine
+// turned negative; a FLOP ratio for c/d, 10x off where latencies dominate; a corner at (1,1)
+// with slopes extrapolated to (4, 8), 20-60 % low because a step's cost grows faster than
+// linearly in micro-batches here (4 ranks time-sharing 2 cores). The results are cached in
+// --prof-file (JSON) for the command line they were made for.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "auto_settings/candidate.h"
+#include "auto_settings/memory_model.h"
+#include "auto_settings/run_launcher.h"
+#include "auto_settings/time_model.h"
+#include "core/status.h"
+
+namespace mindspeed {
+
+struct ProfiledShape {
+  std::string key;
+  MeasuredActivations memory;
+  LayerTimes times;
+  double spread = 0.0;   ///< the largest iteration spread of its runs ((max - min) / median)
+  double seconds = 0.0;  ///< wall time its runs took
+};
+
+struct MachineProfile {
+  std::string command_line;  ///< the stripped command line the shapes were measured for
+  int ranks = 0;             ///< ranks of the profiling runs
+  int cores = 0;             ///< this machine's cores
+  double gemm_tflops_per_rank =
+      0.0;  ///< one rank's dense GEMM rate with `ranks` ranks on `cores` cores
+  std::map<std::string, ProfiledShape> shapes;
+};
+
+/// The layer shape a candidate's profile is measured at, as a key
+/// ("tp2-sp-cp2-ulysses-ep1-distopt").
+std::string profile_key(const Candidate& c);
+/// The candidate the profiling runs use for `c`'s shape: pipeline 1, micro-batch 1, no recompute.
+Candidate profiled_candidate(const Candidate& c);
+
+/// Reads `path`; a missing file, or one made for another command line or rank count, gives an
+/// empty profile for `command_line` (the caller says which).
+StatusOr<MachineProfile> load_profile(const std::string& path, const std::string& command_line,
+                                      int ranks, bool* reused);
+Status save_profile(const std::string& path, const MachineProfile& profile);
+
+/// Runs the profiling runs of `c`'s shape on `options.ranks` ranks (`base`: the stripped command
+/// line; `configs`: `c` validated, for the fit's parameter share) for `iterations` iterations
+/// each. With `without_distributed_optimizer` (the profile of `c`'s shape without it) one run
+/// gives the per-step terms and the rest is taken from it.
+StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, const Candidate& c,
+                                      const Configs& configs, int iterations,
+                                      const LaunchOptions& options,
+                                      const ProfiledShape* without_distributed_optimizer = nullptr);
+
+/// `args` with each flag of `replaced` removed (with its value) and then appended with its new
+/// value; flags in `removed` (name -> number of values) dropped.
+std::vector<std::string> with_flags(
+    const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& replaced,
+    const std::map<std::string, int>& removed = {});
+
+/// The flags a measurement run drops from the user's command line: checkpoints, outputs,
+/// evaluation, exits and sample-based schedules (the run sets its own iterations).
+const std::map<std::string, int>& measurement_run_removed_flags();
+
+}  // namespace mindspeed

@@ -1,0 +1,143 @@
+// The time model's pieces without runs: the step composition a + bL + m(c + dL) at one stage;
+// the micro-batch scaling of c and d; recompute's extra forward; the 1F1B bubble (P-1)/m from
+// the schedule's plan, and none when ranks outnumber cores (an idle rank lends its core); the
+// communication volumes in the engine's own counting.
+#include "auto_settings/time_model.h"
+
+#include <gtest/gtest.h>
+
+#include "cli/arguments.h"
+#include "config/validate.h"
+
+namespace mindspeed {
+namespace {
+
+Configs gpt(int world, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--mock-data",
+                                   "--tokenizer-type",
+                                   "NullTokenizer",
+                                   "--vocab-size",
+                                   "4095",
+                                   "--num-layers",
+                                   "8",
+                                   "--hidden-size",
+                                   "256",
+                                   "--num-attention-heads",
+                                   "8",
+                                   "--seq-length",
+                                   "512",
+                                   "--max-position-embeddings",
+                                   "512",
+                                   "--global-batch-size",
+                                   "16",
+                                   "--train-iters",
+                                   "2",
+                                   "--lr",
+                                   "1e-3",
+                                   "--bf16",
+                                   "--use-flash-attn"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto parsed = parse_arguments(args);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().to_string();
+  Configs c = parsed->configs;
+  const Status s = validate_configs(c, world, 4095);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return c;
+}
+
+LayerTimes times() {
+  LayerTimes t;
+  t.per_step = 0.5;
+  t.per_layer_step = 0.1;
+  t.per_microbatch = 0.2;
+  t.per_layer_microbatch = 1.0;
+  return t;
+}
+
+TEST(AutoSettingsTimeModel, OneStageIsTheFittedComposition) {
+  const Configs c = gpt(1, {"--micro-batch-size", "1"});  // 16 micro-batches, 8 layers
+  auto st = predict_step_time(c, 1, times(), 1.0);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  EXPECT_DOUBLE_EQ(st->compute, 16 * (0.2 + 8 * 1.0));
+  EXPECT_DOUBLE_EQ(st->per_step, 0.5 + 8 * 0.1);
+  EXPECT_DOUBLE_EQ(st->bubble, 0.0);
+  EXPECT_DOUBLE_EQ(st->total, st->compute + st->per_step);
+  // Micro-batches of 4: four times the arithmetic, the fixed part once.
+  LayerTimes t = times();
+  t.fixed_fraction = 0.25;
+  const Configs c4 = gpt(1, {"--micro-batch-size", "4"});
+  auto st4 = predict_step_time(c4, 1, t, 1.0);
+  ASSERT_TRUE(st4.ok());
+  EXPECT_DOUBLE_EQ(st4->compute, 4 * (0.2 + 8 * 1.0) * (0.25 + 0.75 * 4));
+}
+
+TEST(AutoSettingsTimeModel, RecomputeAddsItsForward) {
+  const Configs full = gpt(1, {"--micro-batch-size", "1", "--recompute-granularity", "full",
+                               "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+  auto st = predict_step_time(full, 1, times(), 1.0);
+  ASSERT_TRUE(st.ok());
+  EXPECT_NEAR(st->recompute, 16 * 8 * 1.0 / 3.0, 1e-9);
+  EXPECT_NEAR(st->compute, 16 * (0.2 + 8 * 1.0 * 4.0 / 3.0), 1e-9);
+  const Configs selective =
+      gpt(1, {"--micro-batch-size", "1", "--recompute-granularity", "selective"});
+  const double f = recompute_fraction(selective);
+  EXPECT_GT(f, 0.0);
+  EXPECT_LT(f, 1.0 / 3.0);  // core attention only: less than a whole forward
+}
+
+TEST(AutoSettingsTimeModel, PipelineBubbleFollowsThePlanAndTheCores) {
+  // 1F1B over 4 stages, 16 micro-batches, no per-micro-batch cost outside the layers.
+  LayerTimes t = times();
+  t.per_microbatch = 0.0;
+  const Configs c = gpt(4, {"--micro-batch-size", "1", "--pipeline-model-parallel-size", "4"});
+  auto st = predict_step_time(c, 4, t, 1.0);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  EXPECT_DOUBLE_EQ(st->compute, 16 * 2 * 1.0);
+  EXPECT_NEAR(st->bubble / st->compute, 3.0 / 16.0, 1e-9);  // (P - 1) / m
+  // Four ranks on two cores: the bubble's idle time runs the other ranks.
+  auto shared = predict_step_time(c, 4, t, 2.0);
+  ASSERT_TRUE(shared.ok());
+  EXPECT_DOUBLE_EQ(shared->bubble, 0.0);
+}
+
+TEST(AutoSettingsTimeModel, CommunicationVolumesInTheEnginesCounting) {
+  const double row = 4.0 * 512 * 256;  // one [s, h] fp32 activation of a micro-batch of 1
+  const Configs tp = gpt(2, {"--micro-batch-size", "1", "--tensor-model-parallel-size", "2"});
+  auto m = estimate_memory(tp, 2);
+  ASSERT_TRUE(m.ok());
+  CommVolumes v = comm_volumes(tp, 2, *m);
+  // 16 micro-batches x (8 layers x 4 all-reduces + embedding + output layer) + 3 [N] all-reduces.
+  EXPECT_DOUBLE_EQ(v.at("tp"), 16 * (8 * 4 * row + 2 * row + 3 * 4.0 * 512));
+  EXPECT_FALSE(v.contains("dp_cp"));
+  const Configs sp = gpt(
+      2, {"--micro-batch-size", "1", "--tensor-model-parallel-size", "2", "--sequence-parallel"});
+  m = estimate_memory(sp, 2);
+  ASSERT_TRUE(m.ok());
+  v = comm_volumes(sp, 2, *m);
+  // Plus once per step the sequence-parallel gradients: 8 layers x (2 LayerNorms + 2 row-parallel
+  // biases), the final norm, the learned positions.
+  EXPECT_DOUBLE_EQ(v.at("tp"), 16 * (8 * 10 * row + 4 * row + 3 * 4.0 * 512) +
+                                   4.0 * (8 * (2 * 512 + 2 * 256) + 512 + 512 * 256));
+  // Data parallel: the fp32 gradient buffer all-reduced; with the distributed optimizer
+  // reduce-scattered and the bf16 parameters all-gathered.
+  const Configs dp = gpt(2, {"--micro-batch-size", "1"});
+  m = estimate_memory(dp, 2);
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(comm_volumes(dp, 2, *m).at("dp_cp"),
+                   4.0 * static_cast<double>(m->stages[0].num_params));
+  const Configs distopt = gpt(2, {"--micro-batch-size", "1", "--use-distributed-optimizer"});
+  m = estimate_memory(distopt, 2);
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(comm_volumes(distopt, 2, *m).at("dp_cp"),
+                   6.0 * static_cast<double>(m->stages[0].num_params));
+  // Pipeline: a middle stage sends each micro-batch's output forward and its input gradient back.
+  const Configs pp = gpt(4, {"--micro-batch-size", "1", "--pipeline-model-parallel-size", "4"});
+  m = estimate_memory(pp, 4);
+  ASSERT_TRUE(m.ok());
+  v = comm_volumes(pp, 4, *m);
+  EXPECT_DOUBLE_EQ(v.at("pp"), 2 * 16 * row);
+  EXPECT_DOUBLE_EQ(v.at("embedding"), 4.0 * 4096 * 256);
+}
+
+}  // namespace
+}  // namespace mindspeed
