@@ -273,17 +273,15 @@ int auto_settings_main(int argc, const char* const* argv) {
   launch.ranks = here;
   launch.work_dir = work_dir + "/runs";
   const int iterations = a.measure_iters;
-  const std::vector<std::string> run_flags_base =
+  // A candidate's measurement run: the user's model and batch, a few iterations, no outputs.
+  const std::vector<std::string> run_base =
       with_flags(stripped,
-                 {{"--train-iters", std::to_string(iterations)},
+                 {{"--num-layers", std::to_string(base.model.num_layers)},
+                  {"--global-batch-size", std::to_string(base.training.global_batch_size)},
+                  {"--train-iters", std::to_string(iterations)},
                   {"--log-interval", std::to_string(iterations)},
                   {"--eval-iters", "0"}},
                  measurement_run_removed_flags());
-  // measurement_run_removed_flags drops --num-layers and --global-batch-size too: put them back.
-  std::vector<std::string> run_base = run_flags_base;
-  run_base.insert(run_base.end(),
-                  {"--num-layers", std::to_string(base.model.num_layers), "--global-batch-size",
-                   std::to_string(base.training.global_batch_size)});
 
   // The white box over every legal candidate (profiling each layer shape once).
   double profiling_seconds = 0.0;

@@ -261,14 +261,22 @@ StatusOr<MemoryEstimate> estimate_memory(const Configs& c, int world_size,
         layers_per_chunk > 0
             ? static_cast<double>(s.num_params) / static_cast<double>(layers_per_chunk * chunks)
             : 0.0;
-    s.workspace = static_cast<int64_t>(measured != nullptr
-                                           ? measured->workspace.at(mbs)
-                                           : workspace_bytes(c, shape, pre, post, layer_params));
-    s.transient = measured != nullptr
-                      ? static_cast<int64_t>(
-                            layers_alive +
-                            std::max(measured->transient_outside_layers.at(mbs), outside + rebuilt))
-                      : s.activations + s.workspace;
+    // The profile is of one stage holding the embedding and the loss: its workspace and what
+    // lives at its peak outside the layers are the last stage's (the loss's logits chunk and its
+    // fp32 output weight); a stage without the loss has the modelled workspace of its layers
+    // (and embedding) instead.
+    const double modelled_workspace = workspace_bytes(c, shape, pre, post, layer_params);
+    if (measured == nullptr) {
+      s.workspace = static_cast<int64_t>(modelled_workspace);
+      s.transient = s.activations + s.workspace;
+    } else if (post) {
+      s.workspace = static_cast<int64_t>(measured->workspace.at(mbs));
+      s.transient = static_cast<int64_t>(
+          layers_alive + std::max(measured->transient_outside_layers.at(mbs), outside + rebuilt));
+    } else {
+      s.workspace = static_cast<int64_t>(modelled_workspace);
+      s.transient = static_cast<int64_t>(layers_alive + outside + rebuilt + modelled_workspace);
+    }
     estimate.stages.push_back(s);
   }
   return estimate;

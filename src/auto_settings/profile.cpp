@@ -153,7 +153,10 @@ StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, cons
     MS_ASSIGN_OR_RETURN(const MeasuredRun rL11, run(L, 1, 1));
     MS_ASSIGN_OR_RETURN(const MeasuredRun r1M1, run(1, M, 1));
     MS_ASSIGN_OR_RETURN(const MeasuredRun rLM1, run(L, M, 1));
-    MS_ASSIGN_OR_RETURN(const MeasuredRun r112, run(1, 1, 2));
+    // The micro-batch size's lever: the largest micro-batch a one-stage layout of this shape runs.
+    const int B =
+        static_cast<int>(std::clamp<int64_t>(configs.training.global_batch_size / dp, 2, 8));
+    MS_ASSIGN_OR_RETURN(const MeasuredRun r11B, run(1, 1, B));
     // T(l, m) = a + b l + c m + d l m through the corners; a term the noise makes negative is 0.
     const double tL1 = rL11.step_seconds, t1M = r1M1.step_seconds, tLM = rLM1.step_seconds;
     const double d = std::max(0.0, (tLM - tL1 - t1M + t111) / ((L - 1.0) * (M - 1.0)));
@@ -164,26 +167,26 @@ StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, cons
     shape.times.per_microbatch = cc;
     shape.times.per_layer_step = b;
     shape.times.per_step = a;
-    // The micro-batch of 2 samples: c + d grows to (f + 2 (1 - f)) (c + d).
+    // The micro-batch of B samples: c + d grows to (f + B (1 - f)) (c + d).
     const double cd = cc + d;
-    const double grown = cd > 0.0 ? (r112.step_seconds - a - b) / cd : 2.0;
-    shape.times.fixed_fraction = std::clamp(2.0 - grown, 0.0, 1.0);
+    const double grown = cd > 0.0 ? (r11B.step_seconds - a - b) / cd : static_cast<double>(B);
+    shape.times.fixed_fraction = std::clamp((B - grown) / (B - 1.0), 0.0, 1.0);
     // Memory: a layer's bytes from 1 and 2 layers; the rest as fixed + per sample from
     // micro-batches of 1 and 2.
-    const RunBytes b111 = bytes_of(r111), bL11 = bytes_of(rL11), b112 = bytes_of(r112);
+    const RunBytes b111 = bytes_of(r111), bL11 = bytes_of(rL11), b11B = bytes_of(r11B);
     const double layer =
         std::max(0.0, (bL11.activations - b111.activations) / (std::max(L, 2) - 1));
     shape.memory.per_layer_per_sample = layer;
-    auto affine = [](double at1, double at2) {
+    auto affine = [B](double at1, double atB) {
       AffineBytes a;
-      a.per_sample = std::max(0.0, at2 - at1);
+      a.per_sample = std::max(0.0, (atB - at1) / (B - 1.0));
       a.fixed = std::max(0.0, at1 - a.per_sample);
       return a;
     };
-    shape.memory.outside_layers = affine(b111.activations - layer, b112.activations - 2.0 * layer);
+    shape.memory.outside_layers = affine(b111.activations - layer, b11B.activations - B * layer);
     shape.memory.transient_outside_layers =
-        affine(b111.transient - layer, b112.transient - 2.0 * layer);
-    shape.memory.workspace = affine(std::max(b111.workspace, bL11.workspace), b112.workspace);
+        affine(b111.transient - layer, b11B.transient - B * layer);
+    shape.memory.workspace = affine(std::max(b111.workspace, bL11.workspace), b11B.workspace);
   }
   shape.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return shape;

@@ -2,9 +2,9 @@
 // machine, per layer shape (TP, SP, CP and its algorithm, EP; one pipeline stage, no
 // recompute): five runs of (layers, micro-batches, micro-batch size) = the corners (1,1,1),
 // (L,1,1), (1,M,1), (L,M,1) with L = min(4, the model's layers) and M the most micro-batches
-// the shape runs (at most 8), and (1,1,2). Their exact memory peaks give the memory model's
-// bytes per layer and per sample and what lives outside the layers (fixed + per sample); their
-// median iteration times the time model's costs
+// the shape runs (at most 8), and (1,1,B) with B the largest micro-batch it runs (at most 8). Their
+// exact memory peaks give the memory model's bytes per layer and per sample and what lives outside
+// the layers (fixed + per sample); their median iteration times the time model's costs
 //   T(l layers, m micro-batches) = a + b*l + c*m + d*l*m
 // (a: per step; b: per layer and step -- optimizer and gradient reduction; c: per micro-batch
 // outside the layers -- embedding, output layer, loss; d: one layer's forward and backward of
@@ -14,8 +14,9 @@
 // corners at (1..2, 1..2), whose second differences the 20-40 % iteration spread of this machine
 // turned negative; a FLOP ratio for c/d, 10x off where latencies dominate; a corner at (1,1)
 // with slopes extrapolated to (4, 8), 20-60 % low because a step's cost grows faster than
-// linearly in micro-batches here (4 ranks time-sharing 2 cores). The results are cached in
-// --prof-file (JSON) for the command line they were made for.
+// linearly in micro-batches here (4 ranks time-sharing 2 cores); the micro-batch scaling from
+// sizes 1 and 2, which left f near 1 and an 8-sample micro-batch 6x too cheap. The results are
+// cached in --prof-file (JSON) for the command line they were made for.
 #pragma once
 
 #include <map>
