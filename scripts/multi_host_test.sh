@@ -104,6 +104,9 @@ same_metrics() {
 }
 
 # launch_job NAME NNODES NPROC ITERS EXTRA...: one torchrun per host; logs in WORK/NAME.<i>.log.
+# Keep-alives every second; a node silent for KEEP_ALIVE_ATTEMPTS of them (10; the link-cut case
+# 3) ends the job. Eight ranks building dataset indices on two cores once starved a launcher's
+# keep-alive thread for 3 s.
 launch_job() {
   local name=$1 nnodes=$2 nproc=$3 iters=$4
   shift 4
@@ -113,7 +116,7 @@ launch_job() {
     local where=(--node_rank "$i" --master_addr "$(addr 0)" --master_port 29500)
     [ "${RDZV:-static}" = c10d ] && where=(--rdzv_backend c10d --rdzv_endpoint "$(addr 0):29500" --rdzv_id "$name")
     on_host "$i" timeout 300 "$TORCHRUN" --nnodes "$nnodes" --nproc_per_node "$nproc" "${where[@]}" \
-      --rdzv_conf "join_timeout=60,keep_alive_interval=1,keep_alive_max_attempt=3" \
+      --rdzv_conf "join_timeout=60,keep_alive_interval=1,keep_alive_max_attempt=${KEEP_ALIVE_ATTEMPTS:-10}" \
       pretrain_gpt.py ${JOB_MODEL:-$MODEL} --train-iters "$iters" "$@" >"$WORK/$name.$i.log" 2>&1 &
     pids+=($!)
   done
@@ -254,7 +257,7 @@ no_shared_storage() {
 link_cut() {
   local t0=$SECONDS save="$WORK/ckpt"
   local flags="$LAYOUT --save $save --save-interval 2"
-  launch_job cut 2 4 400 $flags &
+  KEEP_ALIVE_ATTEMPTS=3 launch_job cut 2 4 400 $flags &
   local job=$!
   # Wait for the checkpoint of iteration 4, then cut host 1's link in the middle of a later step.
   for ((k = 0; k < 600; k++)); do
