@@ -9,41 +9,17 @@
 #include <set>
 
 #include "auto_settings/search_space.h"
-#include "cli/arguments.h"
-#include "config/validate.h"
+#include "auto_settings_test_util.h"
 
 namespace mindspeed {
 namespace {
 
-const std::vector<std::string> kModel = {"--mock-data",
-                                         "--tokenizer-type",
-                                         "NullTokenizer",
-                                         "--vocab-size",
-                                         "4095",
-                                         "--num-layers",
-                                         "4",
-                                         "--hidden-size",
-                                         "64",
-                                         "--num-attention-heads",
-                                         "4",
-                                         "--seq-length",
-                                         "64",
-                                         "--max-position-embeddings",
-                                         "64",
-                                         "--global-batch-size",
-                                         "8",
-                                         "--train-iters",
-                                         "2",
-                                         "--lr",
-                                         "1e-3",
-                                         "--bf16",
-                                         "--use-flash-attn"};
+const std::vector<std::string> kModel = testing::words(
+    "--mock-data --tokenizer-type NullTokenizer --vocab-size 4095 --num-layers 4 --hidden-size 64 "
+    "--num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 --global-batch-size 8 "
+    "--train-iters 2 --lr 1e-3 --bf16 --use-flash-attn");
 
-Configs parsed(const std::vector<std::string>& args) {
-  auto p = parse_arguments(args);
-  EXPECT_TRUE(p.ok()) << p.status().to_string();
-  return p.ok() ? p->configs : Configs{};
-}
+using testing::parsed;
 
 TEST(AutoSettingsCandidate, StripsSearchedAndPlannerFlagsInBothSpellings) {
   const std::vector<std::string> args = {"--num-layers",

@@ -14,8 +14,7 @@
 #include "auto_settings/memory_model.h"
 #include "auto_settings/run_launcher.h"
 #include "auto_settings/time_model.h"
-#include "cli/arguments.h"
-#include "config/validate.h"
+#include "auto_settings_test_util.h"
 #include "e2e/run_command.h"
 #include "scratch_dir.h"
 
@@ -23,35 +22,10 @@ namespace mindspeed {
 namespace {
 
 const std::string kPretrain = MS_PRETRAIN_GPT;
-const std::vector<std::string> kModel = {"--mock-data",
-                                         "--tokenizer-type",
-                                         "NullTokenizer",
-                                         "--vocab-size",
-                                         "4095",
-                                         "--num-layers",
-                                         "4",
-                                         "--hidden-size",
-                                         "64",
-                                         "--num-attention-heads",
-                                         "4",
-                                         "--seq-length",
-                                         "128",
-                                         "--max-position-embeddings",
-                                         "128",
-                                         "--global-batch-size",
-                                         "8",
-                                         "--train-iters",
-                                         "3",
-                                         "--lr",
-                                         "1e-3",
-                                         "--eval-iters",
-                                         "0",
-                                         "--log-interval",
-                                         "3",
-                                         "--use-flash-attn",
-                                         "--num-threads",
-                                         "1"};
-
+const std::vector<std::string> kModel = testing::words(
+    "--mock-data --tokenizer-type NullTokenizer --vocab-size 4095 --num-layers 4 --hidden-size 64 "
+    "--num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --global-batch-size 8 "
+    "--train-iters 3 --lr 1e-3 --eval-iters 0 --log-interval 3 --use-flash-attn --num-threads 1");
 struct Layout {
   int ranks;
   std::vector<std::string> flags;
@@ -78,10 +52,8 @@ void check_layout(const Layout& layout) {
   std::vector<std::string> args = kModel;
   args.insert(args.end(), layout.flags.begin(), layout.flags.end());
   SCOPED_TRACE(std::to_string(layout.ranks) + " ranks:" + joined(layout.flags));
-  auto parsed = parse_arguments(args);
-  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
-  Configs c = parsed->configs;
-  ASSERT_TRUE(validate_configs(c, layout.ranks, 4095).ok());
+  const Configs c = testing::validated(args, layout.ranks);
+  if (::testing::Test::HasFailure()) return;
   auto model = estimate_memory(c, layout.ranks);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
 

@@ -6,8 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cli/arguments.h"
-#include "config/validate.h"
+#include "auto_settings_test_util.h"
 
 namespace mindspeed {
 namespace {
@@ -15,38 +14,14 @@ namespace {
 // bench/README.md's memory model: s=1024 b=1 h=512 a=8 ffn=2048, bf16, flash attention,
 // LayerNorm, GELU, learned positions, tied embeddings, vocabulary 4096, 4 layers.
 Configs readme_gpt(int world, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--mock-data",
-                                   "--tokenizer-type",
-                                   "NullTokenizer",
-                                   "--vocab-size",
-                                   "4095",
-                                   "--num-layers",
-                                   "4",
-                                   "--hidden-size",
-                                   "512",
-                                   "--num-attention-heads",
-                                   "8",
-                                   "--seq-length",
-                                   "1024",
-                                   "--max-position-embeddings",
-                                   "1024",
-                                   "--micro-batch-size",
-                                   "1",
-                                   "--global-batch-size",
-                                   "8",
-                                   "--train-iters",
-                                   "2",
-                                   "--lr",
-                                   "1e-3",
-                                   "--bf16",
-                                   "--use-flash-attn"};
+  std::vector<std::string> args = testing::words(
+      "--mock-data --tokenizer-type NullTokenizer --vocab-size 4095 --num-layers 4 --hidden-size "
+      "512 "
+      "--num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size "
+      "1 "
+      "--global-batch-size 8 --train-iters 2 --lr 1e-3 --bf16 --use-flash-attn");
   args.insert(args.end(), extra.begin(), extra.end());
-  auto parsed = parse_arguments(args);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().to_string();
-  Configs c = parsed->configs;
-  const Status s = validate_configs(c, world, 4095);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return c;
+  return testing::validated(args, world);
 }
 
 constexpr double s = 1024, b = 1, h = 512, a = 8;

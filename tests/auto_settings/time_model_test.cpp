@@ -6,43 +6,20 @@
 
 #include <gtest/gtest.h>
 
-#include "cli/arguments.h"
-#include "config/validate.h"
+#include "auto_settings_test_util.h"
 
 namespace mindspeed {
 namespace {
 
 Configs gpt(int world, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--mock-data",
-                                   "--tokenizer-type",
-                                   "NullTokenizer",
-                                   "--vocab-size",
-                                   "4095",
-                                   "--num-layers",
-                                   "8",
-                                   "--hidden-size",
-                                   "256",
-                                   "--num-attention-heads",
-                                   "8",
-                                   "--seq-length",
-                                   "512",
-                                   "--max-position-embeddings",
-                                   "512",
-                                   "--global-batch-size",
-                                   "16",
-                                   "--train-iters",
-                                   "2",
-                                   "--lr",
-                                   "1e-3",
-                                   "--bf16",
-                                   "--use-flash-attn"};
+  std::vector<std::string> args = testing::words(
+      "--mock-data --tokenizer-type NullTokenizer --vocab-size 4095 --num-layers 8 --hidden-size "
+      "256 "
+      "--num-attention-heads 8 --seq-length 512 --max-position-embeddings 512 --global-batch-size "
+      "16 "
+      "--train-iters 2 --lr 1e-3 --bf16 --use-flash-attn");
   args.insert(args.end(), extra.begin(), extra.end());
-  auto parsed = parse_arguments(args);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().to_string();
-  Configs c = parsed->configs;
-  const Status s = validate_configs(c, world, 4095);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return c;
+  return testing::validated(args, world);
 }
 
 LayerTimes times() {
