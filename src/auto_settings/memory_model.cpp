@@ -141,9 +141,18 @@ ParameterRegistry& stage_parameters(const Configs& c, int world_size, const Pipe
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<ParameterRegistry>> cache;
   const ParallelLayout l = parallel_layout(c.parallel, world_size);
-  const std::string key =
-      str_cat(l.tp, "/", l.ep, "/", l.etp, "/", c.parallel.sequence_parallel ? 1 : 0, "/", pp_rank,
-              "/", layout_key(layout));
+  const ModelConfig& m = c.model;
+  // The model's shape too (one per search; a test process builds several).
+  std::string key =
+      str_cat(m.num_layers, ",", m.hidden_size, ",", m.ffn_hidden_size, ",", m.num_attention_heads,
+              ",", m.query_groups(), ",", m.kv_channels, ",", m.padded_vocab_size, ",",
+              m.max_position_embeddings, ",", m.swiglu, ",", static_cast<int>(m.normalization), ",",
+              static_cast<int>(m.position_embedding_type), ",",
+              m.untie_embeddings_and_output_weights, ",", m.add_bias_linear, ",", m.add_qkv_bias,
+              ",", m.moe.num_experts, ",", m.expert_ffn_hidden_size(), ",",
+              m.moe.shared_expert_intermediate_size, ",", m.noop_layers.size());
+  key += str_cat("/", l.tp, "/", l.ep, "/", l.etp, "/", c.parallel.sequence_parallel ? 1 : 0, "/",
+                 pp_rank, "/", layout_key(layout));
   std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<ParameterRegistry>& registry = cache[key];
   if (registry == nullptr) {
@@ -175,10 +184,6 @@ const StageMemory& MemoryEstimate::largest() const {
 
 double layer_activation_bytes(const Configs& c) {
   return layer_bytes(layer_shape(c), c.model.recompute.granularity);
-}
-
-double layer_activation_bytes_without_recompute(const Configs& c) {
-  return layer_bytes(layer_shape(c), RecomputeGranularity::kNone);
 }
 
 StatusOr<MemoryEstimate> estimate_memory(const Configs& c, int world_size,

@@ -68,8 +68,6 @@ struct MemoryEstimate {
 /// Bytes one transformer layer keeps for backward per micro-batch on one rank, under the
 /// configuration's recompute granularity (full: the layer's input only).
 double layer_activation_bytes(const Configs& c);
-/// The same layer with no recompute (what a profile measures).
-double layer_activation_bytes_without_recompute(const Configs& c);
 
 /// simulate_plans(layout, num_microbatches), remembered: the planner asks for the same plan for
 /// many candidates (memory and time models alike), and a 1024-micro-batch plan over 80 stages is
