@@ -20,6 +20,7 @@
 #include "auto_settings/run_launcher.h"
 #include "auto_settings/search_space.h"
 #include "auto_settings/time_model.h"
+#include "checkpointing/durable_file.h"
 #include "cli/arguments.h"
 #include "config/validate.h"
 #include "core/str_cat.h"
@@ -403,10 +404,15 @@ int auto_settings_main(int argc, const char* const* argv) {
 
   // The plan: the top 3 on stdout, every fitting candidate in the JSON.
   const std::string program = self_executable();
-  auto command_of = [&](const Evaluated& e) {
+  // A plan's pretrain_gpt arguments: the user's command line with the candidate's flags.
+  auto args_of = [&](const Evaluated& e) {
     std::vector<std::string> full = stripped;
     const std::vector<std::string> flags = candidate_flags(e.legal->candidate);
     full.insert(full.end(), flags.begin(), flags.end());
+    return full;
+  };
+  auto command_of = [&](const Evaluated& e) {
+    const std::vector<std::string> full = args_of(e);
     if (nodes == 1) return str_cat("mpirun -np ", world, " ", join({program}), " ", join(full));
     return str_cat("torchrun --nproc_per_node ", a.nproc_per_node, " --nnodes ", nodes,
                    " --node_rank $NODE_RANK", " --master_addr ", a.master_addr, " --master_port ",
@@ -438,14 +444,11 @@ int auto_settings_main(int argc, const char* const* argv) {
   nlohmann::json plans = nlohmann::json::array();
   for (size_t i = 0; i < fitting.size(); ++i) {
     const Evaluated& e = *fitting[i];
-    std::vector<std::string> full = stripped;
-    const std::vector<std::string> flags = candidate_flags(e.legal->candidate);
-    full.insert(full.end(), flags.begin(), flags.end());
     nlohmann::json p;
     p["rank"] = i + 1;
     p["name"] = candidate_name(e.legal->candidate, world);
     p["layout"] = candidate_json(e.legal->candidate, world);
-    p["args"] = full;
+    p["args"] = args_of(e);
     p["command"] = command_of(e);
     nlohmann::json stages = nlohmann::json::array();
     for (const StageMemory& s : e.memory.stages) stages.push_back(stage_json(s));
@@ -476,30 +479,20 @@ int auto_settings_main(int argc, const char* const* argv) {
   }
   plan["plans"] = std::move(plans);
   const std::string plan_path = work_dir + "/auto_settings_plan.json";
-  {
-    std::ofstream out(plan_path + ".tmp");
-    out << plan.dump(2) << "\n";
-    if (!out.flush()) return refuse("cannot write " + plan_path, 1);
+  if (Status st = write_file_atomically(plan_path, plan.dump(2) + "\n"); !st.ok()) {
+    return refuse("error: " + st.to_string(), 1);
   }
-  std::filesystem::rename(plan_path + ".tmp", plan_path, ec);
-  if (ec) return refuse("cannot write " + plan_path + ": " + ec.message(), 1);
 
   std::printf(
       "auto settings (%s box, %s): %zu of %zu layouts fit in %.1f MiB per rank; search %.1f s "
       "(profiling %.1f s%s)\n",
       type_name, measured_mode ? "profiled here" : "analytic", fitting.size(), space.legal.size(),
       cap / kMiB, search_seconds, profiling_seconds, reused ? ", profile reused" : "");
-  for (size_t i = 0; i < std::min<size_t>(3, fitting.size()); ++i) {
+  // The top 3; every fitting layout at --auto-settings-log-level debug.
+  for (size_t i = 0; i < std::min<size_t>(debug ? fitting.size() : 3, fitting.size()); ++i) {
     std::printf(
         "%s", format_plan(static_cast<int>(i) + 1, *fitting[i], world, cap, command_of(*fitting[i]))
                   .c_str());
-  }
-  if (debug) {
-    for (size_t i = 3; i < fitting.size(); ++i) {
-      std::printf("%s", format_plan(static_cast<int>(i) + 1, *fitting[i], world, cap,
-                                    command_of(*fitting[i]))
-                            .c_str());
-    }
   }
   std::printf("auto settings: the plan with every fitting layout: %s\n", plan_path.c_str());
   return 0;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "checkpointing/durable_file.h"
 #include "core/json_util.h"
 #include "core/str_cat.h"
 
@@ -277,16 +278,7 @@ Status save_profile(const std::string& path, const MachineProfile& profile) {
                    {"profiling_seconds", s.seconds}};
   }
   j["shapes"] = shapes;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) return internal_error("cannot write the profile ", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return internal_error("cannot write the profile ", path, ": ", ec.message());
-  return ok_status();
+  return write_file_atomically(path, j.dump(2) + "\n");
 }
 
 }  // namespace mindspeed

@@ -5,7 +5,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "checkpointing/durable_file.h"
 #include "config/group_buffers.h"
 #include "config/num_microbatches_calculator.h"
 #include "config/validate.h"
@@ -410,17 +410,7 @@ Status write_run_report(const std::string& path, const ParallelState& ps, const 
   }
   j["traffic_bytes"] = traffic;
   j["traffic_calls"] = calls;
-  const std::string file = str_cat(path, ".rank", ps.world_rank, ".json");
-  const std::string tmp = file + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump() << "\n";
-    if (!out.flush()) return internal_error("cannot write the run report ", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) return internal_error("cannot write the run report ", file, ": ", ec.message());
-  return ok_status();
+  return write_file_atomically(str_cat(path, ".rank", ps.world_rank, ".json"), j.dump() + "\n");
 }
 }  // namespace
 
