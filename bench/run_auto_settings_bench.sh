@@ -8,11 +8,13 @@
 #  3. bench/auto_settings_report.py: per layout, the predicted memory per pipeline stage against
 #     the grid run's exact peak and the predicted step against its median iteration; the white
 #     box's choice against the grid's best three, re-measured interleaved (medians of ROUNDS);
-#     the white search's time (profiling included) against the grid's.
+#     the white search's time (profiling included) against the grid's; twelve layouts re-measured
+#     interleaved (medians of ACCURACY_ROUNDS) against the step and memory predictions.
 # Model: GPT, 4 layers, h=128, a=8, s=256, vocab 4096, bf16, flash attention, global batch 8,
 # 4 ranks (oversubscribed on this machine's cores). About 40 minutes on 2 cores.
 #   bench/run_auto_settings_bench.sh [path/to/pretrain_gpt]   (default build/release/apps/pretrain_gpt)
-# Environment: RANKS (4), ROUNDS (3), WORK (a temporary directory), GRID (reuse a grid plan JSON).
+# Environment: RANKS (4), ROUNDS (3), ACCURACY_ROUNDS (5), WORK (a temporary directory), GRID (reuse
+# a grid plan JSON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRETRAIN=$(realpath "${1:-build/release/apps/pretrain_gpt}")
@@ -32,4 +34,4 @@ fi
 "$PRETRAIN" --auto-settings --nproc-per-node "$RANKS" --auto-settings-work-dir "$WORK/white" "${MODEL[@]}" |
   grep -v "^auto settings: profiling"
 /usr/bin/python3 bench/auto_settings_report.py "$WORK/white/auto_settings_plan.json" --grid "$GRID" --rounds "$ROUNDS" \
-  --pretrain "$PRETRAIN"
+  --accuracy-rounds "${ACCURACY_ROUNDS:-5}" --pretrain "$PRETRAIN"

@@ -286,6 +286,93 @@ int auto_settings_main(int argc, const char* const* argv) {
 
   // The white box over every legal candidate (profiling each layer shape once).
   double profiling_seconds = 0.0;
+  const bool profiling = measured_mode && a.type != AutoSettingsType::kBlack;
+  // The profile of `candidate`'s layer shape, measured now if the profile lacks it (the shape
+  // without the distributed optimizer first: its twin with it takes one run more).
+  auto profiled = [&](const LegalCandidate& lc) -> StatusOr<const ProfiledShape*> {
+    Candidate plain = lc.candidate;
+    plain.distributed_optimizer = false;
+    for (const Candidate& c : {plain, lc.candidate}) {
+      const std::string key = profile_key(c);
+      if (profile.shapes.contains(key)) continue;
+      const ProfiledShape* twin =
+          c.distributed_optimizer ? &profile.shapes.at(profile_key(plain)) : nullptr;
+      if (!quiet) {
+        std::printf("auto settings: profiling layer shape %s (%d run(s) of %d iterations)\n",
+                    key.c_str(), twin != nullptr ? 1 : 5, iterations);
+        std::fflush(stdout);
+      }
+      int64_t largest_micro_batch = 1;
+      for (const LegalCandidate& other : space.legal) {
+        if (profile_key(profiled_candidate(other.candidate)) == profile_key(profiled_candidate(c)))
+          largest_micro_batch = std::max(largest_micro_batch, other.candidate.mbs);
+      }
+      MS_ASSIGN_OR_RETURN(
+          ProfiledShape measured,
+          profile_shape(stripped, c, lc.configs, largest_micro_batch, iterations, launch, twin));
+      profiling_seconds += measured.seconds;
+      profile.shapes[key] = std::move(measured);
+      MS_RETURN_IF_ERROR(save_profile(prof_file, profile));
+    }
+    return &profile.shapes.at(profile_key(lc.candidate));
+  };
+  // Pipelines on shared cores: what a waiting rank still takes of them, measured once on the
+  // shape of the first 1F1B candidate with the most stages, one layer per stage, as a pipeline
+  // and as one stage (the most stages: where the share moves the step most).
+  CoreSharing sharing{oversubscription, 0.0};
+  if (profiling && oversubscription > 1.0) {
+    int most_stages = 1;
+    for (const LegalCandidate& lc : space.legal) {
+      if (lc.candidate.vpp == 0 && !lc.candidate.dualpipev)
+        most_stages = std::max(most_stages, lc.candidate.pp);
+    }
+    for (const LegalCandidate& lc : space.legal) {
+      if (profile.waiting_core_share >= 0.0) break;
+      if (lc.candidate.pp != most_stages || most_stages == 1 || lc.candidate.vpp > 0 ||
+          lc.candidate.dualpipev)
+        continue;
+      Candidate q = profiled_candidate(lc.candidate);
+      q.pp = most_stages;
+      q.distributed_optimizer = false;
+      const int dp = q.dp(here);
+      const int64_t batch = dp * std::clamp<int64_t>(base.training.global_batch_size / dp, 2, 8);
+      Configs stages[2] = {base, base};  // one stage, the pipeline
+      bool valid = true;
+      for (int i : {0, 1}) {
+        Candidate layout = q;
+        layout.pp = i == 0 ? 1 : most_stages;
+        apply_candidate(layout, stages[i]);
+        stages[i].model.num_layers = most_stages;
+        stages[i].training.global_batch_size = batch;
+        valid = valid && validate_configs(stages[i], here, vocab).ok();
+      }
+      if (!valid) continue;
+      auto shape = profiled(lc);
+      if (!shape.ok()) return refuse("profiling failed: " + shape.status().to_string(), 1);
+      if (!quiet) {
+        std::printf("auto settings: profiling how pipeline ranks share the cores (%s, 10 runs)\n",
+                    profile_key(q).c_str());
+        std::fflush(stdout);
+      }
+      const auto start = std::chrono::steady_clock::now();
+      auto share = measure_waiting_share(stripped, q, stages[0], stages[1],
+                                         profile.shapes.at(profile_key(q)).times, oversubscription,
+                                         iterations, launch);
+      if (!share.ok()) return refuse("profiling failed: " + share.status().to_string(), 1);
+      profiling_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      profile.waiting_core_share = *share;
+      if (Status s = save_profile(prof_file, profile); !s.ok())
+        return refuse("error: " + s.to_string(), 1);
+    }
+    sharing.waiting_share = std::max(0.0, profile.waiting_core_share);
+    if (debug) {
+      std::printf(
+          "auto settings: a rank waiting on its pipeline neighbour demands %.2f of a "
+          "working rank's share of the cores\n",
+          sharing.waiting_share);
+    }
+  }
   std::vector<Evaluated> all;
   all.reserve(space.legal.size());
   const double flops_per_step = num_floating_point_operations(space.legal.front().configs.model,
@@ -294,29 +381,10 @@ int auto_settings_main(int argc, const char* const* argv) {
     Evaluated e;
     e.legal = &lc;
     const ProfiledShape* shape = nullptr;
-    if (measured_mode && a.type != AutoSettingsType::kBlack) {
-      // The shape without the distributed optimizer first: its twin with it takes one run more.
-      Candidate plain = lc.candidate;
-      plain.distributed_optimizer = false;
-      for (const Candidate& c : {plain, lc.candidate}) {
-        const std::string key = profile_key(c);
-        if (profile.shapes.contains(key)) continue;
-        const ProfiledShape* twin =
-            c.distributed_optimizer ? &profile.shapes.at(profile_key(plain)) : nullptr;
-        if (!quiet) {
-          std::printf("auto settings: profiling layer shape %s (%d run(s) of %d iterations)\n",
-                      key.c_str(), twin != nullptr ? 1 : 5, iterations);
-          std::fflush(stdout);
-        }
-        Configs configs = lc.configs;
-        auto measured = profile_shape(stripped, c, configs, iterations, launch, twin);
-        if (!measured.ok()) return refuse("profiling failed: " + measured.status().to_string(), 1);
-        profiling_seconds += measured->seconds;
-        profile.shapes[key] = *std::move(measured);
-        if (Status s = save_profile(prof_file, profile); !s.ok())
-          return refuse("error: " + s.to_string(), 1);
-      }
-      shape = &profile.shapes.at(profile_key(lc.candidate));
+    if (profiling) {
+      auto measured = profiled(lc);
+      if (!measured.ok()) return refuse("profiling failed: " + measured.status().to_string(), 1);
+      shape = *measured;
     }
     auto memory = estimate_memory(lc.configs, world, shape != nullptr ? &shape->memory : nullptr);
     if (!memory.ok()) return refuse("memory model: " + memory.status().to_string(), 1);
@@ -324,7 +392,7 @@ int auto_settings_main(int argc, const char* const* argv) {
     const LayerTimes times =
         shape != nullptr ? shape->times : analytic_layer_times(lc.configs, world, rates);
     auto step =
-        predict_step_time(lc.configs, world, times, shape != nullptr ? oversubscription : 1.0);
+        predict_step_time(lc.configs, world, times, shape != nullptr ? sharing : CoreSharing{});
     if (!step.ok()) return refuse("time model: " + step.status().to_string(), 1);
     e.step = *step;
     e.comm = comm_volumes(lc.configs, world, e.memory);

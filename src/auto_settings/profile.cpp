@@ -13,6 +13,10 @@
 #include "core/str_cat.h"
 
 namespace mindspeed {
+namespace {
+// 2: the micro-batch lever of the candidates' largest micro-batch; the waiting share.
+constexpr int kProfileFormat = 2;
+}  // namespace
 
 std::string profile_key(const Candidate& c) {
   std::string key = str_cat("tp", c.tp, c.sp ? "-sp" : "", "-cp", c.cp);
@@ -103,8 +107,8 @@ RunBytes bytes_of(const MeasuredRun& run) {
 }  // namespace
 
 StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, const Candidate& c,
-                                      const Configs& configs, int iterations,
-                                      const LaunchOptions& options,
+                                      const Configs& configs, int64_t largest_micro_batch,
+                                      int iterations, const LaunchOptions& options,
                                       const ProfiledShape* without_distributed_optimizer) {
   const Candidate p = profiled_candidate(c);
   const int dp = options.ranks / (p.tp * p.cp);
@@ -154,9 +158,10 @@ StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, cons
     MS_ASSIGN_OR_RETURN(const MeasuredRun rL11, run(L, 1, 1));
     MS_ASSIGN_OR_RETURN(const MeasuredRun r1M1, run(1, M, 1));
     MS_ASSIGN_OR_RETURN(const MeasuredRun rLM1, run(L, M, 1));
-    // The micro-batch size's lever: the largest micro-batch a one-stage layout of this shape runs.
-    const int B =
-        static_cast<int>(std::clamp<int64_t>(configs.training.global_batch_size / dp, 2, 8));
+    // The micro-batch size's lever: the largest micro-batch a candidate of this shape runs (a
+    // pipeline's, where fewer data-parallel replicas share the batch; the profile's own batch
+    // grows to it), at most 8.
+    const int B = static_cast<int>(std::clamp<int64_t>(largest_micro_batch, 2, 8));
     MS_ASSIGN_OR_RETURN(const MeasuredRun r11B, run(1, 1, B));
     // T(l, m) = a + b l + c m + d l m through the corners; a term the noise makes negative is 0.
     const double tL1 = rL11.step_seconds, t1M = r1M1.step_seconds, tLM = rLM1.step_seconds;
@@ -193,6 +198,65 @@ StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, cons
   return shape;
 }
 
+StatusOr<double> measure_waiting_share(const std::vector<std::string>& base, const Candidate& c,
+                                       const Configs& one_stage, const Configs& pipelined,
+                                       const LayerTimes& times, double oversubscription,
+                                       int iterations, const LaunchOptions& options) {
+  Candidate one = c;
+  one.pp = 1;
+  // Both layouts five times, alternating, so that the ratio of their medians sees the same
+  // machine.
+  std::vector<double> seconds[2];
+  for (int round = 0; round < 5; ++round) {
+    for (const Candidate& q : {one, c}) {
+      std::vector<std::string> args =
+          with_flags(base,
+                     {{"--num-layers", std::to_string(pipelined.model.num_layers)},
+                      {"--global-batch-size", std::to_string(pipelined.training.global_batch_size)},
+                      {"--train-iters", std::to_string(iterations)},
+                      {"--log-interval", std::to_string(iterations)},
+                      {"--eval-iters", "0"}},
+                     measurement_run_removed_flags());
+      const std::vector<std::string> layout = candidate_flags(q);
+      args.insert(args.end(), layout.begin(), layout.end());
+      LaunchOptions o = options;
+      o.name = str_cat("profile-waiting-share-", profile_key(q), "-pp", q.pp, "-", round);
+      MS_ASSIGN_OR_RETURN(const MeasuredRun run, launch_measured_run(args, o));
+      seconds[q.pp == 1 ? 0 : 1].push_back(run.step_seconds);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  return waiting_share_of_ratio(one_stage, pipelined, times, oversubscription, options.ranks,
+                                median(seconds[1]) / median(seconds[0]));
+}
+
+StatusOr<double> waiting_share_of_ratio(const Configs& one_stage, const Configs& pipelined,
+                                        const LayerTimes& times, double oversubscription, int ranks,
+                                        double measured_ratio) {
+  MS_ASSIGN_OR_RETURN(const StepTime reference,
+                      predict_step_time(one_stage, ranks, times, {oversubscription, 0.0}));
+  auto predicted = [&](double share) -> StatusOr<double> {
+    MS_ASSIGN_OR_RETURN(const StepTime st,
+                        predict_step_time(pipelined, ranks, times, {oversubscription, share}));
+    return st.total / reference.total;
+  };
+  // The predicted ratio grows with the share: bisect for the measured one.
+  double lo = 0.0, hi = 1.0;
+  MS_ASSIGN_OR_RETURN(const double at_lo, predicted(lo));
+  MS_ASSIGN_OR_RETURN(const double at_hi, predicted(hi));
+  if (measured_ratio <= at_lo) return lo;
+  if (measured_ratio >= at_hi) return hi;
+  for (int i = 0; i < 40; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    MS_ASSIGN_OR_RETURN(const double at_mid, predicted(mid));
+    (at_mid < measured_ratio ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 StatusOr<MachineProfile> load_profile(const std::string& path, const std::string& command_line,
                                       int ranks, bool* reused) {
   MachineProfile profile;
@@ -218,10 +282,14 @@ StatusOr<MachineProfile> load_profile(const std::string& path, const std::string
     const auto it = o.find(key);
     return it != o.end() && it->is_number() ? it->get<double>() : 0.0;
   };
-  if (text(j, "command_line") != command_line || static_cast<int>(number(j, "ranks")) != ranks)
+  // A profile of another command line, rank count or method (kProfileFormat) is measured anew.
+  if (text(j, "command_line") != command_line || static_cast<int>(number(j, "ranks")) != ranks ||
+      static_cast<int>(number(j, "format")) != kProfileFormat)
     return profile;
   profile.cores = static_cast<int>(number(j, "cores"));
   profile.gemm_tflops_per_rank = number(j, "gemm_tflops_per_rank");
+  if (const auto it = j.find("waiting_core_share"); it != j.end() && it->is_number())
+    profile.waiting_core_share = it->get<double>();
   if (const auto shapes = j.find("shapes"); shapes != j.end() && shapes->is_object()) {
     for (const auto& [key, s] : shapes->items()) {
       if (!s.is_object()) continue;
@@ -256,10 +324,12 @@ StatusOr<MachineProfile> load_profile(const std::string& path, const std::string
 
 Status save_profile(const std::string& path, const MachineProfile& profile) {
   nlohmann::json j;
+  j["format"] = kProfileFormat;
   j["command_line"] = profile.command_line;
   j["ranks"] = profile.ranks;
   j["cores"] = profile.cores;
   j["gemm_tflops_per_rank"] = profile.gemm_tflops_per_rank;
+  if (profile.waiting_core_share >= 0.0) j["waiting_core_share"] = profile.waiting_core_share;
   nlohmann::json shapes = nlohmann::json::object();
   for (const auto& [key, s] : profile.shapes) {
     const auto affine = [](const AffineBytes& a) {

@@ -2,7 +2,9 @@
 // machine, per layer shape (TP, SP, CP and its algorithm, EP; one pipeline stage, no
 // recompute): five runs of (layers, micro-batches, micro-batch size) = the corners (1,1,1),
 // (L,1,1), (1,M,1), (L,M,1) with L = min(4, the model's layers) and M the most micro-batches
-// the shape runs (at most 8), and (1,1,B) with B the largest micro-batch it runs (at most 8). Their
+// the shape runs (at most 8), and (1,1,B) with B the largest micro-batch a candidate of the shape
+// runs (at most 8; a lever of 2, what one stage could run, left pipelines' 8-sample micro-batches
+// 20-40 % cheap). Their
 // exact memory peaks give the memory model's bytes per layer and per sample and what lives outside
 // the layers (fixed + per sample); their median iteration times the time model's costs
 //   T(l layers, m micro-batches) = a + b*l + c*m + d*l*m
@@ -45,6 +47,9 @@ struct MachineProfile {
   int cores = 0;             ///< this machine's cores
   double gemm_tflops_per_rank =
       0.0;  ///< one rank's dense GEMM rate with `ranks` ranks on `cores` cores
+  /// What a rank waiting on its pipeline neighbour still demands of the shared cores, as a
+  /// share of a working rank's (CoreSharing); < 0: not measured.
+  double waiting_core_share = -1.0;
   std::map<std::string, ProfiledShape> shapes;
 };
 
@@ -61,13 +66,35 @@ StatusOr<MachineProfile> load_profile(const std::string& path, const std::string
 Status save_profile(const std::string& path, const MachineProfile& profile);
 
 /// Runs the profiling runs of `c`'s shape on `options.ranks` ranks (`base`: the stripped command
-/// line; `configs`: `c` validated, for the fit's parameter share) for `iterations` iterations
+/// line; `configs`: `c` validated, for the fit's parameter share; `largest_micro_batch`: of the
+/// shape's candidates) for `iterations` iterations
 /// each. With `without_distributed_optimizer` (the profile of `c`'s shape without it) one run
 /// gives the per-step terms and the rest is taken from it.
 StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, const Candidate& c,
-                                      const Configs& configs, int iterations,
-                                      const LaunchOptions& options,
+                                      const Configs& configs, int64_t largest_micro_batch,
+                                      int iterations, const LaunchOptions& options,
                                       const ProfiledShape* without_distributed_optimizer = nullptr);
+
+/// The waiting share of this machine (when ranks outnumber cores): `c`'s shape as a pipeline of
+/// one layer per stage (`c`: micro-batch 1, no recompute; `pipelined` its validated
+/// configuration) and as one stage (`one_stage`: pp 1, the same layers and batch), run five
+/// times each, alternating; the share in [0, 1] whose predicted ratio of the two steps
+/// (time_model.h, the shape's profiled `times`) is the ratio of the measured medians. A ratio,
+/// not the pipeline's step alone, so that the machine's drift between the profile's runs and
+/// these (10-15 % here) does not land in the share. Where the output layer and the loss cost a
+/// few layers (the usual small-model case) the other stages wait most of each step, so the
+/// share moves a 4-stage prediction by a factor of up to 2; with two stages the ratio moved so
+/// little that the noise put the share anywhere in 0-0.45.
+StatusOr<double> measure_waiting_share(const std::vector<std::string>& base, const Candidate& c,
+                                       const Configs& one_stage, const Configs& pipelined,
+                                       const LayerTimes& times, double oversubscription,
+                                       int iterations, const LaunchOptions& options);
+
+/// The share in [0, 1] at which the predicted step of `pipelined` over that of `one_stage` is
+/// `measured_ratio` (0 or 1 where the ratio lies outside their predictions).
+StatusOr<double> waiting_share_of_ratio(const Configs& one_stage, const Configs& pipelined,
+                                        const LayerTimes& times, double oversubscription, int ranks,
+                                        double measured_ratio);
 
 /// `args` with each flag of `replaced` removed (with its value) and then appended with its new
 /// value; flags in `removed` (name -> number of values) dropped.

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
+#include "auto_settings/step_simulation.h"
 #include "config/pipeline_layout.h"
 #include "core/check.h"
-#include "pipeline_parallel/schedule_plan.h"
 
 namespace mindspeed {
 namespace {
@@ -214,50 +214,53 @@ LayerTimes analytic_layer_times(const Configs& c, int world_size, const ClusterR
 }
 
 StatusOr<StepTime> predict_step_time(const Configs& c, int world_size, const LayerTimes& t,
-                                     double oversubscription) {
+                                     const CoreSharing& sharing) {
   const Sizes s = sizes_of(c, world_size);
-  const ParallelConfig& p = c.parallel;
   MS_ASSIGN_OR_RETURN(const PipelineLayout layout,
-                      PipelineLayout::build(p, c.model.num_layers, s.microbatches));
+                      PipelineLayout::build(c.parallel, c.model.num_layers, s.microbatches));
   const double mbs = t.microbatch_scale(c.training.micro_batch_size);
   const double rc = recompute_fraction(c);
-  // Per micro-batch through each rank's whole share (its chunks): layers and, on the ranks
-  // holding them, the embedding and the output layer with the loss.
-  double busiest = 0.0, busiest_recompute = 0.0, busiest_layers = 0.0, most_layers = 0.0;
-  for (int r = 0; r < layout.pipeline_size; ++r) {
-    double layers = 0.0;
-    bool post = false;
-    for (const PipelineStage& st : layout.stages_of_rank(r)) {
-      layers += static_cast<double>(st.num_layers);
-      post = post || st.post_process;
-    }
-    const double layer_cost = layers * t.per_layer_microbatch * mbs;
-    const double cost = layer_cost * (1.0 + rc) + (post ? t.per_microbatch * mbs : 0.0);
-    if (cost > busiest) {
-      busiest = cost;
-      busiest_recompute = layer_cost * rc;
-      busiest_layers = layers;
-    }
-    most_layers = std::max(most_layers, layers);
+  // Each stage's micro-batch at a dedicated core (the profile measured every rank busy, sharing
+  // the cores): its layers' forward (a third) and backward with the recompute's extra forward,
+  // and on the stage holding them the output layer and the loss.
+  const double dedicated = 1.0 / std::max(1.0, sharing.oversubscription);
+  std::vector<StageCosts> costs;
+  std::vector<double> rank_work(static_cast<size_t>(layout.pipeline_size), 0.0),
+      rank_recompute(rank_work), rank_layers(rank_work);
+  for (const PipelineStage& stage : layout.stages) {
+    const double layers = static_cast<double>(stage.num_layers);
+    const double work = layers * t.per_layer_microbatch * mbs * dedicated;
+    const double outside = stage.post_process ? t.per_microbatch * mbs * dedicated : 0.0;
+    StageCosts cost;
+    cost.forward = (work + outside) / 3.0;
+    cost.backward = 2.0 * (work + outside) / 3.0 + work * rc;
+    cost.weight = work / 3.0;
+    costs.push_back(cost);
+    const auto r = static_cast<size_t>(stage.rank);
+    rank_work[r] += cost.forward + cost.backward;
+    rank_recompute[r] += work * rc;
+    rank_layers[r] += layers;
   }
-  const double m = static_cast<double>(s.microbatches);
+  const SharedStepSimulation sim = simulate_shared_step(
+      layout, s.microbatches, costs, s.world / s.pp,
+      sharing.oversubscription > 1.0 ? s.world / sharing.oversubscription : 0.0,
+      sharing.waiting_share);
+  if (!sim.completes)
+    return internal_error("auto settings: the schedule's plan does not complete: ", sim.stuck);
+  const auto busiest =
+      static_cast<size_t>(std::max_element(sim.busy_seconds.begin(), sim.busy_seconds.end()) -
+                          sim.busy_seconds.begin());
   StepTime st;
-  st.compute = m * busiest;
-  st.recompute = m * busiest_recompute;
-  double pipeline = st.compute;
-  if (layout.pipeline_size > 1) {
-    // The plan's makespan in units of one forward of a rank's share (forward 1, backward 2).
-    const PlanSimulation& sim = simulated_plan(layout, s.microbatches);
-    if (!sim.completes)
-      return internal_error("auto settings: the schedule's plan does not complete: ", sim.stuck);
-    const double dedicated = sim.makespan * (busiest / 3.0) / std::max(1.0, oversubscription);
-    pipeline = std::max(st.compute, dedicated);
-  }
-  st.bubble = pipeline - st.compute;
+  st.compute = sim.busy_seconds[busiest];
+  st.recompute =
+      rank_work[busiest] > 0.0 ? st.compute * rank_recompute[busiest] / rank_work[busiest] : 0.0;
+  st.bubble = std::max(0.0, sim.makespan - st.compute);
+  const double most_layers = *std::max_element(rank_layers.begin(), rank_layers.end());
   st.per_step = t.per_step + t.per_layer_step * most_layers;
-  st.exposed_comm = m * busiest_layers * t.comm_per_layer_microbatch * mbs * (1.0 + rc) +
+  st.exposed_comm = static_cast<double>(s.microbatches) * rank_layers[busiest] *
+                        t.comm_per_layer_microbatch * mbs * (1.0 + rc) +
                     t.comm_per_layer_step * most_layers;
-  st.total = pipeline + st.per_step;
+  st.total = st.compute + st.bubble + st.per_step;
   return st;
 }
 

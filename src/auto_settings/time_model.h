@@ -4,10 +4,10 @@
 // communication; and the communication volumes per process group.
 // - Measured mode: the profiled costs of the layer shape (profile.h: a + b*L + c*m + d*L*m at
 //   micro-batch 1, tensor/context-parallel communication inside d), scaled by the micro-batch
-//   size, run through the schedule's own plan (simulate_plans: bubble of 1F1B, interleaved,
-//   DualPipeV), with the machine's sharing of cores among ranks: when ranks outnumber cores, a
-//   rank idle in the bubble gives its core to another, so the step is at least the busiest
-//   rank's work and at least the plan's makespan at dedicated speed.
+//   size, per pipeline stage (the last one also runs the output layer and the loss), run
+//   through the schedule's own plan on the machine's shared cores (step_simulation.h: the
+//   bubble of 1F1B, interleaved, DualPipeV; when ranks outnumber cores, a rank waiting in the
+//   bubble lends its core to the others).
 // - Analytic mode (a target larger than this machine): the same composition with d and c from
 //   FLOPs at a GEMM rate, plus communication bytes at the given or measured bandwidths, where
 //   the engine does not overlap them.
@@ -70,10 +70,17 @@ struct ClusterRates {
 /// groups; b: the gradient reduction; a: 0.
 LayerTimes analytic_layer_times(const Configs& c, int world_size, const ClusterRates& rates);
 
-/// The step of `c` from the micro-batch-1 costs `t`; `oversubscription` = ranks / cores when
-/// ranks outnumber cores (else 1).
+/// How the ranks of a run share this machine's cores.
+struct CoreSharing {
+  double oversubscription = 1.0;  ///< ranks / cores when ranks outnumber cores, else 1
+  /// The demand of a rank waiting on a pipeline neighbour, as a share of a working rank's
+  /// (profile.h measures it; step_simulation.h).
+  double waiting_share = 0.0;
+};
+
+/// The step of `c` from the micro-batch-1 costs `t` (measured with every rank busy).
 StatusOr<StepTime> predict_step_time(const Configs& c, int world_size, const LayerTimes& t,
-                                     double oversubscription);
+                                     const CoreSharing& sharing = {});
 
 /// The extra forward work of the recompute mode, as a fraction of a layer's forward + backward.
 double recompute_fraction(const Configs& c);

@@ -1,11 +1,13 @@
 // The time model's pieces without runs: the step composition a + bL + m(c + dL) at one stage;
 // the micro-batch scaling of c and d; recompute's extra forward; the 1F1B bubble (P-1)/m from
-// the schedule's plan, and none when ranks outnumber cores (an idle rank lends its core); the
-// communication volumes in the engine's own counting.
+// the schedule's plan, less when ranks outnumber cores (an idle rank lends its core), and the
+// last stage's loss on the critical path; the communication volumes in the engine's own
+// counting.
 #include "auto_settings/time_model.h"
 
 #include <gtest/gtest.h>
 
+#include "auto_settings/profile.h"
 #include "auto_settings_test_util.h"
 
 namespace mindspeed {
@@ -33,25 +35,29 @@ LayerTimes times() {
 
 TEST(AutoSettingsTimeModel, OneStageIsTheFittedComposition) {
   const Configs c = gpt(1, {"--micro-batch-size", "1"});  // 16 micro-batches, 8 layers
-  auto st = predict_step_time(c, 1, times(), 1.0);
+  auto st = predict_step_time(c, 1, times());
   ASSERT_TRUE(st.ok()) << st.status().to_string();
-  EXPECT_DOUBLE_EQ(st->compute, 16 * (0.2 + 8 * 1.0));
+  EXPECT_NEAR(st->compute, 16 * (0.2 + 8 * 1.0), 1e-9);
   EXPECT_DOUBLE_EQ(st->per_step, 0.5 + 8 * 0.1);
-  EXPECT_DOUBLE_EQ(st->bubble, 0.0);
-  EXPECT_DOUBLE_EQ(st->total, st->compute + st->per_step);
+  EXPECT_NEAR(st->bubble, 0.0, 1e-9);
+  EXPECT_DOUBLE_EQ(st->total, st->compute + st->bubble + st->per_step);
   // Micro-batches of 4: four times the arithmetic, the fixed part once.
   LayerTimes t = times();
   t.fixed_fraction = 0.25;
   const Configs c4 = gpt(1, {"--micro-batch-size", "4"});
-  auto st4 = predict_step_time(c4, 1, t, 1.0);
+  auto st4 = predict_step_time(c4, 1, t);
   ASSERT_TRUE(st4.ok());
-  EXPECT_DOUBLE_EQ(st4->compute, 4 * (0.2 + 8 * 1.0) * (0.25 + 0.75 * 4));
+  EXPECT_NEAR(st4->compute, 4 * (0.2 + 8 * 1.0) * (0.25 + 0.75 * 4), 1e-9);
+  // Ranks sharing cores: one stage keeps them all busy, the measured costs hold as they are.
+  auto shared = predict_step_time(gpt(4, {"--micro-batch-size", "1"}), 4, times(), {2.0, 0.0});
+  ASSERT_TRUE(shared.ok());
+  EXPECT_NEAR(shared->compute, 4 * (0.2 + 8 * 1.0), 1e-9);
 }
 
 TEST(AutoSettingsTimeModel, RecomputeAddsItsForward) {
   const Configs full = gpt(1, {"--micro-batch-size", "1", "--recompute-granularity", "full",
                                "--recompute-method", "uniform", "--recompute-num-layers", "1"});
-  auto st = predict_step_time(full, 1, times(), 1.0);
+  auto st = predict_step_time(full, 1, times());
   ASSERT_TRUE(st.ok());
   EXPECT_NEAR(st->recompute, 16 * 8 * 1.0 / 3.0, 1e-9);
   EXPECT_NEAR(st->compute, 16 * (0.2 + 8 * 1.0 * 4.0 / 3.0), 1e-9);
@@ -67,14 +73,46 @@ TEST(AutoSettingsTimeModel, PipelineBubbleFollowsThePlanAndTheCores) {
   LayerTimes t = times();
   t.per_microbatch = 0.0;
   const Configs c = gpt(4, {"--micro-batch-size", "1", "--pipeline-model-parallel-size", "4"});
-  auto st = predict_step_time(c, 4, t, 1.0);
+  auto st = predict_step_time(c, 4, t);
   ASSERT_TRUE(st.ok()) << st.status().to_string();
-  EXPECT_DOUBLE_EQ(st->compute, 16 * 2 * 1.0);
+  EXPECT_NEAR(st->compute, 16 * 2 * 1.0, 1e-9);
   EXPECT_NEAR(st->bubble / st->compute, 3.0 / 16.0, 1e-9);  // (P - 1) / m
-  // Four ranks on two cores: the bubble's idle time runs the other ranks.
-  auto shared = predict_step_time(c, 4, t, 2.0);
+  // Four ranks on two cores: the measured costs are at half speed; the warm-up and cool-down
+  // ramps run fewer ranks than cores at full speed, the steady state all four at half.
+  auto shared = predict_step_time(c, 4, t, {2.0, 0.0});
   ASSERT_TRUE(shared.ok());
-  EXPECT_DOUBLE_EQ(shared->bubble, 0.0);
+  EXPECT_LT(shared->total - shared->per_step, st->total - st->per_step);
+  EXPECT_GE(shared->total - shared->per_step, 16 * 2 * 1.0 * 0.5 * 4 / 2 - 1e-9);  // work / cores
+  // The last stage holding the loss (c = 2 layers' worth) is the busiest; on dedicated cores the
+  // others wait for it, on shared ones they lend it their core.
+  t.per_microbatch = 2.0;
+  auto heavy = predict_step_time(c, 4, t);
+  ASSERT_TRUE(heavy.ok());
+  EXPECT_NEAR(heavy->compute, 16 * (2.0 + 2.0), 1e-9);
+  auto heavy_shared = predict_step_time(c, 4, t, {2.0, 0.0});
+  ASSERT_TRUE(heavy_shared.ok());
+  // At least the last stage's work at a core of its own, less than the busiest at half speed.
+  EXPECT_GE(heavy_shared->total - heavy_shared->per_step, 16 * (2.0 + 2.0) * 0.5 - 1e-9);
+  EXPECT_LT(heavy_shared->total - heavy_shared->per_step, 16 * (2.0 + 2.0) * 0.9);
+}
+
+TEST(AutoSettingsTimeModel, TheWaitingShareIsReadBackFromAStepRatio) {
+  // The profile's measurement: a 4-stage pipeline over the same model as one stage; the share
+  // whose predicted ratio is the measured one, 0 or 1 outside their range.
+  LayerTimes t = times();
+  t.per_microbatch = 3.0;  // the loss stage waits for nobody, the others wait for it
+  const Configs one = gpt(4, {"--micro-batch-size", "1"});
+  const Configs four = gpt(4, {"--micro-batch-size", "1", "--pipeline-model-parallel-size", "4"});
+  const auto ratio = [&](double share) {
+    return predict_step_time(four, 4, t, {2.0, share})->total /
+           predict_step_time(one, 4, t, {2.0, 0.0})->total;
+  };
+  EXPECT_LT(ratio(0.0), ratio(0.3));
+  auto share = waiting_share_of_ratio(one, four, t, 2.0, 4, ratio(0.3));
+  ASSERT_TRUE(share.ok()) << share.status().to_string();
+  EXPECT_NEAR(*share, 0.3, 1e-6);
+  EXPECT_EQ(*waiting_share_of_ratio(one, four, t, 2.0, 4, 0.5 * ratio(0.0)), 0.0);
+  EXPECT_EQ(*waiting_share_of_ratio(one, four, t, 2.0, 4, 2.0 * ratio(1.0)), 1.0);
 }
 
 TEST(AutoSettingsTimeModel, CommunicationVolumesInTheEnginesCounting) {
