@@ -274,15 +274,6 @@ int auto_settings_main(int argc, const char* const* argv) {
   launch.ranks = here;
   launch.work_dir = work_dir + "/runs";
   const int iterations = a.measure_iters;
-  // A candidate's measurement run: the user's model and batch, a few iterations, no outputs.
-  const std::vector<std::string> run_base =
-      with_flags(stripped,
-                 {{"--num-layers", std::to_string(base.model.num_layers)},
-                  {"--global-batch-size", std::to_string(base.training.global_batch_size)},
-                  {"--train-iters", std::to_string(iterations)},
-                  {"--log-interval", std::to_string(iterations)},
-                  {"--eval-iters", "0"}},
-                 measurement_run_removed_flags());
 
   // The white box over every legal candidate (profiling each layer shape once).
   double profiling_seconds = 0.0;
@@ -426,9 +417,10 @@ int auto_settings_main(int argc, const char* const* argv) {
     std::vector<Evaluated*> ran;
     for (size_t i = 0; i < count; ++i) {
       Evaluated& e = *fitting[i];
-      std::vector<std::string> run_args = run_base;
-      const std::vector<std::string> flags = candidate_flags(e.legal->candidate);
-      run_args.insert(run_args.end(), flags.begin(), flags.end());
+      // The user's model and batch, a few iterations, no outputs.
+      const std::vector<std::string> run_args =
+          measurement_run_args(stripped, e.legal->candidate, base.model.num_layers,
+                               base.training.global_batch_size, iterations);
       LaunchOptions o = launch;
       o.name = str_cat("candidate-", i);
       if (!quiet) {

@@ -86,6 +86,21 @@ std::vector<std::string> with_flags(
   return out;
 }
 
+std::vector<std::string> measurement_run_args(const std::vector<std::string>& base,
+                                              const Candidate& layout, int64_t layers,
+                                              int64_t batch, int iterations) {
+  std::vector<std::string> args = with_flags(base,
+                                             {{"--num-layers", std::to_string(layers)},
+                                              {"--global-batch-size", std::to_string(batch)},
+                                              {"--train-iters", std::to_string(iterations)},
+                                              {"--log-interval", std::to_string(iterations)},
+                                              {"--eval-iters", "0"}},
+                                             measurement_run_removed_flags());
+  const std::vector<std::string> flags = candidate_flags(layout);
+  args.insert(args.end(), flags.begin(), flags.end());
+  return args;
+}
+
 namespace {
 
 // Bytes of a run's peaks: activations, workspace, and the total less what is held all along.
@@ -119,16 +134,8 @@ StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, cons
   auto run = [&](int layers, int micro, int mbs) -> StatusOr<MeasuredRun> {
     Candidate q = p;
     q.mbs = mbs;
-    std::vector<std::string> args =
-        with_flags(base,
-                   {{"--num-layers", std::to_string(layers)},
-                    {"--global-batch-size", std::to_string(dp * micro * mbs)},
-                    {"--train-iters", std::to_string(iterations)},
-                    {"--log-interval", std::to_string(iterations)},
-                    {"--eval-iters", "0"}},
-                   measurement_run_removed_flags());
-    const std::vector<std::string> layout = candidate_flags(q);
-    args.insert(args.end(), layout.begin(), layout.end());
+    const std::vector<std::string> args =
+        measurement_run_args(base, q, layers, dp * micro * mbs, iterations);
     LaunchOptions o = options;
     o.name = str_cat("profile-", shape.key, "-L", layers, "-m", micro, "-b", mbs);
     MS_ASSIGN_OR_RETURN(MeasuredRun r, launch_measured_run(args, o));
@@ -209,16 +216,8 @@ StatusOr<double> measure_waiting_share(const std::vector<std::string>& base, con
   std::vector<double> seconds[2];
   for (int round = 0; round < 5; ++round) {
     for (const Candidate& q : {one, c}) {
-      std::vector<std::string> args =
-          with_flags(base,
-                     {{"--num-layers", std::to_string(pipelined.model.num_layers)},
-                      {"--global-batch-size", std::to_string(pipelined.training.global_batch_size)},
-                      {"--train-iters", std::to_string(iterations)},
-                      {"--log-interval", std::to_string(iterations)},
-                      {"--eval-iters", "0"}},
-                     measurement_run_removed_flags());
-      const std::vector<std::string> layout = candidate_flags(q);
-      args.insert(args.end(), layout.begin(), layout.end());
+      const std::vector<std::string> args = measurement_run_args(
+          base, q, pipelined.model.num_layers, pipelined.training.global_batch_size, iterations);
       LaunchOptions o = options;
       o.name = str_cat("profile-waiting-share-", profile_key(q), "-pp", q.pp, "-", round);
       MS_ASSIGN_OR_RETURN(const MeasuredRun run, launch_measured_run(args, o));

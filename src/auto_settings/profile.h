@@ -103,6 +103,13 @@ std::vector<std::string> with_flags(
     const std::vector<std::pair<std::string, std::string>>& replaced,
     const std::map<std::string, int>& removed = {});
 
+/// A measurement run's command line: the user's (`base`, the searched flags stripped) less the
+/// flags measurement_run_removed_flags() names, with `layers` layers, a global batch of `batch`,
+/// `iterations` iterations and no evaluation, then `layout`'s flags.
+std::vector<std::string> measurement_run_args(const std::vector<std::string>& base,
+                                              const Candidate& layout, int64_t layers,
+                                              int64_t batch, int iterations);
+
 /// The flags a measurement run drops from the user's command line: checkpoints, outputs,
 /// evaluation, exits and sample-based schedules (the run sets its own iterations).
 const std::map<std::string, int>& measurement_run_removed_flags();
