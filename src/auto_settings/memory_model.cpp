@@ -75,13 +75,35 @@ double outside_layer_bytes(const LayerShape& s) {
 }
 
 // Workspace peak of a stage: the largest transient of its modules.
-double workspace_bytes(const Configs& c, const LayerShape& s, bool pre_process, bool post_process,
-                       double layer_params_local) {
+double workspace_bytes(const Configs& c, const LayerShape& s, bool pre_process, bool post_process) {
   const ModelConfig& m = c.model;
   const double vocab_local = static_cast<double>(m.padded_vocab_size) / s.t;
   const double tokens = s.tokens;  // the output layer works on whole rows (gathered under SP)
-  double peak =
-      3.0 * 4.0 * s.rows * s.h + (s.half ? 4.0 * layer_params_local : 0.0);  // a layer's backward
+  // A layer's backward, at the MLP's: the fp32 gradients of the activation and of fc1's output
+  // over all rows ([tokens, ffn] and [tokens, ffn_in] split by TP), two fp32 [rows, h] (the
+  // incoming gradient and the input's), and with 16-bit parameters a layer's weights' worth of
+  // fp32 weight-gradient temporaries. Fitted to the exact peaks of middle pipeline stages (TP1/2,
+  // SP, micro-batches of 2-8 samples: within 3 %); the first form, 12 [rows, h] bytes, was half
+  // of what they hold.
+  const double layer_weights_local =
+      s.h * (s.q_width + 2.0 * s.kv_width + s.q_width + s.ffn_in + s.ffn) / s.t;
+  const double weight_grads = s.half ? 4.0 * layer_weights_local : 0.0;
+  double peak = 4.0 * tokens * (s.ffn + s.ffn_in) / s.t + 8.0 * s.rows * s.h + weight_grads;
+  // Or at the attention's backward: the fp32 gradients of q, k, v (fused and per head) and of the
+  // core attention's output (attention.cpp), and with context parallelism the algorithm's buffers
+  // (the same token x width products on every rank): Ulysses' gathered q, k, v and their
+  // gradients; the ring's key/value blocks in flight, their gradient accumulators and the block's
+  // query gradient (ring_attention.cpp: 18 [k; v]-halves and one q).
+  const ContextParallelConfig& cp = c.parallel.cp;
+  const int64_t cp_size = c.parallel.context_parallel_size;
+  const int64_t ulysses = cp.algo == CpAlgo::kUlysses  ? cp_size
+                          : cp.algo == CpAlgo::kHybrid ? cp.ulysses_degree
+                                                       : 1;
+  const double q = s.q_width / s.t, kv = s.kv_width / s.t;
+  double attention = 4.0 * tokens * (3.0 * q + 4.0 * kv) + weight_grads;
+  if (cp_size > 1 && ulysses > 1) attention += 8.0 * tokens * (q + 2.0 * kv);
+  if (cp_size / ulysses > 1) attention += 4.0 * tokens * (18.0 * kv + q);
+  peak = std::max(peak, attention);
   if (post_process) {
     // OutputLayerLoss::loss_chunk_rows: about 256 MiB of fp32 logits per chunk, at least 64 rows.
     const double chunk_rows = std::min(
@@ -95,12 +117,11 @@ double workspace_bytes(const Configs& c, const LayerShape& s, bool pre_process, 
       loss += 2.0 * 4.0 * tokens * s.h;  // gathered input and its gradient
     peak = std::max(peak, loss);
   }
-  if (pre_process) {
-    double embedding = 4.0 * tokens * s.h;
-    if (s.half)
-      embedding += 2.0 * 4.0 * vocab_local * s.h;  // fp32 word embeddings, forward and backward
-    peak = std::max(peak, embedding);
-  }
+  // The embedding's fp32 output rows, and with 16-bit parameters the fp32 copy of its word
+  // embeddings (ComputeWeights; one at a time: the first form counted two, 4 MiB too many on the
+  // bench's first stages).
+  if (pre_process)
+    peak = std::max(peak, 4.0 * tokens * s.h + (s.half ? 4.0 * vocab_local * s.h : 0.0));
   return peak;
 }
 
@@ -261,16 +282,11 @@ StatusOr<MemoryEstimate> estimate_memory(const Configs& c, int world_size,
     const double outside =
         measured != nullptr ? measured->outside_layers.at(mbs) : outside_layer_bytes(shape);
     s.activations = static_cast<int64_t>(layers_alive + outside + rebuilt);
-    const int64_t chunks = static_cast<int64_t>(layout.stages_of_rank(r).size());
-    const double layer_params =
-        layers_per_chunk > 0
-            ? static_cast<double>(s.num_params) / static_cast<double>(layers_per_chunk * chunks)
-            : 0.0;
     // The profile is of one stage holding the embedding and the loss: its workspace and what
     // lives at its peak outside the layers are the last stage's (the loss's logits chunk and its
     // fp32 output weight); a stage without the loss has the modelled workspace of its layers
     // (and embedding) instead.
-    const double modelled_workspace = workspace_bytes(c, shape, pre, post, layer_params);
+    const double modelled_workspace = workspace_bytes(c, shape, pre, post);
     if (measured == nullptr) {
       s.workspace = static_cast<int64_t>(modelled_workspace);
       s.transient = s.activations + s.workspace;

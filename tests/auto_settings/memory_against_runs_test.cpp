@@ -3,8 +3,9 @@
 // rank's exact allocator peaks and per-group traffic), for layouts mixing DP, the distributed
 // optimizer, FSDP, TP, SP, PP, VPP, CP (ring and Ulysses), EP and recompute. Parameters,
 // gradients and optimizer state must equal the memory model to the byte on every rank; the
-// modelled activations (no profile) stay within the stated bound of the measured peak; the
-// communication volumes equal the engine's own counters.
+// modelled activations (no profile) and the modelled workspace of stages without the loss stay
+// within the stated bounds of the measured peaks; the communication volumes equal the engine's
+// own counters.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,6 +68,14 @@ void check_layout(const Layout& layout) {
   auto measured = read_run_reports(report, layout.ranks);
   ASSERT_TRUE(measured.ok()) << measured.status().to_string();
   const CommVolumes volumes = comm_volumes(c, layout.ranks, *model);
+  const ParallelConfig& pc = c.parallel;
+  const int64_t data_parallel =
+      layout.ranks /
+      (pc.tensor_model_parallel_size * pc.pipeline_model_parallel_size * pc.context_parallel_size);
+  auto pipeline = PipelineLayout::build(
+      pc, c.model.num_layers,
+      c.training.global_batch_size / (c.training.micro_batch_size * data_parallel));
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status().to_string();
   std::map<std::string, double> busiest;  // measured traffic of the busiest rank, per group
   for (const RankReport& r : measured->ranks) {
     const StageMemory& st = model->stages.at(static_cast<size_t>(r.pp_rank));
@@ -81,6 +90,15 @@ void check_layout(const Layout& layout) {
     // layers fitted on another model) within 25 % of the measured peak.
     const double act = static_cast<double>(peak(MemoryCategory::kActivations));
     EXPECT_NEAR(static_cast<double>(st.activations), act, 0.25 * act) << "rank " << r.rank;
+    // A stage without the loss: its modelled workspace (the layers' backward, the embedding on
+    // the first stage) within 15 % of the measured peak.
+    bool loss = false;
+    for (const PipelineStage& stage : pipeline->stages_of_rank(r.pp_rank))
+      loss = loss || stage.post_process;
+    if (!loss) {
+      const double ws = static_cast<double>(peak(MemoryCategory::kWorkspace));
+      EXPECT_NEAR(static_cast<double>(st.workspace), ws, 0.15 * ws) << "rank " << r.rank;
+    }
     for (const char* g : {"tp", "pp", "dp_cp", "embedding"})
       busiest[g] = std::max(busiest[g], group_bytes(r, g));
   }

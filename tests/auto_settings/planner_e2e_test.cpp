@@ -53,7 +53,8 @@ TEST(AutoSettingsPlanner, MixedSearchPrintsPlansWhoseFirstCommandRuns) {
   for (const nlohmann::json& p : plan["plans"]) {
     if (!p.contains("measured")) continue;
     ++measured;
-    // The profiled memory model against the run's exact peak, per pipeline stage.
+    // The profiled memory model against the run's exact peak, per pipeline stage, within the
+    // issue's 5 % (3 % passed on this machine).
     for (const nlohmann::json& stage : p["memory"]["stages"]) {
       int64_t peak = 0;
       for (const nlohmann::json& rank : p["measured"]["ranks"]) {
@@ -61,7 +62,7 @@ TEST(AutoSettingsPlanner, MixedSearchPrintsPlansWhoseFirstCommandRuns) {
           peak = std::max(peak, rank["total_peak_bytes"].get<int64_t>());
       }
       EXPECT_NEAR(stage["total_bytes"].get<double>(), static_cast<double>(peak),
-                  0.10 * static_cast<double>(peak))
+                  0.05 * static_cast<double>(peak))
           << p["name"];
     }
   }
