@@ -1,8 +1,11 @@
 // Profiling for the auto-settings white box (profile.h).
 #include "auto_settings/profile.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -11,11 +14,13 @@
 #include "checkpointing/durable_file.h"
 #include "core/json_util.h"
 #include "core/str_cat.h"
+#include "kernels/backend.h"
 
 namespace mindspeed {
 namespace {
 // 2: the micro-batch lever of the candidates' largest micro-batch; the waiting share.
-constexpr int kProfileFormat = 2;
+// 3: the core attention's forward seconds.
+constexpr int kProfileFormat = 3;
 }  // namespace
 
 std::string profile_key(const Candidate& c) {
@@ -103,6 +108,30 @@ std::vector<std::string> measurement_run_args(const std::vector<std::string>& ba
 
 namespace {
 
+// One layer's core attention forward for a micro-batch of 1 on one rank of `configs`' layout:
+// the flash kernel timed here on one thread at full size (heads split by TP), at the speed a
+// rank has with `ranks` ranks sharing this machine's cores (single-thread time x ranks / cores),
+// its 1/cp share.
+double attention_forward_seconds(const Configs& configs, int ranks) {
+  const ModelConfig& m = configs.model;
+  const ParallelConfig& p = configs.parallel;
+  KernelOptions options;
+  options.flash_attention = true;
+  const Backend backend = select_backend(options, 1);
+  Allocator scratch;
+  AttentionDims d;
+  d.B = 1;
+  d.T = m.seq_length;
+  d.NQ = std::max<int64_t>(1, m.num_attention_heads / p.tensor_model_parallel_size);
+  d.NKV = std::max<int64_t>(1, m.query_groups() / p.tensor_model_parallel_size);
+  d.D = m.kv_channels;
+  d.scale = 1.0f / std::sqrt(static_cast<float>(m.kv_channels));
+  d.num_heads_total = m.num_attention_heads;
+  const double cores = static_cast<double>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
+  return measure_flash_attention_forward_seconds(backend, scratch, d, 3) *
+         static_cast<double>(ranks) / cores / static_cast<double>(p.context_parallel_size);
+}
+
 // Bytes of a run's peaks: activations, workspace, and the total less what is held all along.
 struct RunBytes {
   double activations, workspace, transient;
@@ -177,6 +206,7 @@ StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, cons
     const double cc = std::max(0.0, (t1M - t111) / (M - 1.0) - d);
     const double a = std::max(0.0, t111 - b - cc - d);
     shape.times.per_layer_microbatch = d;
+    shape.times.attention_forward = attention_forward_seconds(configs, options.ranks);
     shape.times.per_microbatch = cc;
     shape.times.per_layer_step = b;
     shape.times.per_step = a;
@@ -312,6 +342,7 @@ StatusOr<MachineProfile> load_profile(const std::string& path, const std::string
       shape.times.per_microbatch = number(s, "seconds_per_microbatch");
       shape.times.per_layer_microbatch = number(s, "seconds_per_layer_microbatch");
       shape.times.fixed_fraction = number(s, "fixed_fraction");
+      shape.times.attention_forward = number(s, "seconds_attention_forward");
       shape.spread = number(s, "spread");
       shape.seconds = number(s, "profiling_seconds");
       profile.shapes[key] = shape;
@@ -343,6 +374,7 @@ Status save_profile(const std::string& path, const MachineProfile& profile) {
                    {"seconds_per_microbatch", s.times.per_microbatch},
                    {"seconds_per_layer_microbatch", s.times.per_layer_microbatch},
                    {"fixed_fraction", s.times.fixed_fraction},
+                   {"seconds_attention_forward", s.times.attention_forward},
                    {"spread", s.spread},
                    {"profiling_seconds", s.seconds}};
   }

@@ -76,15 +76,17 @@ double layer_param_share(const Configs& c) {
   return layer / (layer + outside);
 }
 
-double recompute_fraction(const Configs& c) {
-  const Sizes s =
-      sizes_of(c, c.parallel.tensor_model_parallel_size * c.parallel.pipeline_model_parallel_size *
-                      c.parallel.context_parallel_size);
+double recompute_fraction(const Configs& c, const LayerTimes& t) {
   const RecomputeConfig& rc = c.model.recompute;
   if (rc.full())
     return 1.0 / 3.0;  // one more forward of every layer (forward ~ 1/3 of forward + backward)
-  if (rc.selective()) return attention_forward_flops(c, s) / (3.0 * layer_forward_flops(c, s));
+  if (rc.selective() && t.per_layer_microbatch > 0.0)
+    return std::clamp(t.attention_forward / t.per_layer_microbatch, 0.0, 1.0 / 3.0);
   return 0.0;
+}
+
+double attention_forward_flops(const Configs& c, int world_size) {
+  return attention_forward_flops(c, sizes_of(c, world_size));
 }
 
 CommVolumes comm_volumes(const Configs& c, int world_size, const MemoryEstimate& memory) {
@@ -178,6 +180,7 @@ LayerTimes analytic_layer_times(const Configs& c, int world_size, const ClusterR
   LayerTimes t;
   const double rate = std::max(rates.flops_per_second, 1.0);
   t.per_layer_microbatch = 3.0 * layer_forward_flops(c, s) / rate;
+  t.attention_forward = attention_forward_flops(c, s) / rate;
   const double vocab = static_cast<double>(c.model.padded_vocab_size);
   t.per_microbatch = 3.0 * 2.0 * s.tokens * s.h * vocab / s.t / rate;
   // Communication the engine does not overlap: the tensor- and context-parallel collectives of
@@ -219,7 +222,7 @@ StatusOr<StepTime> predict_step_time(const Configs& c, int world_size, const Lay
   MS_ASSIGN_OR_RETURN(const PipelineLayout layout,
                       PipelineLayout::build(c.parallel, c.model.num_layers, s.microbatches));
   const double mbs = t.microbatch_scale(c.training.micro_batch_size);
-  const double rc = recompute_fraction(c);
+  const double rc = recompute_fraction(c, t);
   // Each stage's micro-batch at a dedicated core (the profile measured every rank busy, sharing
   // the cores): its layers' forward (a third) and backward with the recompute's extra forward,
   // and on the stage holding them the output layer and the loss.

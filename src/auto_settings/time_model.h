@@ -34,6 +34,9 @@ struct LayerTimes {
   double fixed_fraction = 0.0;        ///< f
   /// Analytic mode: the communication inside d and b (measured costs include it unseparated).
   double comm_per_layer_microbatch = 0.0, comm_per_layer_step = 0.0;
+  /// One layer's core attention forward (part of d): what selective recompute runs again.
+  /// Measured: the kernel timed on this machine (profile.h); analytic: its FLOPs at the rate.
+  double attention_forward = 0.0;
   double microbatch_scale(int64_t micro_batch_size) const {
     return fixed_fraction + (1.0 - fixed_fraction) * static_cast<double>(micro_batch_size);
   }
@@ -82,7 +85,11 @@ struct CoreSharing {
 StatusOr<StepTime> predict_step_time(const Configs& c, int world_size, const LayerTimes& t,
                                      const CoreSharing& sharing = {});
 
-/// The extra forward work of the recompute mode, as a fraction of a layer's forward + backward.
-double recompute_fraction(const Configs& c);
+/// The extra forward work of the recompute mode, as a fraction of a layer's forward + backward
+/// (d of `t`): a whole forward (full), the core attention's (selective, at most a third).
+double recompute_fraction(const Configs& c, const LayerTimes& t);
+
+/// Forward FLOPs of one layer's core attention for one micro-batch of `c` on one rank.
+double attention_forward_flops(const Configs& c, int world_size);
 
 }  // namespace mindspeed

@@ -127,6 +127,45 @@ double measure_gemm_tflops(const Backend& backend, Allocator& allocator, int64_t
          seconds / 1e12;
 }
 
+double measure_flash_attention_forward_seconds(const Backend& backend, Allocator& allocator,
+                                               const AttentionDims& dims, int calls) {
+  const int64_t nq = dims.B * dims.NQ * dims.T * dims.D,
+                nkv = dims.B * dims.NKV * dims.keys() * dims.D;
+  std::vector<float> host(static_cast<size_t>(std::max(nq, nkv)));
+  fill_normal(host.data(), static_cast<int64_t>(host.size()), 0.0f, 1.0f,
+              RngStream{1234, 0x61747461 /*"atta"*/});
+  const std::span<const float> q_host(host.data(), static_cast<size_t>(nq)),
+      kv_host(host.data(), static_cast<size_t>(nkv));
+  const Tensor q = device_copy_of(backend, allocator, q_host, MemoryCategory::kWorkspace);
+  const Tensor k = device_copy_of(backend, allocator, kv_host, MemoryCategory::kWorkspace);
+  const Tensor v = device_copy_of(backend, allocator, kv_host, MemoryCategory::kWorkspace);
+  Tensor out(allocator, Shape{nq}, DType::kFloat32, MemoryCategory::kWorkspace);
+  Tensor lse(allocator, Shape{dims.B * dims.NQ * dims.T}, DType::kFloat32,
+             MemoryCategory::kWorkspace);
+  const KernelTable& kt = backend.kernels;
+  Tensor ws(allocator,
+            Shape{std::max<int64_t>(1, kt.attention_workspace_floats(
+                                           backend.context, dims, AttentionKernel::kFlash, false))},
+            DType::kFloat32, MemoryCategory::kWorkspace);
+  const AttentionMask causal;
+  auto call = [&] {
+    kt.flash_attention_forward(backend.context, out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(),
+                               causal, dims, DropoutSpec{}, ws.f32());
+    kt.synchronize(backend.context);
+  };
+  call();
+  std::vector<double> seconds;
+  for (int i = 0; i < std::max(1, calls); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + static_cast<int64_t>(seconds.size() / 2),
+                   seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
 bool is_device_memory(const Backend& backend, const void* ptr) {
   switch (backend.device) {
     case DeviceKind::kCpu: return false;

@@ -86,6 +86,12 @@ std::vector<float> host_copy_of(const Backend& backend, const float* device /*[n
 /// log's MFU is taken against on a GPU when --peak-tflops is not given.
 double measure_gemm_tflops(const Backend& backend, Allocator& allocator, int64_t n, int calls);
 
+/// Seconds of one causal flash_attention_forward of `dims` (q, k, v of normal values), after a
+/// warm-up call, the median of `calls` calls each up to a synchronize: what the auto-settings
+/// profile charges selective recompute (it re-runs the core attention's forward).
+double measure_flash_attention_forward_seconds(const Backend& backend, Allocator& allocator,
+                                               const AttentionDims& dims, int calls);
+
 /// Memory sources for an Allocator (core/allocator.h) on the CUDA backend: device memory of GPU
 /// `device` (cudaMalloc), and pinned host memory (cudaMallocHost) for host <-> device copies.
 /// Fail without that GPU, or in a CPU-only build.

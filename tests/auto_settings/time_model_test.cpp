@@ -63,9 +63,25 @@ TEST(AutoSettingsTimeModel, RecomputeAddsItsForward) {
   EXPECT_NEAR(st->compute, 16 * (0.2 + 8 * 1.0 * 4.0 / 3.0), 1e-9);
   const Configs selective =
       gpt(1, {"--micro-batch-size", "1", "--recompute-granularity", "selective"});
-  const double f = recompute_fraction(selective);
+  // Selective: the core attention's forward again, as timed (d = 1.0 here), at most a forward.
+  LayerTimes t = times();
+  t.attention_forward = 0.2;
+  EXPECT_DOUBLE_EQ(recompute_fraction(selective, t), 0.2);
+  auto sel = predict_step_time(selective, 1, t);
+  ASSERT_TRUE(sel.ok());
+  EXPECT_NEAR(sel->recompute, 16 * 8 * 0.2, 1e-9);
+  t.attention_forward = 0.9;
+  EXPECT_DOUBLE_EQ(recompute_fraction(selective, t), 1.0 / 3.0);
+  // Analytic: the core attention's FLOPs at the GEMM rate, a part of the layer's forward.
+  ClusterRates rates;
+  rates.flops_per_second = 1e12;
+  rates.intra_node_bytes_per_second = rates.inter_node_bytes_per_second = 1e10;
+  const LayerTimes analytic = analytic_layer_times(selective, 1, rates);
+  EXPECT_DOUBLE_EQ(analytic.attention_forward, attention_forward_flops(selective, 1) / 1e12);
+  const double f = recompute_fraction(selective, analytic);
   EXPECT_GT(f, 0.0);
-  EXPECT_LT(f, 1.0 / 3.0);  // core attention only: less than a whole forward
+  EXPECT_LT(f, 1.0 / 3.0);
+  EXPECT_DOUBLE_EQ(recompute_fraction(gpt(1, {"--micro-batch-size", "1"}), t), 0.0);
 }
 
 TEST(AutoSettingsTimeModel, PipelineBubbleFollowsThePlanAndTheCores) {
