@@ -112,6 +112,7 @@ nlohmann::json candidate_json(const Candidate& c, int world) {
           {"data_parallel_size", c.dp(world)},
           {"micro_batch_size", c.mbs},
           {"recompute", recompute_choice_name(c.recompute)},
+          {"recompute_block_layers", c.recompute_layers},
           {"use_distributed_optimizer", c.distributed_optimizer}};
 }
 

@@ -50,8 +50,9 @@ std::vector<std::string> candidate_flags(const Candidate& c) {
   if (c.recompute == RecomputeChoice::kSelective)
     f.insert(f.end(), {"--recompute-granularity", "selective"});
   if (c.recompute == RecomputeChoice::kFull) {
-    f.insert(f.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform",
-                       "--recompute-num-layers", "1"});
+    f.insert(f.end(), {"--recompute-granularity", "full", "--recompute-method",
+                       c.recompute_layers > 0 ? "block" : "uniform", "--recompute-num-layers",
+                       std::to_string(c.recompute_layers > 0 ? c.recompute_layers : 1)});
   }
   if (c.distributed_optimizer) f.push_back("--use-distributed-optimizer");
   return f;
@@ -75,9 +76,11 @@ void apply_candidate(const Candidate& c, Configs& configs) {
   rc.granularity = c.recompute == RecomputeChoice::kFull        ? RecomputeGranularity::kFull
                    : c.recompute == RecomputeChoice::kSelective ? RecomputeGranularity::kSelective
                                                                 : RecomputeGranularity::kNone;
-  rc.method =
-      c.recompute == RecomputeChoice::kFull ? RecomputeMethod::kUniform : RecomputeMethod::kNone;
-  rc.num_layers = c.recompute == RecomputeChoice::kFull ? 1 : -1;
+  const bool full = c.recompute == RecomputeChoice::kFull;
+  rc.method = !full                    ? RecomputeMethod::kNone
+              : c.recompute_layers > 0 ? RecomputeMethod::kBlock
+                                       : RecomputeMethod::kUniform;
+  rc.num_layers = !full ? -1 : c.recompute_layers > 0 ? c.recompute_layers : 1;
 }
 
 std::string candidate_name(const Candidate& c, int world_size) {
@@ -93,6 +96,8 @@ std::string candidate_name(const Candidate& c, int world_size) {
   if (c.ep > 1) s += str_cat(" EP", c.ep);
   s += str_cat(" DP", c.dp(world_size), " mbs", c.mbs,
                " recompute=", recompute_choice_name(c.recompute));
+  if (c.recompute == RecomputeChoice::kFull && c.recompute_layers > 0)
+    s += str_cat("(block ", c.recompute_layers, ")");
   if (c.distributed_optimizer) s += " distopt";
   return s;
 }

@@ -16,7 +16,8 @@ namespace mindspeed {
 enum class RecomputeChoice {
   kNone,
   kSelective,  ///< --recompute-granularity selective (core attention)
-  kFull,       ///< --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+  kFull,       ///< --recompute-granularity full: every layer (--recompute-method uniform
+               ///< --recompute-num-layers 1), or the first k of each stage (method block)
 };
 
 struct Candidate {
@@ -31,6 +32,9 @@ struct Candidate {
   int ep = 1;
   int64_t mbs = 1;
   RecomputeChoice recompute = RecomputeChoice::kNone;
+  /// kFull: 0 = every layer (uniform); k > 0 = the first k layers of each pipeline stage or model
+  /// chunk (--recompute-method block --recompute-num-layers k).
+  int64_t recompute_layers = 0;
   bool distributed_optimizer = false;
 
   int dp(int world_size) const { return world_size / (tp * pp * cp); }
@@ -41,7 +45,8 @@ struct Candidate {
 std::vector<std::string> candidate_flags(const Candidate& c);
 /// The same settings written into a parsed, not yet validated, configuration.
 void apply_candidate(const Candidate& c, Configs& configs);
-/// "TP2+SP PP2 VPP2 CP2(ulysses) EP1 DP1 mbs1 recompute=full distopt" for logs and the plan.
+/// "TP2+SP PP2 VPP2 CP2(ulysses) EP1 DP1 mbs1 recompute=full distopt" for logs and the plan
+/// (block recompute: "recompute=full(block 2)").
 std::string candidate_name(const Candidate& c, int world_size);
 const char* recompute_choice_name(RecomputeChoice r);
 const char* cp_algo_flag_value(CpAlgo algo);

@@ -270,18 +270,30 @@ StatusOr<MemoryEstimate> estimate_memory(const Configs& c, int world_size,
     }
     s.live_microbatch_chunks =
         sim.peak_in_flight.empty() ? 1 : sim.peak_in_flight[static_cast<size_t>(r)];
-    const double layers_alive =
-        static_cast<double>(s.live_microbatch_chunks * layers_per_chunk) * per_layer;
     // Full recompute rebuilds one layer's whole activations in its backward, beside the gradient
     // path (outside the layers) and after the loss's workspace is gone.
     // Modelled (no profile): with 16-bit activations the rebuilt layer's backward also holds fp32
     // copies of its largest tensors, 1.75x its saved bytes in all (fitted as outside_layer_bytes).
+    const RecomputeConfig& rc = c.model.recompute;
     const double widened = measured == nullptr && shape.half ? 1.75 : 1.0;
-    const double rebuilt =
-        c.model.recompute.full() && layers_per_chunk > 0 ? widened * per_layer_none : 0.0;
+    const double rebuilt = rc.full() && layers_per_chunk > 0 ? widened * per_layer_none : 0.0;
+    // The layers of every live (micro-batch, chunk) pair at the end of a forward; by block, the
+    // first k layers of each chunk keep only their input, the others everything, and a rebuilt
+    // layer's backward (the first k come last) sees the others of its chunk already freed.
+    double chunk = static_cast<double>(layers_per_chunk) * per_layer;
+    double recomputed = chunk;  // of one chunk, when its rebuilt layer's backward runs
+    if (rc.full() && rc.method == RecomputeMethod::kBlock) {
+      const int64_t k = std::min(rc.num_layers, layers_per_chunk);
+      recomputed = static_cast<double>(k) * per_layer;
+      chunk = recomputed + static_cast<double>(layers_per_chunk - k) * per_layer_none;
+    }
+    const double live = static_cast<double>(s.live_microbatch_chunks);
+    const double at_forward_end = live * chunk;
+    const double at_rebuild = (live - 1.0) * chunk + recomputed + rebuilt;
+    const double layers_peak = std::max(at_forward_end, at_rebuild);
     const double outside =
         measured != nullptr ? measured->outside_layers.at(mbs) : outside_layer_bytes(shape);
-    s.activations = static_cast<int64_t>(layers_alive + outside + rebuilt);
+    s.activations = static_cast<int64_t>(layers_peak + outside);
     // The profile is of one stage holding the embedding and the loss: its workspace and what
     // lives at its peak outside the layers are the last stage's (the loss's logits chunk and its
     // fp32 output weight); a stage without the loss has the modelled workspace of its layers
@@ -292,11 +304,11 @@ StatusOr<MemoryEstimate> estimate_memory(const Configs& c, int world_size,
       s.transient = s.activations + s.workspace;
     } else if (post) {
       s.workspace = static_cast<int64_t>(measured->workspace.at(mbs));
-      s.transient = static_cast<int64_t>(
-          layers_alive + std::max(measured->transient_outside_layers.at(mbs), outside + rebuilt));
+      s.transient = static_cast<int64_t>(std::max(
+          at_forward_end + measured->transient_outside_layers.at(mbs), at_rebuild + outside));
     } else {
       s.workspace = static_cast<int64_t>(modelled_workspace);
-      s.transient = static_cast<int64_t>(layers_alive + outside + rebuilt + modelled_workspace);
+      s.transient = static_cast<int64_t>(layers_peak + outside + modelled_workspace);
     }
     estimate.stages.push_back(s);
   }

@@ -66,8 +66,19 @@ SearchSpace enumerate_candidates(const Configs& base, int64_t vocab_size,
               for (int ep : eps) {
                 for (int64_t mbs = 1; mbs <= limits.max_micro_batch_size; mbs *= 2) {
                   if (gbs > 0 && gbs % (mbs * dp) != 0) continue;
-                  for (RecomputeChoice rc : {RecomputeChoice::kNone, RecomputeChoice::kSelective,
-                                             RecomputeChoice::kFull}) {
+                  // Recompute: none, selective, full on every layer, and full on the first k
+                  // layers of each stage or chunk (block; k = 1, 2, 4, ... below its layers).
+                  const int64_t chunk_layers =
+                      base.model.num_layers / (static_cast<int64_t>(pp) * (vpp > 0     ? vpp
+                                                                           : dualpipev ? 2
+                                                                                       : 1));
+                  std::vector<std::pair<RecomputeChoice, int64_t>> recomputes = {
+                      {RecomputeChoice::kNone, 0},
+                      {RecomputeChoice::kSelective, 0},
+                      {RecomputeChoice::kFull, 0}};
+                  for (int64_t k = 1; k < chunk_layers; k *= 2)
+                    recomputes.push_back({RecomputeChoice::kFull, k});
+                  for (const auto& [rc, recompute_layers] : recomputes) {
                     for (bool distopt :
                          dp* cp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
                       Candidate c{.tp = tp,
@@ -81,6 +92,7 @@ SearchSpace enumerate_candidates(const Configs& base, int64_t vocab_size,
                                   .ep = ep,
                                   .mbs = mbs,
                                   .recompute = rc,
+                                  .recompute_layers = recompute_layers,
                                   .distributed_optimizer = distopt};
                       ++space.considered;
                       Configs configs = base;

@@ -78,8 +78,20 @@ double layer_param_share(const Configs& c) {
 
 double recompute_fraction(const Configs& c, const LayerTimes& t) {
   const RecomputeConfig& rc = c.model.recompute;
-  if (rc.full())
-    return 1.0 / 3.0;  // one more forward of every layer (forward ~ 1/3 of forward + backward)
+  if (rc.full()) {
+    // One more forward (forward ~ 1/3 of forward + backward) of every layer, or by block of the
+    // first k of each stage or chunk.
+    const ParallelConfig& p = c.parallel;
+    const int64_t chunk_layers =
+        c.model.num_layers /
+        (static_cast<int64_t>(p.pipeline_model_parallel_size) *
+         (p.num_virtual_stages_per_pipeline_rank > 0 ? p.num_virtual_stages_per_pipeline_rank
+          : p.dualpipev                              ? 2
+                                                     : 1));
+    if (rc.method == RecomputeMethod::kBlock && chunk_layers > 0)
+      return std::min(rc.num_layers, chunk_layers) / static_cast<double>(chunk_layers) / 3.0;
+    return 1.0 / 3.0;
+  }
   if (rc.selective() && t.per_layer_microbatch > 0.0)
     return std::clamp(t.attention_forward / t.per_layer_microbatch, 0.0, 1.0 / 3.0);
   return 0.0;

@@ -7,7 +7,8 @@
 //   size, per pipeline stage (the last one also runs the output layer and the loss), run
 //   through the schedule's own plan on the machine's shared cores (step_simulation.h: the
 //   bubble of 1F1B, interleaved, DualPipeV; when ranks outnumber cores, a rank waiting in the
-//   bubble lends its core to the others).
+//   bubble lends its core to the others). Recompute: a whole forward (full), the core
+//   attention's forward as the profile timed the kernel (selective).
 // - Analytic mode (a target larger than this machine): the same composition with d and c from
 //   FLOPs at a GEMM rate, plus communication bytes at the given or measured bandwidths, where
 //   the engine does not overlap them.

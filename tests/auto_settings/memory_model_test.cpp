@@ -57,6 +57,32 @@ TEST(AutoSettingsMemoryModel, LayerActivationsEqualTheMeasuredFormulas) {
   }
 }
 
+TEST(AutoSettingsMemoryModel, BlockRecomputeKeepsTheInputOfItsFirstLayersOnly) {
+  // 4 layers on one stage: block k recomputes the first k (their input kept), the other 4 - k
+  // keep everything; k = 4 is uniform full recompute. The first k's backward comes last, after
+  // the others' activations are freed.
+  auto activations = [](const std::vector<std::string>& extra) {
+    auto m = estimate_memory(readme_gpt(1, extra), 1);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? static_cast<double>(m->stages[0].activations) : 0.0;
+  };
+  auto block = [&](int k) {
+    return activations({"--recompute-granularity", "full", "--recompute-method", "block",
+                        "--recompute-num-layers", std::to_string(k)});
+  };
+  const double none = activations({});
+  const double full = activations({"--recompute-granularity", "full", "--recompute-method",
+                                   "uniform", "--recompute-num-layers", "1"});
+  const double none_layer = s * b * h * 32 + 4 * a * s * b + 16 * s * b, full_layer = 2 * s * b * h;
+  EXPECT_NEAR(block(4), full, 1.0);
+  // k = 1, 2: the peak is the forward's end, one more recomputed layer saves its difference.
+  EXPECT_NEAR(block(1) - block(2), none_layer - full_layer, 2.0);
+  // k = 3: the peak is the first layer's rebuild (the fourth layer's activations freed by then):
+  // uniform's less one layer's input.
+  EXPECT_NEAR(block(3), full - full_layer, 2.0);
+  EXPECT_LT(block(1), none);
+}
+
 TEST(AutoSettingsMemoryModel, ParametersGradientsOptimizerEqualTheClosedForms) {
   // N = V h + s h + L (12 h^2 + 13 h) + 2 h = 15232000 (pretrain_gpt reports it).
   const int64_t N = 4096 * 512 + 1024 * 512 + 4 * (12 * 512 * 512 + 13 * 512) + 2 * 512;

@@ -63,6 +63,12 @@ TEST(AutoSettingsTimeModel, RecomputeAddsItsForward) {
   EXPECT_NEAR(st->compute, 16 * (0.2 + 8 * 1.0 * 4.0 / 3.0), 1e-9);
   const Configs selective =
       gpt(1, {"--micro-batch-size", "1", "--recompute-granularity", "selective"});
+  // Block: the first 2 of each stage's 8 layers recomputed.
+  const Configs block = gpt(1, {"--micro-batch-size", "1", "--recompute-granularity", "full",
+                                "--recompute-method", "block", "--recompute-num-layers", "2"});
+  auto blk = predict_step_time(block, 1, times());
+  ASSERT_TRUE(blk.ok());
+  EXPECT_NEAR(blk->recompute, 16 * 8 * 1.0 / 3.0 * 2.0 / 8.0, 1e-9);
   // Selective: the core attention's forward again, as timed (d = 1.0 here), at most a forward.
   LayerTimes t = times();
   t.attention_forward = 0.2;
