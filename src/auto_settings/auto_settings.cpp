@@ -291,7 +291,7 @@ int auto_settings_main(int argc, const char* const* argv) {
           c.distributed_optimizer ? &profile.shapes.at(profile_key(plain)) : nullptr;
       if (!quiet) {
         std::printf("auto settings: profiling layer shape %s (%d run(s) of %d iterations)\n",
-                    key.c_str(), twin != nullptr ? 1 : 5, iterations);
+                    key.c_str(), twin != nullptr ? 2 : 10, iterations);
         std::fflush(stdout);
       }
       int64_t largest_micro_batch = 1;

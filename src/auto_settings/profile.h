@@ -1,6 +1,7 @@
 // Profiling for the auto-settings white box: scaled-down real runs of this binary on this
 // machine, per layer shape (TP, SP, CP and its algorithm, EP; one pipeline stage, no
-// recompute): five runs of (layers, micro-batches, micro-batch size) = the corners (1,1,1),
+// recompute): five points of (layers, micro-batches, micro-batch size), each run twice (the
+// step the mean of both) = the corners (1,1,1),
 // (L,1,1), (1,M,1), (L,M,1) with L = min(4, the model's layers) and M the most micro-batches
 // the shape runs (at most 8), and (1,1,B) with B the largest micro-batch a candidate of the shape
 // runs (at most 8; a lever of 2, what one stage could run, left pipelines' 8-sample micro-batches
