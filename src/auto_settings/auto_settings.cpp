@@ -280,7 +280,7 @@ int auto_settings_main(int argc, const char* const* argv) {
   double profiling_seconds = 0.0;
   const bool profiling = measured_mode && a.type != AutoSettingsType::kBlack;
   // The profile of `candidate`'s layer shape, measured now if the profile lacks it (the shape
-  // without the distributed optimizer first: its twin with it takes one run more).
+  // without the distributed optimizer first: its twin with it takes one point more).
   auto profiled = [&](const LegalCandidate& lc) -> StatusOr<const ProfiledShape*> {
     Candidate plain = lc.candidate;
     plain.distributed_optimizer = false;

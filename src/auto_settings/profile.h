@@ -13,10 +13,10 @@
 // outside the layers -- embedding, output layer, loss; d: one layer's forward and backward of
 // one micro-batch, its tensor- and context-parallel communication included), and the fraction
 // of c and d that does not grow with the micro-batch size (latencies). The same shape with the
-// distributed optimizer takes one run more, for its per-step terms. Fits tried first: 2x2
-// corners at (1..2, 1..2), whose second differences the 20-40 % iteration spread of this machine
-// turned negative; a FLOP ratio for c/d, 10x off where latencies dominate; a corner at (1,1)
-// with slopes extrapolated to (4, 8), 20-60 % low because a step's cost grows faster than
+// distributed optimizer takes one point more (run twice), for its per-step terms. Fits tried first:
+// 2x2 corners at (1..2, 1..2), whose second differences the 20-40 % iteration spread of this
+// machine turned negative; a FLOP ratio for c/d, 10x off where latencies dominate; a corner at
+// (1,1) with slopes extrapolated to (4, 8), 20-60 % low because a step's cost grows faster than
 // linearly in micro-batches here (4 ranks time-sharing 2 cores); the micro-batch scaling from
 // sizes 1 and 2, which left f near 1 and an 8-sample micro-batch 6x too cheap. The results are
 // cached in --prof-file (JSON) for the command line they were made for.
