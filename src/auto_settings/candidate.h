@@ -41,6 +41,12 @@ struct Candidate {
   bool operator==(const Candidate&) const = default;
 };
 
+/// Layers of one model chunk (a pipeline stage, or a virtual stage with VPP or DualPipeV) when
+/// `num_layers` are split evenly over `pp` ranks of `vpp` chunks each (DualPipeV: 2).
+inline int64_t layers_per_model_chunk(int64_t num_layers, int pp, int vpp, bool dualpipev) {
+  return num_layers / (static_cast<int64_t>(pp) * (vpp > 0 ? vpp : dualpipev ? 2 : 1));
+}
+
 /// The flags that set `c` (appended to the command line without the searched flags).
 std::vector<std::string> candidate_flags(const Candidate& c);
 /// The same settings written into a parsed, not yet validated, configuration.

@@ -263,10 +263,6 @@ StatusOr<double> measure_waiting_share(const std::vector<std::string>& base, con
       seconds[q.pp == 1 ? 0 : 1].push_back(run.step_seconds);
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
   return waiting_share_of_ratio(one_stage, pipelined, times, oversubscription, options.ranks,
                                 median(seconds[1]) / median(seconds[0]));
 }

@@ -31,13 +31,6 @@ std::string tail_of_file(const std::string& path, size_t max_chars) {
   return s.size() <= max_chars ? s : s.substr(s.size() - max_chars);
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 StatusOr<RankReport> read_rank_report(const std::string& path) {
   std::ifstream in(path);
   if (!in) return not_found("no run report ", path, " (the run ended before writing it)");
@@ -94,6 +87,13 @@ std::string self_executable() {
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("pretrain_gpt") : p.string();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 StatusOr<MeasuredRun> read_run_reports(const std::string& prefix, int ranks) {

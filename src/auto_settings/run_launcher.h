@@ -53,6 +53,9 @@ StatusOr<MeasuredRun> launch_measured_run(const std::vector<std::string>& args,
 /// Reads the per-rank report files of a run (<prefix>.rank<R>.json, R < ranks).
 StatusOr<MeasuredRun> read_run_reports(const std::string& prefix, int ranks);
 
+/// The median of `v` (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> v);
+
 /// The path of this process's executable.
 std::string self_executable();
 

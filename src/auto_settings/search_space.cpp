@@ -69,9 +69,7 @@ SearchSpace enumerate_candidates(const Configs& base, int64_t vocab_size,
                   // Recompute: none, selective, full on every layer, and full on the first k
                   // layers of each stage or chunk (block; k = 1, 2, 4, ... below its layers).
                   const int64_t chunk_layers =
-                      base.model.num_layers / (static_cast<int64_t>(pp) * (vpp > 0     ? vpp
-                                                                           : dualpipev ? 2
-                                                                                       : 1));
+                      layers_per_model_chunk(base.model.num_layers, pp, vpp, dualpipev);
                   std::vector<std::pair<RecomputeChoice, int64_t>> recomputes = {
                       {RecomputeChoice::kNone, 0},
                       {RecomputeChoice::kSelective, 0},

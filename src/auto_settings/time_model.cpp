@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "auto_settings/candidate.h"
 #include "auto_settings/step_simulation.h"
 #include "config/pipeline_layout.h"
 #include "core/check.h"
@@ -83,11 +84,8 @@ double recompute_fraction(const Configs& c, const LayerTimes& t) {
     // first k of each stage or chunk.
     const ParallelConfig& p = c.parallel;
     const int64_t chunk_layers =
-        c.model.num_layers /
-        (static_cast<int64_t>(p.pipeline_model_parallel_size) *
-         (p.num_virtual_stages_per_pipeline_rank > 0 ? p.num_virtual_stages_per_pipeline_rank
-          : p.dualpipev                              ? 2
-                                                     : 1));
+        layers_per_model_chunk(c.model.num_layers, p.pipeline_model_parallel_size,
+                               p.num_virtual_stages_per_pipeline_rank, p.dualpipev);
     if (rc.method == RecomputeMethod::kBlock && chunk_layers > 0)
       return std::min(rc.num_layers, chunk_layers) / static_cast<double>(chunk_layers) / 3.0;
     return 1.0 / 3.0;
