@@ -12,6 +12,7 @@
 #include "models/gpt/gpt_model_chunks.h"
 #include "parallel/parallel_state.h"
 #include "parallel/rank_generator.h"
+#include "pipeline_parallel/schedule_plan.h"
 
 namespace mindspeed {
 namespace {
@@ -184,8 +185,9 @@ ParameterRegistry& stage_parameters(const Configs& c, int world_size, const Pipe
   return *registry;
 }
 
-}  // namespace
-
+// simulate_plans(layout, num_microbatches) for its live micro-batches, remembered: the planner
+// asks for the same plan for many candidates, and a 1024-micro-batch plan over 80 stages is not
+// free. Thread-safe.
 const PlanSimulation& simulated_plan(const PipelineLayout& layout, int64_t num_microbatches) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<PlanSimulation>> cache;
@@ -196,6 +198,8 @@ const PlanSimulation& simulated_plan(const PipelineLayout& layout, int64_t num_m
     sim = std::make_unique<PlanSimulation>(simulate_plans(layout, num_microbatches));
   return *sim;
 }
+
+}  // namespace
 
 const StageMemory& MemoryEstimate::largest() const {
   return *std::max_element(

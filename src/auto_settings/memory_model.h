@@ -20,9 +20,7 @@
 #include <vector>
 
 #include "config/configs.h"
-#include "config/pipeline_layout.h"
 #include "core/status.h"
-#include "pipeline_parallel/schedule_plan.h"
 
 namespace mindspeed {
 
@@ -68,11 +66,6 @@ struct MemoryEstimate {
 /// Bytes one transformer layer keeps for backward per micro-batch on one rank, under the
 /// configuration's recompute granularity (full: the layer's input only).
 double layer_activation_bytes(const Configs& c);
-
-/// simulate_plans(layout, num_microbatches), remembered: the planner asks for the same plan for
-/// many candidates (memory and time models alike), and a 1024-micro-batch plan over 80 stages is
-/// not free. Thread-safe.
-const PlanSimulation& simulated_plan(const PipelineLayout& layout, int64_t num_microbatches);
 
 /// Every pipeline stage's memory. `measured` (may be null): the profiled bytes of this
 /// configuration's layer shape, taken in place of the modelled ones.

@@ -15,6 +15,7 @@
 #include "auto_settings/memory_model.h"
 #include "auto_settings/run_launcher.h"
 #include "auto_settings/time_model.h"
+#include "config/pipeline_layout.h"
 #include "auto_settings_test_util.h"
 #include "e2e/run_command.h"
 #include "scratch_dir.h"
