@@ -10,6 +10,9 @@
 #     box's choice against the grid's best three, re-measured interleaved (medians of ROUNDS);
 #     the white search's time (profiling included) against the grid's; twelve layouts re-measured
 #     interleaved (medians of ACCURACY_ROUNDS) against the step and memory predictions.
+#  4. The mixed search on the white box's profile (its top 3 run in 3 interleaved rounds), then
+#     bench/auto_settings_choices.py: the white and mixed choices and the grid's fastest 8 (by
+#     their single grid run) re-measured interleaved (medians of ROUNDS).
 # Model: GPT, 4 layers, h=128, a=8, s=256, vocab 4096, bf16, flash attention, global batch 8,
 # 4 ranks (oversubscribed on this machine's cores). About 40 minutes on 2 cores.
 #   bench/run_auto_settings_bench.sh [path/to/pretrain_gpt]   (default build/release/apps/pretrain_gpt)
@@ -35,3 +38,7 @@ fi
   grep -v "^auto settings: profiling"
 /usr/bin/python3 bench/auto_settings_report.py "$WORK/white/auto_settings_plan.json" --grid "$GRID" --rounds "$ROUNDS" \
   --accuracy-rounds "${ACCURACY_ROUNDS:-5}" --pretrain "$PRETRAIN"
+"$PRETRAIN" --auto-settings --nproc-per-node "$RANKS" --auto-settings-type mixed --auto-settings-work-dir "$WORK/mixed" \
+  --prof-file "$WORK/white/auto_settings_profile.json" "${MODEL[@]}" | grep -v "^auto settings: running"
+/usr/bin/python3 bench/auto_settings_choices.py "$WORK/white/auto_settings_plan.json" "$WORK/mixed/auto_settings_plan.json" \
+  --grid "$GRID" --top 8 --rounds "$ROUNDS" --pretrain "$PRETRAIN"

@@ -40,9 +40,14 @@ struct Evaluated {
   CommVolumes comm;
   bool fits = false;
   double tokens_per_second = 0.0, tflops_per_rank = 0.0, mfu = 0.0;
-  std::optional<MeasuredRun> measured;  ///< black / mixed
+  std::optional<MeasuredRun> measured;  ///< black / mixed: its first run
+  std::vector<double> round_seconds;    ///< a finalist's step in each interleaved round
   std::string run_error;                ///< a measured run that failed
-  double ranking_seconds() const { return measured ? measured->step_seconds : step.total; }
+  /// The finalists rank by the median of their rounds, other measured candidates by their run.
+  double ranking_seconds() const {
+    if (!round_seconds.empty()) return median(round_seconds);
+    return measured ? measured->step_seconds : step.total;
+  }
 };
 
 int refuse(const std::string& message, int code) {
@@ -139,10 +144,20 @@ std::string format_plan(int index, const Evaluated& e, int world, double cap_byt
   s += line;
   if (e.measured) {
     const RankReport& peak = e.measured->largest_memory();
-    std::snprintf(line, sizeof(line),
-                  "  measured: step %.4f s (spread %.0f%%), peak %.1f MiB on rank %d\n",
-                  e.measured->step_seconds, 100.0 * e.measured->step_spread,
-                  peak.total_peak_bytes / kMiB, peak.rank);
+    if (e.round_seconds.empty()) {
+      std::snprintf(line, sizeof(line),
+                    "  measured: step %.4f s (spread %.0f%%), peak %.1f MiB on rank %d\n",
+                    e.measured->step_seconds, 100.0 * e.measured->step_spread,
+                    peak.total_peak_bytes / kMiB, peak.rank);
+    } else {
+      const auto [least, most] =
+          std::minmax_element(e.round_seconds.begin(), e.round_seconds.end());
+      std::snprintf(line, sizeof(line),
+                    "  measured: step %.4f s (median of %zu interleaved rounds, %.4f..%.4f), peak "
+                    "%.1f MiB on rank %d\n",
+                    e.ranking_seconds(), e.round_seconds.size(), *least, *most,
+                    peak.total_peak_bytes / kMiB, peak.rank);
+    }
     s += line;
   }
   s += "  command: " + command + "\n";
@@ -279,35 +294,52 @@ int auto_settings_main(int argc, const char* const* argv) {
   // The white box over every legal candidate (profiling each layer shape once).
   double profiling_seconds = 0.0;
   const bool profiling = measured_mode && a.type != AutoSettingsType::kBlack;
-  // The profile of `candidate`'s layer shape, measured now if the profile lacks it (the shape
-  // without the distributed optimizer first: its twin with it takes one point more).
-  auto profiled = [&](const LegalCandidate& lc) -> StatusOr<const ProfiledShape*> {
-    Candidate plain = lc.candidate;
-    plain.distributed_optimizer = false;
-    for (const Candidate& c : {plain, lc.candidate}) {
-      const std::string key = profile_key(c);
-      if (profile.shapes.contains(key)) continue;
-      const ProfiledShape* twin =
-          c.distributed_optimizer ? &profile.shapes.at(profile_key(plain)) : nullptr;
+  // Every layer shape the profile lacks, measured in interleaved rounds (profile.h); shapes
+  // without the distributed optimizer first: a twin with it takes one point more.
+  if (profiling) {
+    std::vector<ShapeRequest> requests;
+    int runs = 0;
+    for (const bool twins : {false, true}) {
+      for (const LegalCandidate& lc : space.legal) {
+        if (twins && !lc.candidate.distributed_optimizer) continue;
+        ShapeRequest r{profiled_candidate(lc.candidate), lc.configs, 1};
+        r.candidate.distributed_optimizer = twins;
+        const std::string key = profile_key(r.candidate);
+        const bool listed =
+            std::any_of(requests.begin(), requests.end(),
+                        [&](const ShapeRequest& q) { return profile_key(q.candidate) == key; });
+        if (profile.shapes.contains(key) || listed) continue;
+        for (const LegalCandidate& other : space.legal) {
+          if (profile_key(profiled_candidate(other.candidate)) == key)
+            r.largest_micro_batch = std::max(r.largest_micro_batch, other.candidate.mbs);
+        }
+        runs += profiling_runs_of(r);
+        requests.push_back(std::move(r));
+      }
+    }
+    if (!requests.empty()) {
       if (!quiet) {
-        std::printf("auto settings: profiling layer shape %s (%d run(s) of %d iterations)\n",
-                    key.c_str(), twin != nullptr ? 2 : 10, iterations);
+        std::printf(
+            "auto settings: profiling %zu layer shape(s): %d runs of %d iterations, in "
+            "interleaved rounds\n",
+            requests.size(), runs, iterations);
         std::fflush(stdout);
       }
-      int64_t largest_micro_batch = 1;
-      for (const LegalCandidate& other : space.legal) {
-        if (profile_key(profiled_candidate(other.candidate)) == profile_key(profiled_candidate(c)))
-          largest_micro_batch = std::max(largest_micro_batch, other.candidate.mbs);
+      auto measured = profile_shapes(stripped, requests, iterations, launch, profile.shapes);
+      if (!measured.ok()) return refuse("profiling failed: " + measured.status().to_string(), 1);
+      for (ProfiledShape& shape : *measured) {
+        profiling_seconds += shape.seconds;
+        if (debug) {
+          std::printf("auto settings: profiled %s (spread %.0f%%)\n", shape.key.c_str(),
+                      100.0 * shape.spread);
+        }
+        std::string key = shape.key;
+        profile.shapes[key] = std::move(shape);
       }
-      MS_ASSIGN_OR_RETURN(
-          ProfiledShape measured,
-          profile_shape(stripped, c, lc.configs, largest_micro_batch, iterations, launch, twin));
-      profiling_seconds += measured.seconds;
-      profile.shapes[key] = std::move(measured);
-      MS_RETURN_IF_ERROR(save_profile(prof_file, profile));
+      if (Status st = save_profile(prof_file, profile); !st.ok())
+        return refuse("error: " + st.to_string(), 1);
     }
-    return &profile.shapes.at(profile_key(lc.candidate));
-  };
+  }
   // Pipelines on shared cores: what a waiting rank still takes of them, measured once on the
   // shape of the first 1F1B candidate with the most stages, one layer per stage, as a pipeline
   // and as one stage (the most stages: where the share moves the step most).
@@ -339,8 +371,6 @@ int auto_settings_main(int argc, const char* const* argv) {
         valid = valid && validate_configs(stages[i], here, vocab).ok();
       }
       if (!valid) continue;
-      auto shape = profiled(lc);
-      if (!shape.ok()) return refuse("profiling failed: " + shape.status().to_string(), 1);
       if (!quiet) {
         std::printf("auto settings: profiling how pipeline ranks share the cores (%s, 10 runs)\n",
                     profile_key(q).c_str());
@@ -372,12 +402,8 @@ int auto_settings_main(int argc, const char* const* argv) {
   for (const LegalCandidate& lc : space.legal) {
     Evaluated e;
     e.legal = &lc;
-    const ProfiledShape* shape = nullptr;
-    if (profiling) {
-      auto measured = profiled(lc);
-      if (!measured.ok()) return refuse("profiling failed: " + measured.status().to_string(), 1);
-      shape = *measured;
-    }
+    const ProfiledShape* shape =
+        profiling ? &profile.shapes.at(profile_key(profiled_candidate(lc.candidate))) : nullptr;
     auto memory = estimate_memory(lc.configs, world, shape != nullptr ? &shape->memory : nullptr);
     if (!memory.ok()) return refuse("memory model: " + memory.status().to_string(), 1);
     e.memory = *std::move(memory);
@@ -410,22 +436,24 @@ int auto_settings_main(int argc, const char* const* argv) {
                   1);
   }
 
-  // Black box: run every fitting candidate; mixed: the model's best top_k.
+  // Black box: every fitting candidate once (the screening), then its fastest top_k again;
+  // mixed: the model's best top_k. These finalists run in `rounds` interleaved rounds (a round
+  // runs each once, in turn) and rank by the median of their rounds: one run's median iteration
+  // moves by 5-10 % from run to run here, and more as the machine drifts, and the fastest of
+  // many single runs is the luckiest one (so black's screening run is not among its rounds).
   if (a.type != AutoSettingsType::kWhite) {
-    const size_t count = a.type == AutoSettingsType::kBlack
-                             ? fitting.size()
-                             : std::min(fitting.size(), static_cast<size_t>(a.top_k));
-    std::vector<Evaluated*> ran;
-    for (size_t i = 0; i < count; ++i) {
-      Evaluated& e = *fitting[i];
-      // The user's model and batch, a few iterations, no outputs.
+    // One run of `e`: the user's model and batch, a few iterations, no outputs. False when it
+    // failed or its peak exceeds the cap (e.run_error says which); a finalist round's step goes
+    // to e.round_seconds. The first run is kept for its memory peaks.
+    auto measure = [&](Evaluated& e, const std::string& name, const std::string& progress,
+                       bool finalist_round) {
       const std::vector<std::string> run_args =
           measurement_run_args(stripped, e.legal->candidate, base.model.num_layers,
                                base.training.global_batch_size, iterations);
       LaunchOptions o = launch;
-      o.name = str_cat("candidate-", i);
+      o.name = name;
       if (!quiet) {
-        std::printf("auto settings: running %zu/%zu %s\n", i + 1, count,
+        std::printf("auto settings: running %s %s\n", progress.c_str(),
                     candidate_name(e.legal->candidate, world).c_str());
         std::fflush(stdout);
       }
@@ -434,24 +462,55 @@ int auto_settings_main(int argc, const char* const* argv) {
         e.run_error = run.status().message();
         if (!quiet)
           std::printf("auto settings:   failed: %s\n", e.run_error.substr(0, 300).c_str());
-        continue;
+        return false;
       }
       if (static_cast<double>(run->largest_memory().total_peak_bytes) > cap) {
         e.run_error = str_cat("its measured peak, ", run->largest_memory().total_peak_bytes / kMiB,
                               " MiB, exceeds the cap");
       }
-      e.measured = *std::move(run);
-      if (e.run_error.empty()) ran.push_back(&e);
-    }
-    if (ran.empty())
-      return refuse("every candidate run failed; see the logs under " + launch.work_dir, 1);
-    std::stable_sort(ran.begin(), ran.end(), [](const Evaluated* x, const Evaluated* y) {
+      if (finalist_round) e.round_seconds.push_back(run->step_seconds);
+      if (!e.measured) e.measured = *std::move(run);
+      return e.run_error.empty();
+    };
+    auto by_measurement = [](const Evaluated* x, const Evaluated* y) {
       return x->ranking_seconds() < y->ranking_seconds();
-    });
-    // The measured ones first, in measured order; then the rest in predicted order.
-    std::vector<Evaluated*> order = ran;
+    };
+    std::vector<Evaluated*> finalists, screened;
+    if (a.type == AutoSettingsType::kBlack) {
+      for (size_t i = 0; i < fitting.size(); ++i) {
+        if (measure(*fitting[i], str_cat("candidate-", i), str_cat(i + 1, "/", fitting.size()),
+                    false))
+          screened.push_back(fitting[i]);
+      }
+      std::stable_sort(screened.begin(), screened.end(), by_measurement);
+      const size_t k = std::min(screened.size(), static_cast<size_t>(a.top_k));
+      finalists.assign(screened.begin(), screened.begin() + static_cast<std::ptrdiff_t>(k));
+      screened.erase(screened.begin(), screened.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      const size_t k = std::min(fitting.size(), static_cast<size_t>(a.top_k));
+      finalists.assign(fitting.begin(), fitting.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    for (int round = 0; round < a.rounds; ++round) {
+      for (size_t i = 0; i < finalists.size(); ++i) {
+        if (!finalists[i]->run_error.empty()) continue;  // failed in an earlier round
+        measure(*finalists[i], str_cat("finalist-", i, "-round-", round),
+                str_cat("finalist ", i + 1, "/", finalists.size(), " (round ", round + 1, " of ",
+                        a.rounds, ")"),
+                true);
+      }
+    }
+    // The finalists that ran every round, by their median; then the other screened ones, by
+    // their one run; then the rest in predicted order.
+    std::vector<Evaluated*> order;
+    for (Evaluated* e : finalists) {
+      if (e->run_error.empty()) order.push_back(e);
+    }
+    std::stable_sort(order.begin(), order.end(), by_measurement);
+    order.insert(order.end(), screened.begin(), screened.end());
+    if (order.empty())
+      return refuse("every candidate run failed; see the logs under " + launch.work_dir, 1);
     for (Evaluated* e : fitting) {
-      if (std::find(ran.begin(), ran.end(), e) == ran.end()) order.push_back(e);
+      if (std::find(order.begin(), order.end(), e) == order.end()) order.push_back(e);
     }
     fitting = order;
   }
@@ -530,7 +589,9 @@ int auto_settings_main(int argc, const char* const* argv) {
                          {"traffic_bytes", r.traffic_bytes},
                          {"iterations", r.iteration_seconds.size()}});
       }
-      p["measured"] = {{"step_seconds", e.measured->step_seconds},
+      p["measured"] = {{"step_seconds", e.ranking_seconds()},
+                       {"first_run_step_seconds", e.measured->step_seconds},
+                       {"round_step_seconds", e.round_seconds},
                        {"spread", e.measured->step_spread},
                        {"wall_seconds", e.measured->wall_seconds},
                        {"ranks", peaks}};

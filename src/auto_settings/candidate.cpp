@@ -138,6 +138,7 @@ std::vector<std::string> strip_searched_flags(const std::vector<std::string>& ar
       {"--auto-settings-intra-node-bandwidth", 1},
       {"--auto-settings-inter-node-bandwidth", 1},
       {"--auto-settings-top-k", 1},
+      {"--auto-settings-rounds", 1},
       {"--auto-settings-iters", 1},
   };
   std::vector<std::string> out;

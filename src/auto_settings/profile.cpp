@@ -151,97 +151,169 @@ RunBytes bytes_of(const MeasuredRun& run) {
 
 }  // namespace
 
-StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, const Candidate& c,
-                                      const Configs& configs, int64_t largest_micro_batch,
-                                      int iterations, const LaunchOptions& options,
-                                      const ProfiledShape* without_distributed_optimizer) {
-  const Candidate p = profiled_candidate(c);
-  const int dp = options.ranks / (p.tp * p.cp);
+namespace {
+
+// A profiling run's point: `layers` layers, `micro` micro-batches of `mbs` samples per
+// data-parallel rank.
+struct Point {
+  int layers, micro, mbs;
+};
+
+// A shape's points: its twin's one point, or the four corners of (layers, micro-batches) in
+// [1, L] x [1, M] and the micro-batch lever (1, 1, B).
+struct ShapePlan {
+  int L = 1, M = 1, B = 1;
+  std::vector<Point> points;
+};
+
+ShapePlan plan_of(const ShapeRequest& r, int ranks) {
+  ShapePlan plan;
+  if (r.candidate.distributed_optimizer) {
+    plan.points = {{1, 1, 1}};
+    return plan;
+  }
+  // L = min(4, the model's layers), M = the most micro-batches a one-stage layout of this
+  // shape runs (micro-batch 1), at most 8. Candidates then interpolate rather than
+  // extrapolate, and the differences are taken over long lever arms (the iterations of this
+  // machine spread by tens of percent).
+  const Candidate p = profiled_candidate(r.candidate);
+  const int dp = ranks / (p.tp * p.cp);
+  plan.L = static_cast<int>(std::clamp<int64_t>(r.configs.model.num_layers, 2, 4));
+  plan.M = static_cast<int>(std::clamp<int64_t>(r.configs.training.global_batch_size / dp, 2, 8));
+  // The micro-batch size's lever: the largest micro-batch a candidate of this shape runs (a
+  // pipeline's, where fewer data-parallel replicas share the batch; the profile's own batch
+  // grows to it), at most 8.
+  plan.B = static_cast<int>(std::clamp<int64_t>(r.largest_micro_batch, 2, 8));
+  plan.points = {{1, 1, 1}, {plan.L, 1, 1}, {1, plan.M, 1}, {plan.L, plan.M, 1}, {1, 1, plan.B}};
+  return plan;
+}
+
+// A point's runs as one: the first run's exact bytes, the mean of the steps.
+MeasuredRun mean_of(const std::vector<MeasuredRun>& runs) {
+  MeasuredRun r = runs.front();
+  double seconds = 0.0;
+  for (const MeasuredRun& run : runs) seconds += run.step_seconds;
+  r.step_seconds = seconds / static_cast<double>(runs.size());
+  return r;
+}
+
+// The shape's costs and bytes from its points' runs (`runs[i]`: point i of `plan`); `twin`: the
+// profile of the same shape without the distributed optimizer, for a shape with it.
+ProfiledShape fit_shape(const ShapeRequest& request, const ShapePlan& plan,
+                        const std::vector<MeasuredRun>& runs, const ProfiledShape* twin,
+                        int ranks) {
   ProfiledShape shape;
-  shape.key = profile_key(p);
-  const auto start = std::chrono::steady_clock::now();
-  // One run: `layers` layers, `micro` micro-batches of `mbs` samples per data-parallel rank.
-  auto run = [&](int layers, int micro, int mbs) -> StatusOr<MeasuredRun> {
-    Candidate q = p;
-    q.mbs = mbs;
-    const std::vector<std::string> args =
-        measurement_run_args(base, q, layers, dp * micro * mbs, iterations);
-    // Twice, the step the mean of both (a run's median iteration moves by 5-10 % from run to
-    // run here, and the fit's differences of corners amplify it); the bytes are exact.
-    MeasuredRun r;
-    double seconds = 0.0;
-    for (int repeat = 0; repeat < kRunsPerCorner; ++repeat) {
-      LaunchOptions o = options;
-      o.name = str_cat("profile-", shape.key, "-L", layers, "-m", micro, "-b", mbs, "-", repeat);
-      MS_ASSIGN_OR_RETURN(r, launch_measured_run(args, o));
-      shape.spread = std::max(shape.spread, r.step_spread);
-      seconds += r.step_seconds;
-    }
-    r.step_seconds = seconds / kRunsPerCorner;
-    return r;
-  };
-  MS_ASSIGN_OR_RETURN(const MeasuredRun r111, run(1, 1, 1));
-  const double t111 = r111.step_seconds;
-  const double rb = layer_param_share(configs);
-  if (without_distributed_optimizer != nullptr) {
+  shape.key = profile_key(profiled_candidate(request.candidate));
+  const double t111 = runs[0].step_seconds;
+  const double rb = layer_param_share(request.configs);
+  if (twin != nullptr) {
     // The distributed optimizer changes only the per-step work (sharded optimizer, reduce-scatter
     // and all-gather): the layer's costs and bytes are its twin's, the per-step terms this run's.
-    shape.memory = without_distributed_optimizer->memory;
-    shape.times = without_distributed_optimizer->times;
+    shape.memory = twin->memory;
+    shape.times = twin->times;
     const double y =
         std::max(0.0, t111 - shape.times.per_microbatch - shape.times.per_layer_microbatch);
     shape.times.per_layer_step = rb * y;
     shape.times.per_step = (1.0 - rb) * y;
-  } else {
-    // The four corners of (layers, micro-batches) in [1, L] x [1, M]: L = min(4, the model's
-    // layers), M = the most micro-batches a one-stage layout of this shape runs (micro-batch 1),
-    // at most 8. Candidates then interpolate rather than extrapolate, and the differences are
-    // taken over long lever arms (the iterations of this machine spread by tens of percent).
-    const int L = static_cast<int>(std::clamp<int64_t>(configs.model.num_layers, 2, 4));
-    const int M =
-        static_cast<int>(std::clamp<int64_t>(configs.training.global_batch_size / dp, 2, 8));
-    MS_ASSIGN_OR_RETURN(const MeasuredRun rL11, run(L, 1, 1));
-    MS_ASSIGN_OR_RETURN(const MeasuredRun r1M1, run(1, M, 1));
-    MS_ASSIGN_OR_RETURN(const MeasuredRun rLM1, run(L, M, 1));
-    // The micro-batch size's lever: the largest micro-batch a candidate of this shape runs (a
-    // pipeline's, where fewer data-parallel replicas share the batch; the profile's own batch
-    // grows to it), at most 8.
-    const int B = static_cast<int>(std::clamp<int64_t>(largest_micro_batch, 2, 8));
-    MS_ASSIGN_OR_RETURN(const MeasuredRun r11B, run(1, 1, B));
-    // T(l, m) = a + b l + c m + d l m through the corners; a term the noise makes negative is 0.
-    const double tL1 = rL11.step_seconds, t1M = r1M1.step_seconds, tLM = rLM1.step_seconds;
-    const double d = std::max(0.0, (tLM - tL1 - t1M + t111) / ((L - 1.0) * (M - 1.0)));
-    const double b = std::max(0.0, (tL1 - t111) / (L - 1.0) - d);
-    const double cc = std::max(0.0, (t1M - t111) / (M - 1.0) - d);
-    const double a = std::max(0.0, t111 - b - cc - d);
-    shape.times.per_layer_microbatch = d;
-    shape.times.attention_forward = attention_forward_seconds(configs, options.ranks);
-    shape.times.per_microbatch = cc;
-    shape.times.per_layer_step = b;
-    shape.times.per_step = a;
-    // The micro-batch of B samples: c + d grows to (f + B (1 - f)) (c + d).
-    const double cd = cc + d;
-    const double grown = cd > 0.0 ? (r11B.step_seconds - a - b) / cd : static_cast<double>(B);
-    shape.times.fixed_fraction = std::clamp((B - grown) / (B - 1.0), 0.0, 1.0);
-    // Memory: a layer's bytes from 1 and 2 layers; the rest as fixed + per sample from
-    // micro-batches of 1 and 2.
-    const RunBytes b111 = bytes_of(r111), bL11 = bytes_of(rL11), b11B = bytes_of(r11B);
-    const double layer =
-        std::max(0.0, (bL11.activations - b111.activations) / (std::max(L, 2) - 1));
-    shape.memory.per_layer_per_sample = layer;
-    auto affine = [B](double at1, double atB) {
-      AffineBytes a;
-      a.per_sample = std::max(0.0, (atB - at1) / (B - 1.0));
-      a.fixed = std::max(0.0, at1 - a.per_sample);
-      return a;
-    };
-    shape.memory.outside_layers = affine(b111.activations - layer, b11B.activations - B * layer);
-    shape.memory.transient_outside_layers =
-        affine(b111.transient - layer, b11B.transient - B * layer);
-    shape.memory.workspace = affine(std::max(b111.workspace, bL11.workspace), b11B.workspace);
+    return shape;
   }
-  shape.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int L = plan.L, M = plan.M, B = plan.B;
+  const MeasuredRun &r111 = runs[0], &rL11 = runs[1], &r1M1 = runs[2], &rLM1 = runs[3],
+                    &r11B = runs[4];
+  // T(l, m) = a + b l + c m + d l m through the corners; a term the noise makes negative is 0.
+  const double tL1 = rL11.step_seconds, t1M = r1M1.step_seconds, tLM = rLM1.step_seconds;
+  const double d = std::max(0.0, (tLM - tL1 - t1M + t111) / ((L - 1.0) * (M - 1.0)));
+  const double b = std::max(0.0, (tL1 - t111) / (L - 1.0) - d);
+  const double cc = std::max(0.0, (t1M - t111) / (M - 1.0) - d);
+  const double a = std::max(0.0, t111 - b - cc - d);
+  shape.times.per_layer_microbatch = d;
+  shape.times.attention_forward = attention_forward_seconds(request.configs, ranks);
+  shape.times.per_microbatch = cc;
+  shape.times.per_layer_step = b;
+  shape.times.per_step = a;
+  // The micro-batch of B samples: c + d grows to (f + B (1 - f)) (c + d).
+  const double cd = cc + d;
+  const double grown = cd > 0.0 ? (r11B.step_seconds - a - b) / cd : static_cast<double>(B);
+  shape.times.fixed_fraction = std::clamp((B - grown) / (B - 1.0), 0.0, 1.0);
+  // Memory: a layer's bytes from 1 and L layers; the rest as fixed + per sample from
+  // micro-batches of 1 and B.
+  const RunBytes b111 = bytes_of(r111), bL11 = bytes_of(rL11), b11B = bytes_of(r11B);
+  const double layer = std::max(0.0, (bL11.activations - b111.activations) / (L - 1));
+  shape.memory.per_layer_per_sample = layer;
+  auto affine = [B](double at1, double atB) {
+    AffineBytes a;
+    a.per_sample = std::max(0.0, (atB - at1) / (B - 1.0));
+    a.fixed = std::max(0.0, at1 - a.per_sample);
+    return a;
+  };
+  shape.memory.outside_layers = affine(b111.activations - layer, b11B.activations - B * layer);
+  shape.memory.transient_outside_layers =
+      affine(b111.transient - layer, b11B.transient - B * layer);
+  shape.memory.workspace = affine(std::max(b111.workspace, bL11.workspace), b11B.workspace);
   return shape;
+}
+
+}  // namespace
+
+int profiling_runs_of(const ShapeRequest& request) {
+  return (request.candidate.distributed_optimizer ? 1 : 5) * kRunsPerCorner;
+}
+
+StatusOr<std::vector<ProfiledShape>> profile_shapes(
+    const std::vector<std::string>& base, const std::vector<ShapeRequest>& requests, int iterations,
+    const LaunchOptions& options, const std::map<std::string, ProfiledShape>& known) {
+  std::vector<ShapePlan> plans;
+  for (const ShapeRequest& r : requests) plans.push_back(plan_of(r, options.ranks));
+  // runs[s][i]: shape s's point i, a run per round.
+  std::vector<std::vector<std::vector<MeasuredRun>>> runs(requests.size());
+  std::vector<double> spread(requests.size(), 0.0), seconds(requests.size(), 0.0);
+  for (size_t s = 0; s < requests.size(); ++s) runs[s].resize(plans[s].points.size());
+  for (int round = 0; round < kRunsPerCorner; ++round) {
+    for (size_t s = 0; s < requests.size(); ++s) {
+      const Candidate p = profiled_candidate(requests[s].candidate);
+      const int dp = options.ranks / (p.tp * p.cp);
+      for (size_t i = 0; i < plans[s].points.size(); ++i) {
+        const Point& point = plans[s].points[i];
+        Candidate q = p;
+        q.mbs = point.mbs;
+        const std::vector<std::string> args =
+            measurement_run_args(base, q, point.layers, dp * point.micro * point.mbs, iterations);
+        LaunchOptions o = options;
+        o.name = str_cat("profile-", profile_key(p), "-L", point.layers, "-m", point.micro, "-b",
+                         point.mbs, "-", round);
+        MS_ASSIGN_OR_RETURN(MeasuredRun run, launch_measured_run(args, o));
+        spread[s] = std::max(spread[s], run.step_spread);
+        seconds[s] += run.wall_seconds;
+        runs[s][i].push_back(std::move(run));
+      }
+    }
+  }
+  // The fits: shapes without the distributed optimizer first (their twins read them).
+  std::map<std::string, ProfiledShape> fitted = known;
+  std::vector<ProfiledShape> shapes(requests.size());
+  for (const bool twins : {false, true}) {
+    for (size_t s = 0; s < requests.size(); ++s) {
+      if (requests[s].candidate.distributed_optimizer != twins) continue;
+      std::vector<MeasuredRun> points;
+      for (const std::vector<MeasuredRun>& point : runs[s]) points.push_back(mean_of(point));
+      const ProfiledShape* twin = nullptr;
+      if (twins) {
+        Candidate plain = profiled_candidate(requests[s].candidate);
+        plain.distributed_optimizer = false;
+        const auto it = fitted.find(profile_key(plain));
+        if (it == fitted.end()) {
+          return internal_error("profile of ", profile_key(requests[s].candidate),
+                                " needs its twin ", profile_key(plain), " profiled first");
+        }
+        twin = &it->second;
+      }
+      shapes[s] = fit_shape(requests[s], plans[s], points, twin, options.ranks);
+      shapes[s].spread = spread[s];
+      shapes[s].seconds = seconds[s];
+      fitted[shapes[s].key] = shapes[s];
+    }
+  }
+  return shapes;
 }
 
 StatusOr<double> measure_waiting_share(const std::vector<std::string>& base, const Candidate& c,

@@ -1,7 +1,7 @@
 // Profiling for the auto-settings white box: scaled-down real runs of this binary on this
 // machine, per layer shape (TP, SP, CP and its algorithm, EP; one pipeline stage, no
-// recompute): five points of (layers, micro-batches, micro-batch size), each run twice (the
-// step the mean of both) = the corners (1,1,1),
+// recompute): five points of (layers, micro-batches, micro-batch size), each run twice, in two
+// rounds over every shape (the step the mean of both) = the corners (1,1,1),
 // (L,1,1), (1,M,1), (L,M,1) with L = min(4, the model's layers) and M the most micro-batches
 // the shape runs (at most 8), and (1,1,B) with B the largest micro-batch a candidate of the shape
 // runs (at most 8; a lever of 2, what one stage could run, left pipelines' 8-sample micro-batches
@@ -30,6 +30,7 @@
 #include "auto_settings/memory_model.h"
 #include "auto_settings/run_launcher.h"
 #include "auto_settings/time_model.h"
+#include "config/configs.h"
 #include "core/status.h"
 
 namespace mindspeed {
@@ -66,15 +67,28 @@ StatusOr<MachineProfile> load_profile(const std::string& path, const std::string
                                       int ranks, bool* reused);
 Status save_profile(const std::string& path, const MachineProfile& profile);
 
-/// Runs the profiling runs of `c`'s shape on `options.ranks` ranks (`base`: the stripped command
-/// line; `configs`: `c` validated, for the fit's parameter share; `largest_micro_batch`: of the
-/// shape's candidates) for `iterations` iterations
-/// each. With `without_distributed_optimizer` (the profile of `c`'s shape without it) one run
-/// gives the per-step terms and the rest is taken from it.
-StatusOr<ProfiledShape> profile_shape(const std::vector<std::string>& base, const Candidate& c,
-                                      const Configs& configs, int64_t largest_micro_batch,
-                                      int iterations, const LaunchOptions& options,
-                                      const ProfiledShape* without_distributed_optimizer = nullptr);
+/// A layer shape to profile: `candidate` (its profiled_candidate() runs), `configs` it validated
+/// (for the fit's parameter share), `largest_micro_batch` of the shape's candidates. A shape with
+/// the distributed optimizer takes one point (run twice) for its per-step terms and the rest from
+/// its twin without it, which is profiled already or earlier in the same request list.
+struct ShapeRequest {
+  Candidate candidate;
+  Configs configs;
+  int64_t largest_micro_batch = 1;
+};
+
+/// Profiles `requests` on `options.ranks` ranks (`base`: the stripped command line), each run
+/// `iterations` iterations, in kRunsPerCorner interleaved rounds: a round runs every shape's
+/// points once, in turn, and the next round runs them all again, so that the machine's drift
+/// over the minutes of profiling (10-15 % here) lands on every shape alike, not on the shapes
+/// measured last; a point's step is the mean of its rounds. `known`: the shapes profiled before
+/// (twins). The result is in the order of `requests`.
+StatusOr<std::vector<ProfiledShape>> profile_shapes(
+    const std::vector<std::string>& base, const std::vector<ShapeRequest>& requests, int iterations,
+    const LaunchOptions& options, const std::map<std::string, ProfiledShape>& known);
+
+/// Runs per shape of profile_shapes(): with and without a twin.
+int profiling_runs_of(const ShapeRequest& request);
 
 /// The waiting share of this machine (when ranks outnumber cores): `c`'s shape as a pipeline of
 /// one layer per stage (`c`: micro-batch 1, no recompute; `pipelined` its validated

@@ -430,8 +430,8 @@ void register_auto_settings_flags(FlagRegistry& r, AutoSettingsConfig& a, Choice
          "optimizer) for this command line and print the top 3 as runnable command lines");
   r.value("--auto-settings-type", ch.auto_settings_type,
           "white (memory and time model over profiled rates), black (run every candidate that "
-          "fits) or mixed "
-          "(the model proposes, the best --auto-settings-top-k are run)")
+          "fits, then the fastest --auto-settings-top-k again) or mixed (the model proposes, its "
+          "best --auto-settings-top-k are run)")
       ->check(CLI::IsMember({"white", "black", "mixed"}));
   r.value("--auto-settings-work-dir", a.work_dir,
           "Where the planner writes its runs, profile and plan (default .)");
@@ -468,8 +468,14 @@ void register_auto_settings_flags(FlagRegistry& r, AutoSettingsConfig& a, Choice
   r.number("--auto-settings-inter-node-bandwidth", a.inter_node_gbps,
            "mindspeed-cpp: GB/s per rank between nodes (default: the intra-node figure)",
            above(0, "GB/s"));
-  r.number("--auto-settings-top-k", a.top_k, "mindspeed-cpp: candidates the mixed search runs",
+  r.number("--auto-settings-top-k", a.top_k,
+           "mindspeed-cpp: finalists: the mixed search runs the model's best, the black search "
+           "its screening run's fastest",
            between(3, 1000, false, "candidates"));
+  r.number("--auto-settings-rounds", a.rounds,
+           "mindspeed-cpp: interleaved rounds over the finalists (each runs once per round; "
+           "they rank by their median)",
+           between(1, 100, false, "rounds"));
   r.number("--auto-settings-iters", a.measure_iters,
            "mindspeed-cpp: iterations of each profiling and candidate run (the first is warm-up)",
            between(2, 1000, false, "iterations"));

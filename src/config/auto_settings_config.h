@@ -35,7 +35,10 @@ struct AutoSettingsConfig {
   double intra_node_gbps = 0.0;  ///< --auto-settings-intra-node-bandwidth: GB/s per rank in a node
   double inter_node_gbps =
       0.0;                ///< --auto-settings-inter-node-bandwidth: GB/s per rank across nodes
-  int top_k = 3;          ///< --auto-settings-top-k: candidates the mixed search runs (>= 3)
+  /// --auto-settings-top-k: the finalists (>= 3): the mixed search's model's best, the black
+  /// search's fastest of its screening run.
+  int top_k = 3;
+  int rounds = 3;         ///< --auto-settings-rounds: interleaved rounds over the finalists
   int measure_iters = 8;  ///< --auto-settings-iters: iterations of each measured run
 };
 

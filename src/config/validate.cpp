@@ -829,6 +829,7 @@ Status validate_auto_settings(const AutoSettingsConfig& a, const TrainingConfig&
         {a.intra_node_gbps != d.intra_node_gbps, "--auto-settings-intra-node-bandwidth"},
         {a.inter_node_gbps != d.inter_node_gbps, "--auto-settings-inter-node-bandwidth"},
         {a.top_k != d.top_k, "--auto-settings-top-k"},
+        {a.rounds != d.rounds, "--auto-settings-rounds"},
         {a.measure_iters != d.measure_iters, "--auto-settings-iters"},
     };
     for (const auto& [set, flag] : given) {

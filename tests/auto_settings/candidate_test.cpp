@@ -1,7 +1,7 @@
 // Candidates and the search space: the flags printed for a candidate give, through the engine's
 // own parser and validation, exactly the configuration the planner evaluated; the searched and
-// planner flags are stripped in both spellings; the space holds only what validate_configs
-// accepts, each layout once, and the layouts it must (and must not) hold.
+// planner flags are stripped in both spellings, every registered planner flag; the space holds only
+// what validate_configs accepts, each layout once, and the layouts it must (and must not) hold.
 #include "auto_settings/candidate.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 
 #include "auto_settings/search_space.h"
 #include "auto_settings_test_util.h"
+#include "cli/arguments.h"
 
 namespace mindspeed {
 namespace {
@@ -39,6 +40,24 @@ TEST(AutoSettingsCandidate, StripsSearchedAndPlannerFlagsInBothSpellings) {
                                          "--use-distributed-optimizer"};
   EXPECT_EQ(strip_searched_flags(args),
             (std::vector<std::string>{"--num-layers", "4", "--lr", "1e-3"}));
+}
+
+// Every planner flag the parser registers (a measurement run would refuse it without
+// --auto-settings), the ones added later included.
+TEST(AutoSettingsCandidate, StripsEveryRegisteredPlannerFlag) {
+  const std::set<std::string> node_flags = {"--target-nnodes", "--nnodes",      "--nproc-per-node",
+                                            "--node-rank",     "--master-addr", "--master-port",
+                                            "--prof-file"};
+  int planner_flags = 0;
+  for (const std::string& name : registered_flag_names()) {
+    if (!name.starts_with("--auto-settings") && !node_flags.contains(name)) continue;
+    ++planner_flags;
+    const std::vector<std::string> args = name == "--auto-settings"
+                                              ? std::vector<std::string>{name, "--lr", "1e-3"}
+                                              : std::vector<std::string>{name, "1", "--lr", "1e-3"};
+    EXPECT_EQ(strip_searched_flags(args), (std::vector<std::string>{"--lr", "1e-3"})) << name;
+  }
+  EXPECT_GE(planner_flags, 19);
 }
 
 TEST(AutoSettingsCandidate, PrintedFlagsParseToTheEvaluatedConfiguration) {

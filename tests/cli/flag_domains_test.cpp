@@ -100,6 +100,7 @@ const std::map<std::string, Row> kExpected = {
     {"--auto-settings-intra-node-bandwidth", {false, false, false}},
     {"--auto-settings-inter-node-bandwidth", {false, false, false}},
     {"--auto-settings-top-k", {false, false, false}},
+    {"--auto-settings-rounds", {false, false, false}},
     {"--auto-settings-iters", {false, false, false}},
     {"--decoder-first-pipeline-num-layers", {false, false, false}},
     {"--decoder-last-pipeline-num-layers", {false, false, false}},
