@@ -325,7 +325,7 @@ int auto_settings_main(int argc, const char* const* argv) {
             requests.size(), runs, iterations);
         std::fflush(stdout);
       }
-      auto measured = profile_shapes(stripped, requests, iterations, launch, profile.shapes);
+      auto measured = profile_shapes(stripped, requests, iterations, launch, cores, profile.shapes);
       if (!measured.ok()) return refuse("profiling failed: " + measured.status().to_string(), 1);
       for (ProfiledShape& shape : *measured) {
         profiling_seconds += shape.seconds;

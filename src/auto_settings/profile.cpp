@@ -1,10 +1,7 @@
 // Profiling for the auto-settings white box (profile.h).
 #include "auto_settings/profile.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -19,8 +16,9 @@
 namespace mindspeed {
 namespace {
 // 2: the micro-batch lever of the candidates' largest micro-batch; the waiting share.
-// 3: the core attention's forward seconds. 4: each corner run twice.
-constexpr int kProfileFormat = 4;
+// 3: the core attention's forward seconds. 4: each corner run twice. 5: that forward with the
+// model's attention dropout; the micro-batch lever at L layers.
+constexpr int kProfileFormat = 5;
 constexpr int kRunsPerCorner = 2;
 }  // namespace
 
@@ -111,9 +109,9 @@ namespace {
 
 // One layer's core attention forward for a micro-batch of 1 on one rank of `configs`' layout:
 // the flash kernel timed here on one thread at full size (heads split by TP), at the speed a
-// rank has with `ranks` ranks sharing this machine's cores (single-thread time x ranks / cores),
-// its 1/cp share.
-double attention_forward_seconds(const Configs& configs, int ranks) {
+// rank has with `ranks` ranks sharing this machine's `cores` (single-thread time x ranks /
+// cores), its 1/cp share.
+double attention_forward_seconds(const Configs& configs, int ranks, int cores) {
   const ModelConfig& m = configs.model;
   const ParallelConfig& p = configs.parallel;
   KernelOptions options;
@@ -128,9 +126,9 @@ double attention_forward_seconds(const Configs& configs, int ranks) {
   d.D = m.kv_channels;
   d.scale = 1.0f / std::sqrt(static_cast<float>(m.kv_channels));
   d.num_heads_total = m.num_attention_heads;
-  const double cores = static_cast<double>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
-  return measure_flash_attention_forward_seconds(backend, scratch, d, 3) *
-         static_cast<double>(ranks) / cores / static_cast<double>(p.context_parallel_size);
+  return measure_flash_attention_forward_seconds(backend, scratch, d, m.attention_dropout, 3) *
+         static_cast<double>(ranks) / static_cast<double>(std::max(1, cores)) /
+         static_cast<double>(p.context_parallel_size);
 }
 
 // Bytes of a run's peaks: activations, workspace, and the total less what is held all along.
@@ -154,13 +152,15 @@ RunBytes bytes_of(const MeasuredRun& run) {
 namespace {
 
 // A profiling run's point: `layers` layers, `micro` micro-batches of `mbs` samples per
-// data-parallel rank.
+// data-parallel rank; `timed`: run in every round for its step (else once, for its bytes).
 struct Point {
   int layers, micro, mbs;
+  bool timed = true;
 };
 
 // A shape's points: its twin's one point, or the four corners of (layers, micro-batches) in
-// [1, L] x [1, M] and the micro-batch lever (1, 1, B).
+// [1, L] x [1, M] and the micro-batch levers (L, 1, B) for the step and (1, 1, B) for the
+// bytes.
 struct ShapePlan {
   int L = 1, M = 1, B = 1;
   std::vector<Point> points;
@@ -184,7 +184,8 @@ ShapePlan plan_of(const ShapeRequest& r, int ranks) {
   // pipeline's, where fewer data-parallel replicas share the batch; the profile's own batch
   // grows to it), at most 8.
   plan.B = static_cast<int>(std::clamp<int64_t>(r.largest_micro_batch, 2, 8));
-  plan.points = {{1, 1, 1}, {plan.L, 1, 1}, {1, plan.M, 1}, {plan.L, plan.M, 1}, {1, 1, plan.B}};
+  plan.points = {{1, 1, 1},           {plan.L, 1, 1},      {1, plan.M, 1},
+                 {plan.L, plan.M, 1}, {plan.L, 1, plan.B}, {1, 1, plan.B, false}};
   return plan;
 }
 
@@ -200,8 +201,8 @@ MeasuredRun mean_of(const std::vector<MeasuredRun>& runs) {
 // The shape's costs and bytes from its points' runs (`runs[i]`: point i of `plan`); `twin`: the
 // profile of the same shape without the distributed optimizer, for a shape with it.
 ProfiledShape fit_shape(const ShapeRequest& request, const ShapePlan& plan,
-                        const std::vector<MeasuredRun>& runs, const ProfiledShape* twin,
-                        int ranks) {
+                        const std::vector<MeasuredRun>& runs, const ProfiledShape* twin, int ranks,
+                        int cores) {
   ProfiledShape shape;
   shape.key = profile_key(profiled_candidate(request.candidate));
   const double t111 = runs[0].step_seconds;
@@ -219,7 +220,7 @@ ProfiledShape fit_shape(const ShapeRequest& request, const ShapePlan& plan,
   }
   const int L = plan.L, M = plan.M, B = plan.B;
   const MeasuredRun &r111 = runs[0], &rL11 = runs[1], &r1M1 = runs[2], &rLM1 = runs[3],
-                    &r11B = runs[4];
+                    &rL1B = runs[4], &r11B = runs[5];
   // T(l, m) = a + b l + c m + d l m through the corners; a term the noise makes negative is 0.
   const double tL1 = rL11.step_seconds, t1M = r1M1.step_seconds, tLM = rLM1.step_seconds;
   const double d = std::max(0.0, (tLM - tL1 - t1M + t111) / ((L - 1.0) * (M - 1.0)));
@@ -227,13 +228,16 @@ ProfiledShape fit_shape(const ShapeRequest& request, const ShapePlan& plan,
   const double cc = std::max(0.0, (t1M - t111) / (M - 1.0) - d);
   const double a = std::max(0.0, t111 - b - cc - d);
   shape.times.per_layer_microbatch = d;
-  shape.times.attention_forward = attention_forward_seconds(request.configs, ranks);
+  shape.times.attention_forward = attention_forward_seconds(request.configs, ranks, cores);
   shape.times.per_microbatch = cc;
   shape.times.per_layer_step = b;
   shape.times.per_step = a;
-  // The micro-batch of B samples: c + d grows to (f + B (1 - f)) (c + d).
-  const double cd = cc + d;
-  const double grown = cd > 0.0 ? (r11B.step_seconds - a - b) / cd : static_cast<double>(B);
+  // The micro-batch of B samples: c + d l grows to (f + B (1 - f)) (c + d l), taken at l = L
+  // (a one-stage candidate's micro-batch of B, measured; from one layer, where the output
+  // layer and the loss dominate, the layers' growth came out low: TP1 CP4 Ulysses with
+  // 8-sample micro-batches was predicted 9 % fast, and chosen, at 6.5 % from the best).
+  const double cd = cc + d * L;
+  const double grown = cd > 0.0 ? (rL1B.step_seconds - a - b * L) / cd : static_cast<double>(B);
   shape.times.fixed_fraction = std::clamp((B - grown) / (B - 1.0), 0.0, 1.0);
   // Memory: a layer's bytes from 1 and L layers; the rest as fixed + per sample from
   // micro-batches of 1 and B.
@@ -256,12 +260,12 @@ ProfiledShape fit_shape(const ShapeRequest& request, const ShapePlan& plan,
 }  // namespace
 
 int profiling_runs_of(const ShapeRequest& request) {
-  return (request.candidate.distributed_optimizer ? 1 : 5) * kRunsPerCorner;
+  return request.candidate.distributed_optimizer ? kRunsPerCorner : 5 * kRunsPerCorner + 1;
 }
 
 StatusOr<std::vector<ProfiledShape>> profile_shapes(
     const std::vector<std::string>& base, const std::vector<ShapeRequest>& requests, int iterations,
-    const LaunchOptions& options, const std::map<std::string, ProfiledShape>& known) {
+    const LaunchOptions& options, int cores, const std::map<std::string, ProfiledShape>& known) {
   std::vector<ShapePlan> plans;
   for (const ShapeRequest& r : requests) plans.push_back(plan_of(r, options.ranks));
   // runs[s][i]: shape s's point i, a run per round.
@@ -274,6 +278,7 @@ StatusOr<std::vector<ProfiledShape>> profile_shapes(
       const int dp = options.ranks / (p.tp * p.cp);
       for (size_t i = 0; i < plans[s].points.size(); ++i) {
         const Point& point = plans[s].points[i];
+        if (round > 0 && !point.timed) continue;
         Candidate q = p;
         q.mbs = point.mbs;
         const std::vector<std::string> args =
@@ -307,7 +312,7 @@ StatusOr<std::vector<ProfiledShape>> profile_shapes(
         }
         twin = &it->second;
       }
-      shapes[s] = fit_shape(requests[s], plans[s], points, twin, options.ranks);
+      shapes[s] = fit_shape(requests[s], plans[s], points, twin, options.ranks, cores);
       shapes[s].spread = spread[s];
       shapes[s].seconds = seconds[s];
       fitted[shapes[s].key] = shapes[s];

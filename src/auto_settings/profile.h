@@ -3,9 +3,10 @@
 // recompute): five points of (layers, micro-batches, micro-batch size), each run twice, in two
 // rounds over every shape (the step the mean of both) = the corners (1,1,1),
 // (L,1,1), (1,M,1), (L,M,1) with L = min(4, the model's layers) and M the most micro-batches
-// the shape runs (at most 8), and (1,1,B) with B the largest micro-batch a candidate of the shape
+// the shape runs (at most 8), and (L,1,B) with B the largest micro-batch a candidate of the shape
 // runs (at most 8; a lever of 2, what one stage could run, left pipelines' 8-sample micro-batches
-// 20-40 % cheap). Their
+// 20-40 % cheap; at one layer instead of L, the layers' growth came out low); and (1,1,B) once,
+// for its bytes. Their
 // exact memory peaks give the memory model's bytes per layer and per sample and what lives outside
 // the layers (fixed + per sample); their median iteration times the time model's costs
 //   T(l layers, m micro-batches) = a + b*l + c*m + d*l*m
@@ -78,14 +79,15 @@ struct ShapeRequest {
 };
 
 /// Profiles `requests` on `options.ranks` ranks (`base`: the stripped command line), each run
-/// `iterations` iterations, in kRunsPerCorner interleaved rounds: a round runs every shape's
+/// `iterations` iterations, in two interleaved rounds: a round runs every shape's
 /// points once, in turn, and the next round runs them all again, so that the machine's drift
 /// over the minutes of profiling (10-15 % here) lands on every shape alike, not on the shapes
-/// measured last; a point's step is the mean of its rounds. `known`: the shapes profiled before
-/// (twins). The result is in the order of `requests`.
+/// measured last; a point's step is the mean of its rounds. `cores`: this machine's
+/// (MachineProfile::cores, for the flash kernel timed in-process); `known`: the shapes profiled
+/// before (twins). The result is in the order of `requests`.
 StatusOr<std::vector<ProfiledShape>> profile_shapes(
     const std::vector<std::string>& base, const std::vector<ShapeRequest>& requests, int iterations,
-    const LaunchOptions& options, const std::map<std::string, ProfiledShape>& known);
+    const LaunchOptions& options, int cores, const std::map<std::string, ProfiledShape>& known);
 
 /// Runs per shape of profile_shapes(): with and without a twin.
 int profiling_runs_of(const ShapeRequest& request);

@@ -128,7 +128,8 @@ double measure_gemm_tflops(const Backend& backend, Allocator& allocator, int64_t
 }
 
 double measure_flash_attention_forward_seconds(const Backend& backend, Allocator& allocator,
-                                               const AttentionDims& dims, int calls) {
+                                               const AttentionDims& dims, float dropout_p,
+                                               int calls) {
   const int64_t nq = dims.B * dims.NQ * dims.T * dims.D,
                 nkv = dims.B * dims.NKV * dims.keys() * dims.D;
   std::vector<float> host(static_cast<size_t>(std::max(nq, nkv)));
@@ -148,9 +149,12 @@ double measure_flash_attention_forward_seconds(const Backend& backend, Allocator
                                            backend.context, dims, AttentionKernel::kFlash, false))},
             DType::kFloat32, MemoryCategory::kWorkspace);
   const AttentionMask causal;
+  DropoutSpec dropout;
+  dropout.p = dropout_p;
+  dropout.rng = RngStream{1234, 0x64726f70 /*"drop"*/};
   auto call = [&] {
     kt.flash_attention_forward(backend.context, out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(),
-                               causal, dims, DropoutSpec{}, ws.f32());
+                               causal, dims, dropout, ws.f32());
     kt.synchronize(backend.context);
   };
   call();

@@ -86,11 +86,13 @@ std::vector<float> host_copy_of(const Backend& backend, const float* device /*[n
 /// log's MFU is taken against on a GPU when --peak-tflops is not given.
 double measure_gemm_tflops(const Backend& backend, Allocator& allocator, int64_t n, int calls);
 
-/// Seconds of one causal flash_attention_forward of `dims` (q, k, v of normal values), after a
-/// warm-up call, the median of `calls` calls each up to a synchronize: what the auto-settings
-/// profile charges selective recompute (it re-runs the core attention's forward).
+/// Seconds of one causal flash_attention_forward of `dims` (q, k, v of normal values) with
+/// attention dropout `dropout_p` (its position-keyed masks drawn as in training), after a warm-up
+/// call, the median of `calls` calls each up to a synchronize: what the auto-settings profile
+/// charges selective recompute (it re-runs the core attention's forward).
 double measure_flash_attention_forward_seconds(const Backend& backend, Allocator& allocator,
-                                               const AttentionDims& dims, int calls);
+                                               const AttentionDims& dims, float dropout_p,
+                                               int calls);
 
 /// Memory sources for an Allocator (core/allocator.h) on the CUDA backend: device memory of GPU
 /// `device` (cudaMalloc), and pinned host memory (cudaMallocHost) for host <-> device copies.
