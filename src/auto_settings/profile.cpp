@@ -147,10 +147,6 @@ RunBytes bytes_of(const MeasuredRun& run) {
           static_cast<double>(r.total_peak_bytes) - held};
 }
 
-}  // namespace
-
-namespace {
-
 // A profiling run's point: `layers` layers, `micro` micro-batches of `mbs` samples per
 // data-parallel rank; `timed`: run in every round for its step (else once, for its bytes).
 struct Point {
