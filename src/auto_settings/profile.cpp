@@ -256,6 +256,7 @@ ProfiledShape fit_shape(const ShapeRequest& request, const ShapePlan& plan,
 }  // namespace
 
 int profiling_runs_of(const ShapeRequest& request) {
+  // plan_of's points: a twin's one, timed; else five timed and (1, 1, B) once.
   return request.candidate.distributed_optimizer ? kRunsPerCorner : 5 * kRunsPerCorner + 1;
 }
 
