@@ -313,7 +313,7 @@ int auto_settings_main(int argc, const char* const* argv) {
           if (profile_key(profiled_candidate(other.candidate)) == key)
             r.largest_micro_batch = std::max(r.largest_micro_batch, other.candidate.mbs);
         }
-        runs += profiling_runs_of(r);
+        runs += profiling_runs_of(r, here);
         requests.push_back(std::move(r));
       }
     }

@@ -255,9 +255,11 @@ ProfiledShape fit_shape(const ShapeRequest& request, const ShapePlan& plan,
 
 }  // namespace
 
-int profiling_runs_of(const ShapeRequest& request) {
-  // plan_of's points: a twin's one, timed; else five timed and (1, 1, B) once.
-  return request.candidate.distributed_optimizer ? kRunsPerCorner : 5 * kRunsPerCorner + 1;
+int profiling_runs_of(const ShapeRequest& request, int ranks) {
+  int runs = 0;
+  for (const Point& point : plan_of(request, ranks).points)
+    runs += point.timed ? kRunsPerCorner : 1;
+  return runs;
 }
 
 StatusOr<std::vector<ProfiledShape>> profile_shapes(

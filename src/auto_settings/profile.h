@@ -89,8 +89,8 @@ StatusOr<std::vector<ProfiledShape>> profile_shapes(
     const std::vector<std::string>& base, const std::vector<ShapeRequest>& requests, int iterations,
     const LaunchOptions& options, int cores, const std::map<std::string, ProfiledShape>& known);
 
-/// Runs per shape of profile_shapes(): with and without a twin.
-int profiling_runs_of(const ShapeRequest& request);
+/// Runs profile_shapes() makes for `request` on `ranks` ranks.
+int profiling_runs_of(const ShapeRequest& request, int ranks);
 
 /// The waiting share of this machine (when ranks outnumber cores): `c`'s shape as a pipeline of
 /// one layer per stage (`c`: micro-batch 1, no recompute; `pipelined` its validated
